@@ -1,0 +1,122 @@
+package model
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+)
+
+// ServiceState is one Service with the EndpointSlices that name it, sorted by slice
+// name. Service is nil while slices exist for a Service not (or no longer) known.
+type ServiceState struct {
+	Service *Service
+	Slices  []*EndpointSlice
+}
+
+// Endpoints returns the deduplicated, sorted endpoints of one of the Service's ports.
+func (st *ServiceState) Endpoints(p ServicePort) []ServiceEndpoint {
+	return EndpointsFor(st.Slices, p.Name, p.Protocol)
+}
+
+// Snapshot is an immutable view of the cluster at one revision. The zero value is
+// not useful; snapshots come from a Store.
+type Snapshot struct {
+	// Revision increases by one with every published change.
+	Revision uint64
+	// Synced is set once the source has delivered its initial state (informer caches
+	// synced, manifests loaded). Consumers should not program a data plane before.
+	Synced bool
+
+	services map[ServiceKey]*ServiceState
+	slices   map[ServiceKey]*EndpointSlice // keyed by the slice's own namespace/name
+	nodes    map[string]*Node
+	pods     map[PodKey]*Pod
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{
+		services: map[ServiceKey]*ServiceState{},
+		slices:   map[ServiceKey]*EndpointSlice{},
+		nodes:    map[string]*Node{},
+		pods:     map[PodKey]*Pod{},
+	}
+}
+
+// Service returns the state of the Service k, or nil when the Service is unknown.
+func (s *Snapshot) Service(k ServiceKey) *ServiceState {
+	st := s.services[k]
+	if st == nil || st.Service == nil {
+		return nil
+	}
+	return st
+}
+
+// Services returns every known Service's state, sorted by key.
+func (s *Snapshot) Services() []*ServiceState {
+	out := make([]*ServiceState, 0, len(s.services))
+	for _, st := range s.services {
+		if st.Service != nil {
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b *ServiceState) int { return compareKeys(a.Service.Key(), b.Service.Key()) })
+	return out
+}
+
+// EndpointSlices returns every slice, also those of unknown Services, sorted by
+// namespace/name.
+func (s *Snapshot) EndpointSlices() []*EndpointSlice {
+	out := make([]*EndpointSlice, 0, len(s.slices))
+	for _, sl := range s.slices {
+		out = append(out, sl)
+	}
+	slices.SortFunc(out, func(a, b *EndpointSlice) int {
+		return compareKeys(ServiceKey{a.Namespace, a.Name}, ServiceKey{b.Namespace, b.Name})
+	})
+	return out
+}
+
+// Node returns the named Node or nil.
+func (s *Snapshot) Node(name string) *Node { return s.nodes[name] }
+
+// Nodes returns every Node sorted by name.
+func (s *Snapshot) Nodes() []*Node {
+	out := make([]*Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Pod returns the Pod k or nil.
+func (s *Snapshot) Pod(k PodKey) *Pod { return s.pods[k] }
+
+// Pods returns every Pod sorted by namespace/name.
+func (s *Snapshot) Pods() []*Pod {
+	out := make([]*Pod, 0, len(s.pods))
+	for _, p := range s.pods {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *Pod) int { return compareKeys(a.Key(), b.Key()) })
+	return out
+}
+
+func compareKeys(a, b ServiceKey) int {
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+func sortServiceEndpoints(eps []ServiceEndpoint) {
+	slices.SortStableFunc(eps, func(a, b ServiceEndpoint) int {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Port, b.Port)
+	})
+}
+
+// SortAddrs sorts addresses in place (IPv4 before IPv6, then numerically).
+func SortAddrs(a []netip.Addr) { slices.SortFunc(a, netip.Addr.Compare) }
