@@ -1,0 +1,144 @@
+package controlplane
+
+import (
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Kinds the control plane handles.
+const (
+	kindService       = "Service"
+	kindPod           = "Pod"
+	kindNode          = "Node"
+	kindNamespace     = "Namespace"
+	kindEndpoints     = "Endpoints"
+	kindEndpointSlice = "EndpointSlice"
+)
+
+// entry is one accepted input object: a deep copy (never the caller's), its
+// namespace defaulted, with its position in the input for error ordering.
+type entry[T any] struct {
+	idx    int
+	origin string
+	obj    T
+}
+
+// intake is the input sorted by kind, duplicates and unknown kinds already turned
+// into errors.
+type intake struct {
+	services   []entry[*corev1.Service]
+	pods       []entry[*corev1.Pod]
+	nodes      []entry[*corev1.Node]
+	namespaces []entry[*corev1.Namespace]
+	endpoints  []entry[*corev1.Endpoints]
+	slices     []entry[*discoveryv1.EndpointSlice]
+	errs       errorSink
+}
+
+// errorSink collects ObjectErrors with the input position of their object.
+type errorSink struct{ list []indexedError }
+
+type indexedError struct {
+	idx int
+	err *ObjectError
+}
+
+func (s *errorSink) add(idx int, origin, kind string, m metav1.Object, err error) {
+	s.list = append(s.list, indexedError{idx, &ObjectError{
+		Origin: origin, Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Err: err,
+	}})
+}
+
+// readObjects deep-copies and classifies objs. Namespaced objects with no namespace
+// get "default", as kubectl and the apiserver would give them. The second object
+// with the same kind, namespace and name is an ErrDuplicate naming the first's origin.
+func readObjects(objs []Object) *intake {
+	in := &intake{}
+	firstOrigin := map[string]string{}
+	for i, o := range objs {
+		kind, m, ok := classify(o.Obj)
+		if !ok {
+			in.errs.add(i, o.Origin, kind, m, ErrUnknownKind)
+			continue
+		}
+		if m.GetName() != "" {
+			key := kind + "/" + m.GetNamespace() + "/" + m.GetName()
+			if first, dup := firstOrigin[key]; dup {
+				in.errs.add(i, o.Origin, kind, m, fmt.Errorf("%w: already defined in %s", ErrDuplicate, first))
+				continue
+			}
+			firstOrigin[key] = o.Origin
+		}
+		in.add(i, o.Origin, m)
+	}
+	return in
+}
+
+// classify deep-copies obj and defaults its namespace. ok is false for a kind the
+// control plane does not handle; kind then names it as well as can be told.
+func classify(obj runtime.Object) (kind string, m metav1.Object, ok bool) {
+	if isNil(obj) {
+		return "<nil>", &metav1.ObjectMeta{}, false
+	}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return kindService, withNamespace(o.DeepCopy()), true
+	case *corev1.Pod:
+		return kindPod, withNamespace(o.DeepCopy()), true
+	case *corev1.Endpoints:
+		return kindEndpoints, withNamespace(o.DeepCopy()), true
+	case *discoveryv1.EndpointSlice:
+		return kindEndpointSlice, withNamespace(o.DeepCopy()), true
+	case *corev1.Node:
+		return kindNode, o.DeepCopy(), true
+	case *corev1.Namespace:
+		return kindNamespace, o.DeepCopy(), true
+	}
+	m = &metav1.ObjectMeta{}
+	kind = obj.GetObjectKind().GroupVersionKind().Kind
+	if kind == "" {
+		kind = reflect.Indirect(reflect.ValueOf(obj)).Type().Name()
+	}
+	if a, err := meta.Accessor(obj); err == nil {
+		m = a
+	}
+	return kind, m, false
+}
+
+func isNil(obj runtime.Object) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+func withNamespace[T metav1.Object](o T) T {
+	if o.GetNamespace() == "" {
+		o.SetNamespace(metav1.NamespaceDefault)
+	}
+	return o
+}
+
+func (in *intake) add(i int, origin string, m metav1.Object) {
+	switch o := m.(type) {
+	case *corev1.Service:
+		in.services = append(in.services, entry[*corev1.Service]{i, origin, o})
+	case *corev1.Pod:
+		in.pods = append(in.pods, entry[*corev1.Pod]{i, origin, o})
+	case *corev1.Node:
+		in.nodes = append(in.nodes, entry[*corev1.Node]{i, origin, o})
+	case *corev1.Namespace:
+		in.namespaces = append(in.namespaces, entry[*corev1.Namespace]{i, origin, o})
+	case *corev1.Endpoints:
+		in.endpoints = append(in.endpoints, entry[*corev1.Endpoints]{i, origin, o})
+	case *discoveryv1.EndpointSlice:
+		in.slices = append(in.slices, entry[*discoveryv1.EndpointSlice]{i, origin, o})
+	}
+}

@@ -1,0 +1,110 @@
+package controlplane
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Result is the cluster as the API would hold it after the control plane has
+// processed the manifests. Every list is sorted by namespace/name; every object is
+// the control plane's own copy.
+type Result struct {
+	// Services are defaulted and allocated (TypeMeta v1/Service), default/kubernetes
+	// included.
+	Services []*corev1.Service
+	// EndpointSlices are built from Pods, given by the user (for any Service), or
+	// mirrored from legacy Endpoints of selector-less Services.
+	EndpointSlices []*discoveryv1.EndpointSlice
+	Pods           []*corev1.Pod
+	Nodes          []*corev1.Node
+	// Namespaces are the given ones plus the system ones the apiserver creates.
+	Namespaces []*corev1.Namespace
+	// Errors are the objects left out, in input order.
+	Errors []*ObjectError
+	// State is what to persist: the allocations of the Services still present.
+	State State
+}
+
+// Reconcile does what kube-apiserver and kube-controller-manager would do with
+// objs: default and validate every object, allocate ClusterIPs, node ports and
+// health check ports (keeping what prev gave each Service), create
+// default/kubernetes, and build EndpointSlices. An invalid object is left out and
+// reported in Result.Errors; it never keeps the others out.
+//
+// Reconcile is pure and deterministic: it reads no clock (now stamps new
+// Services), and the same inputs, in any order, give the same Result. It does not
+// modify objs or prev. Empty fields of cfg get their defaults; a cfg that fails
+// Validate makes every Service an error and returns prev's allocations unchanged.
+func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
+	cfg = cfg.WithDefaults()
+	now = now.UTC().Truncate(time.Second)
+	in := readObjects(objs)
+	var res Result
+	res.Services, res.State = reconcileServices(cfg, in, prev, now)
+	res.Pods = preparePods(in)
+	res.Nodes = prepareNodes(in)
+	res.Namespaces = prepareNamespaces(in)
+	res.EndpointSlices = buildSlices(in, res.Services, res.Pods, res.Nodes)
+	slices.SortStableFunc(in.errs.list, func(a, b indexedError) int { return cmp.Compare(a.idx, b.idx) })
+	for _, e := range in.errs.list {
+		res.Errors = append(res.Errors, e.err)
+	}
+	return res
+}
+
+// prepareAll defaults and validates the entries of one kind, reports the invalid
+// ones, fills in a missing UID, and returns the valid objects sorted.
+func prepareAll[T metav1.Object](in *intake, kind string, entries []entry[T], prepare func(T), validate func(T) field.ErrorList) []T {
+	var out []T
+	for _, e := range entries {
+		prepare(e.obj)
+		if errs := validate(e.obj); len(errs) > 0 {
+			in.errs.add(e.idx, e.origin, kind, e.obj, toError(errs))
+			continue
+		}
+		if e.obj.GetUID() == "" {
+			e.obj.SetUID(makeUID(kind, e.obj.GetNamespace(), e.obj.GetName()))
+		}
+		out = append(out, e.obj)
+	}
+	sortObjects(out)
+	return out
+}
+
+func sortObjects[T metav1.Object](list []T) {
+	slices.SortFunc(list, func(a, b T) int {
+		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	})
+}
+
+func preparePods(in *intake) []*corev1.Pod {
+	return prepareAll(in, kindPod, in.pods, preparePod, validatePod)
+}
+
+func prepareNodes(in *intake) []*corev1.Node {
+	return prepareAll(in, kindNode, in.nodes, prepareNode, validateNode)
+}
+
+// prepareNamespaces adds the system Namespaces the manifests do not define.
+func prepareNamespaces(in *intake) []*corev1.Namespace {
+	out := prepareAll(in, kindNamespace, in.namespaces, prepareNamespace, validateNamespace)
+	have := map[string]bool{}
+	for _, ns := range out {
+		have[ns.Name] = true
+	}
+	for _, name := range systemNamespaces {
+		if !have[name] {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, UID: makeUID(kindNamespace, "", name)}}
+			prepareNamespace(ns)
+			out = append(out, ns)
+		}
+	}
+	sortObjects(out)
+	return out
+}

@@ -1,0 +1,149 @@
+package controlplane
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// controlPlaneOrigin is the Origin of errors about objects the control plane made.
+const controlPlaneOrigin = "(control plane)"
+
+// svcEntry is a Service with where it came from. default/kubernetes made by the
+// control plane has idx math.MaxInt, so an error about it comes last.
+type svcEntry struct {
+	entry[*corev1.Service]
+	alloc *svcAlloc
+}
+
+// reconcileServices defaults, validates and allocates the Services, adds
+// default/kubernetes unless a valid one is given, and returns the valid Services
+// sorted with the State to persist.
+func reconcileServices(cfg Config, in *intake, prev State, now time.Time) ([]*corev1.Service, State) {
+	if err := cfg.Validate(); err != nil {
+		for _, e := range in.services {
+			in.errs.add(e.idx, e.origin, kindService, e.obj, err)
+		}
+		return nil, copyState(prev)
+	}
+	al := newAllocator(cfg)
+	state := State{Services: map[string]ServiceAlloc{}}
+	valid := validServices(in, al, prev, state)
+	if !slices.ContainsFunc(valid, func(e *svcEntry) bool { return isKubernetesService(e.obj) }) {
+		first := al.ranges[al.families[0]].first.String()
+		k := &svcEntry{entry: entry[*corev1.Service]{idx: math.MaxInt, origin: controlPlaneOrigin, obj: kubernetesService(first)}}
+		_ = initIPFamilyFields(k.obj, al.families)
+		valid = append(valid, k)
+	}
+	slices.SortFunc(valid, func(a, b *svcEntry) int { return compareServicePriority(a.obj, b.obj) })
+	allocs := make([]*svcAlloc, len(valid))
+	for i, e := range valid {
+		var prior *ServiceAlloc
+		if p, ok := prev.Services[serviceKey(e.obj)]; ok {
+			prior = &p
+		}
+		e.alloc = newSvcAlloc(e.obj, prior)
+		allocs[i] = e.alloc
+	}
+	al.allocateAll(allocs)
+	var out []*corev1.Service
+	for _, e := range valid {
+		a := e.alloc
+		if a.err != nil {
+			in.errs.add(e.idx, e.origin, kindService, e.obj, a.err)
+			if a.prior != nil {
+				state.Services[a.key] = copyAlloc(*a.prior)
+			}
+			continue
+		}
+		stampService(e.obj, a.prior, now)
+		state.Services[a.key] = a.stateEntry()
+		out = append(out, e.obj)
+	}
+	sortObjects(out)
+	return out, state
+}
+
+// validServices prepares and validates every given Service. An invalid one is
+// reported; if the previous State has it, its allocations stay reserved and its
+// State entry is kept, so fixing it gives it back what it had.
+func validServices(in *intake, al *allocator, prev State, state State) []*svcEntry {
+	var valid []*svcEntry
+	for _, e := range in.services {
+		svc := e.obj
+		prepareServiceForCreate(svc)
+		errs := validateServiceCreate(svc)
+		if len(errs) == 0 {
+			errs = initIPFamilyFields(svc, al.families)
+		}
+		if len(errs) == 0 {
+			valid = append(valid, &svcEntry{entry: e})
+			continue
+		}
+		in.errs.add(e.idx, e.origin, kindService, svc, toError(errs))
+		key := serviceKey(svc)
+		if p, ok := prev.Services[key]; ok && svc.Name != "" && !isKubernetesService(svc) {
+			al.reserve(key, p)
+			state.Services[key] = copyAlloc(p)
+		}
+	}
+	return valid
+}
+
+// stampService sets what the apiserver sets on create: UID and creation time
+// (kept from the previous State), and clears what a create may not carry.
+func stampService(svc *corev1.Service, prior *ServiceAlloc, now time.Time) {
+	created := now
+	if prior != nil && !prior.Created.IsZero() {
+		created = prior.Created.UTC()
+	}
+	uid := makeUID(kindService, svc.Namespace, svc.Name, created.Format(time.RFC3339))
+	if prior != nil && prior.UID != "" {
+		uid = types.UID(prior.UID)
+	}
+	svc.UID = uid
+	svc.CreationTimestamp = metav1.NewTime(created)
+	svc.ResourceVersion = ""
+	svc.DeletionTimestamp = nil
+	svc.DeletionGracePeriodSeconds = nil
+}
+
+func serviceKey(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+
+func isKubernetesService(svc *corev1.Service) bool {
+	return svc.Namespace == kubernetesNamespace && svc.Name == kubernetesName
+}
+
+// compareServicePriority orders allocation: default/kubernetes first, as the
+// apiserver creates it before anything else, then by namespace/name.
+func compareServicePriority(a, b *corev1.Service) int {
+	ka, kb := isKubernetesService(a), isKubernetesService(b)
+	switch {
+	case ka && !kb:
+		return -1
+	case kb && !ka:
+		return 1
+	}
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+}
+
+func copyAlloc(a ServiceAlloc) ServiceAlloc {
+	a.ClusterIPs = slices.Clone(a.ClusterIPs)
+	a.NodePorts = maps.Clone(a.NodePorts)
+	return a
+}
+
+func copyState(s State) State {
+	out := State{Services: map[string]ServiceAlloc{}}
+	for k, v := range s.Services {
+		out.Services[k] = copyAlloc(v)
+	}
+	return out
+}

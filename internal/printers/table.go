@@ -1,0 +1,88 @@
+package printers
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// Options select columns and the reference time for AGE.
+type Options struct {
+	Wide          bool
+	AllNamespaces bool // adds a NAMESPACE column first
+	Now           time.Time
+}
+
+// table collects rows and writes them as kubectl does: upper-case headers, columns
+// separated by at least three spaces.
+type table struct {
+	opts   Options
+	header []string
+	rows   [][]string
+}
+
+func newTable(opts Options, namespaced bool, cols ...string) *table {
+	t := &table{opts: opts}
+	if namespaced && opts.AllNamespaces {
+		t.header = append(t.header, "NAMESPACE")
+	}
+	t.header = append(t.header, cols...)
+	return t
+}
+
+// add appends a row; meta supplies the NAMESPACE cell when that column is shown.
+func (t *table) add(meta metav1.Object, namespaced bool, cells ...string) {
+	var row []string
+	if namespaced && t.opts.AllNamespaces {
+		row = append(row, meta.GetNamespace())
+	}
+	t.rows = append(t.rows, append(row, cells...))
+}
+
+func (t *table) write(w io.Writer, what string) error {
+	if len(t.rows) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing %s: %w", what, err)
+	}
+	return nil
+}
+
+// age is kubectl's AGE cell.
+func age(meta metav1.Object, now time.Time) string {
+	ts := meta.GetCreationTimestamp()
+	if ts.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(ts.Time))
+}
+
+// listWithMore joins up to max items and says how many more there are, as kubectl.
+func listWithMore(list []string, count, max int) string {
+	ret := strings.Join(list, ",")
+	if count > max {
+		return fmt.Sprintf("%s + %d more...", ret, count-max)
+	}
+	if ret == "" {
+		return "<unset>"
+	}
+	return ret
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

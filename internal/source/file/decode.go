@@ -1,0 +1,200 @@
+package file
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+)
+
+// Scheme holds the kinds a manifest may contain. Later parts of svcnet register
+// their own kinds (e.g. address pools) here before the first load.
+var Scheme = newScheme()
+
+// knownKinds are the kinds accepted from manifests; any other decodable kind is
+// still refused, by name.
+var knownKinds = map[schema.GroupVersionKind]bool{
+	corev1.SchemeGroupVersion.WithKind("Service"):            true,
+	corev1.SchemeGroupVersion.WithKind("Pod"):                true,
+	corev1.SchemeGroupVersion.WithKind("Node"):               true,
+	corev1.SchemeGroupVersion.WithKind("Namespace"):          true,
+	corev1.SchemeGroupVersion.WithKind("Endpoints"):          true,
+	discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"): true,
+}
+
+// RegisterKind adds a kind that manifests may contain; its type must already be in
+// Scheme.
+func RegisterKind(gvk schema.GroupVersionKind) { knownKinds[gvk] = true }
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("file: building scheme: %v", err))
+		}
+	}
+	return s
+}
+
+// ErrUnknownKind is wrapped by the error for an object of a kind svcnet does not read.
+var ErrUnknownKind = errors.New("unknown kind")
+
+// DocError is a manifest document that could not be decoded into an object.
+type DocError struct {
+	Origin string
+	Err    error
+}
+
+func (e *DocError) Error() string { return e.Origin + ": " + e.Err.Error() }
+func (e *DocError) Unwrap() error { return e.Err }
+
+// manifestFiles returns path itself when it is a file, or the *.yaml, *.yml and
+// *.json files directly inside it (not recursive, no dotfiles) sorted by name.
+func manifestFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifests: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifests: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() || !isManifestName(e.Name()) {
+			continue
+		}
+		out = append(out, filepath.Join(path, e.Name()))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func isManifestName(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// decodeFile splits one file into documents and decodes each strictly (unknown
+// fields are errors, as kubectl --validate=strict). Documents are numbered from 1 as
+// a reader counts them: every "---" starts a new one, empty or not. A document that
+// fails to decode becomes a DocError and is skipped; the others are returned. Kind
+// List is expanded.
+func decodeFile(name string, data []byte) ([]controlplane.Object, []error) {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, []error{&DocError{Origin: name, Err: fmt.Errorf("parsing: %w", err)}}
+	}
+	var objs []controlplane.Object
+	var errs []error
+	for i, doc := range docs {
+		origin := fmt.Sprintf("%s#%d", name, i+1)
+		raw, err := utilyaml.ToJSON(doc)
+		if err != nil {
+			errs = append(errs, &DocError{Origin: origin, Err: fmt.Errorf("parsing: %w", err)})
+			continue
+		}
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		o, e := decodeDoc(origin, raw)
+		objs = append(objs, o...)
+		errs = append(errs, e...)
+	}
+	return objs, errs
+}
+
+// splitDocuments returns the documents of a YAML stream (split at lines that start
+// with "---"), or of a JSON stream (one or more concatenated values).
+func splitDocuments(data []byte) ([][]byte, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		var docs [][]byte
+		dec := json.NewDecoder(bytes.NewReader(t))
+		for {
+			var m json.RawMessage
+			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+				return docs, nil
+			} else if err != nil {
+				return nil, fmt.Errorf("document %d: %w", len(docs)+1, err)
+			}
+			docs = append(docs, m)
+		}
+	}
+	var docs [][]byte
+	var cur []byte
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok && isSeparatorRest(rest) {
+			docs = append(docs, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, line...)
+	}
+	return append(docs, cur), nil
+}
+
+// isSeparatorRest reports whether what follows "---" on a line leaves it a document
+// separator: nothing, spaces, or a comment.
+func isSeparatorRest(rest []byte) bool {
+	t := bytes.TrimSpace(rest)
+	return len(t) == 0 || t[0] == '#'
+}
+
+var codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
+
+func decodeDoc(origin string, raw []byte) ([]controlplane.Object, []error) {
+	var tm struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &tm); err != nil {
+		return nil, []error{&DocError{Origin: origin, Err: fmt.Errorf("not an object: %w", err)}}
+	}
+	if tm.Kind == "" || tm.APIVersion == "" {
+		return nil, []error{&DocError{Origin: origin, Err: errors.New("object has no apiVersion or kind")}}
+	}
+	if tm.Kind == "List" || strings.HasSuffix(tm.Kind, "List") && len(tm.Items) > 0 {
+		var objs []controlplane.Object
+		var errs []error
+		for i, item := range tm.Items {
+			o, e := decodeDoc(fmt.Sprintf("%s items[%d]", origin, i), item)
+			objs = append(objs, o...)
+			errs = append(errs, e...)
+		}
+		return objs, errs
+	}
+	gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
+	if !knownKinds[gvk] {
+		return nil, []error{&DocError{Origin: origin, Err: fmt.Errorf("%w %s %q: svcnet reads Service, EndpointSlice, Endpoints, Pod, Node and Namespace", ErrUnknownKind, tm.APIVersion, tm.Kind)}}
+	}
+	obj, _, err := codecs.UniversalDeserializer().Decode(raw, &gvk, nil)
+	if err != nil {
+		return nil, []error{&DocError{Origin: origin, Err: fmt.Errorf("%s: %w", tm.Kind, err)}}
+	}
+	return []controlplane.Object{{Origin: origin, Obj: obj}}, nil
+}

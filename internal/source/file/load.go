@@ -1,0 +1,154 @@
+package file
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// Options say where the manifests are and how the control plane is configured.
+type Options struct {
+	// Path is a manifest file or a directory of them.
+	Path string
+	// StatePath is where allocations persist; default StatePathFor(Path).
+	StatePath string
+	// ReadOnly loads without writing the state file (e.g. `svcnet get`, which must
+	// not change what a running agent allocated). Allocations are still computed.
+	ReadOnly bool
+	Config   controlplane.Config
+	// ServiceProxyName keeps only the Services (and their slices) whose label
+	// service.kubernetes.io/service-proxy-name equals it; when empty, only those
+	// without the label, as the kube source and kube-proxy do.
+	ServiceProxyName string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Loaded is one load of the manifests: the control plane's result as API objects,
+// the same converted to the model, and every error met on the way.
+type Loaded struct {
+	API controlplane.Result
+	// Errors lists documents that did not decode, objects the control plane left
+	// out, and objects that did not convert, in file order. Each names its origin.
+	Errors []error
+
+	Services       []*model.Service
+	EndpointSlices []*model.EndpointSlice
+	Nodes          []*model.Node
+	Pods           []*model.Pod
+
+	proxyName string
+}
+
+// ReadManifests decodes every manifest at path (a file or a directory) without
+// running the control plane: the objects as written, and the documents that did not
+// decode. It fails only when the files cannot be read.
+func ReadManifests(path string) ([]controlplane.Object, []error, error) {
+	files, err := manifestFiles(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return readFiles(files)
+}
+
+func readFiles(files []string) ([]controlplane.Object, []error, error) {
+	var objs []controlplane.Object
+	var errs []error
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading manifests: %w", err)
+		}
+		o, e := decodeFile(f, data)
+		objs = append(objs, o...)
+		errs = append(errs, e...)
+	}
+	return objs, errs, nil
+}
+
+// Load reads every manifest, reconciles it against the persisted state and, unless
+// ReadOnly, persists the new state. It fails only when the manifests or the state
+// cannot be read or the state cannot be written; invalid objects are in Errors.
+func Load(opts Options) (*Loaded, error) {
+	files, err := manifestFiles(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	statePath := opts.StatePath
+	if statePath == "" {
+		statePath = StatePathFor(opts.Path)
+	}
+	prev, err := readState(statePath)
+	if err != nil {
+		return nil, err
+	}
+	objs, errs, err := readFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	res := controlplane.Reconcile(opts.Config, objs, prev, now())
+	for _, e := range res.Errors {
+		errs = append(errs, e)
+	}
+	if !opts.ReadOnly {
+		if err := writeState(statePath, res.State); err != nil {
+			return nil, err
+		}
+	}
+	l := &Loaded{API: res, Errors: errs, proxyName: opts.ServiceProxyName}
+	l.convert()
+	return l, nil
+}
+
+// convert fills the model lists from the API objects; an object that does not
+// convert is reported and left out.
+func (l *Loaded) convert() {
+	skip := map[model.ServiceKey]bool{}
+	for _, s := range l.API.Services {
+		if s.Labels[model.LabelServiceProxyName] != l.proxyName {
+			skip[model.ServiceKey{Namespace: s.Namespace, Name: s.Name}] = true
+			continue
+		}
+		if m, err := model.ServiceFromAPI(s); err != nil {
+			l.Errors = append(l.Errors, err)
+		} else {
+			l.Services = append(l.Services, m)
+		}
+	}
+	for _, s := range l.API.EndpointSlices {
+		if m, ok, err := model.EndpointSliceFromAPI(s); err != nil {
+			l.Errors = append(l.Errors, err)
+		} else if ok && !skip[m.ServiceKey()] {
+			l.EndpointSlices = append(l.EndpointSlices, m)
+		}
+	}
+	for _, n := range l.API.Nodes {
+		if m, err := model.NodeFromAPI(n); err != nil {
+			l.Errors = append(l.Errors, err)
+		} else {
+			l.Nodes = append(l.Nodes, m)
+		}
+	}
+	for _, p := range l.API.Pods {
+		if m, err := model.PodFromAPI(p); err != nil {
+			l.Errors = append(l.Errors, err)
+		} else {
+			l.Pods = append(l.Pods, m)
+		}
+	}
+}
+
+// apply makes the store hold exactly what was loaded.
+func (l *Loaded) apply(store *model.Store) {
+	store.Update(func(tx *model.Txn) {
+		tx.Replace(l.Services, l.EndpointSlices, l.Nodes, l.Pods)
+		tx.SetSynced(true)
+	})
+}

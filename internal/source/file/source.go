@@ -1,0 +1,103 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// debounce is how long the source waits after a file event for more events before
+// reloading: editors write a file in several steps.
+const debounce = 100 * time.Millisecond
+
+// Source feeds a Store from manifests and keeps it current as they change.
+type Source struct {
+	opts  Options
+	store *model.Store
+	log   klog.Logger
+	// OnLoad, when set, is called after every load with its result (errors included),
+	// before the store is updated. It must not block.
+	OnLoad func(*Loaded)
+}
+
+// New returns a Source; it starts nothing.
+func New(opts Options, store *model.Store, log klog.Logger) *Source {
+	return &Source{opts: opts, store: store, log: log}
+}
+
+// Run loads the manifests, marks the store synced, then reloads on every change
+// until ctx is done. A reload that fails (unreadable file or state) is logged and
+// leaves the store as it was; invalid objects are logged one by one. Run returns an
+// error only when the first load or the watch cannot be set up.
+func (s *Source) Run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching manifests: %w", err)
+	}
+	defer w.Close()
+	dir := s.opts.Path
+	if !isDir(dir) {
+		dir = filepath.Dir(dir)
+	}
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("watching manifests in %s: %w", dir, err)
+	}
+	if err := s.reload(); err != nil {
+		return err
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if s.relevant(ev.Name) {
+				timer.Reset(debounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			s.log.Error(err, "Watching manifests", "path", s.opts.Path)
+		case <-timer.C:
+			if err := s.reload(); err != nil {
+				s.log.Error(err, "Reloading manifests; keeping the previous state", "path", s.opts.Path)
+			}
+		}
+	}
+}
+
+// relevant reports whether a change of name can change what is loaded.
+func (s *Source) relevant(name string) bool {
+	if isDir(s.opts.Path) {
+		return isManifestName(filepath.Base(name))
+	}
+	return filepath.Clean(name) == filepath.Clean(s.opts.Path)
+}
+
+func (s *Source) reload() error {
+	l, err := Load(s.opts)
+	if err != nil {
+		return err
+	}
+	for _, e := range l.Errors {
+		s.log.Error(e, "Invalid object left out")
+	}
+	if s.OnLoad != nil {
+		s.OnLoad(l)
+	}
+	l.apply(s.store)
+	s.log.V(2).Info("Loaded manifests", "path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors))
+	return nil
+}

@@ -1,0 +1,87 @@
+package file
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+)
+
+// StatePathFor returns where the allocations for the manifests at path are kept:
+// DIR/.svcnet-state.json for a directory, DIR/.NAME.svcnet-state.json for a file.
+// Dotfiles are never read as manifests, so the state file does not feed itself.
+func StatePathFor(path string) string {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return filepath.Join(path, ".svcnet-state.json")
+	}
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".svcnet-state.json")
+}
+
+// ErrStateWrite is wrapped by errors from persisting allocations.
+var ErrStateWrite = errors.New("cannot persist allocations")
+
+// readState returns the persisted state, or an empty one when the file does not exist.
+func readState(path string) (controlplane.State, error) {
+	var st controlplane.State
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("reading state: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("reading state %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// writeState writes the state atomically (temp file in the same directory, fsync,
+// rename), so a crash leaves either the old or the new file, never a torn one. It
+// does not write when the content is unchanged.
+func writeState(path string, st controlplane.State) error {
+	if err := writeStateFile(path, st); err != nil {
+		return fmt.Errorf("%w: %w", ErrStateWrite, err)
+	}
+	return nil
+}
+
+func writeStateFile(path string, st controlplane.State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding state: %w", err)
+	}
+	b = append(b, '\n')
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".svcnet-state-*.tmp")
+	if err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	return nil
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
