@@ -315,3 +315,25 @@ func TestUserSlices(t *testing.T) {
 		}
 	}
 }
+
+func TestPodTopologyLabelsCopiedFromNode(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{
+		"topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1", "other": "x"}}}
+	bound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bound", Labels: map[string]string{"topology.kubernetes.io/zone": "mine"}},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+	unbound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "unbound"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+	res := Reconcile(Config{}, []Object{{Origin: "n", Obj: node}, {Origin: "a", Obj: bound}, {Origin: "b", Obj: unbound}}, State{}, time.Unix(0, 0))
+	if len(res.Errors) > 0 || len(res.Pods) != 2 {
+		t.Fatalf("errors %v, pods %d", res.Errors, len(res.Pods))
+	}
+	if got := res.Pods[0].Labels; got["topology.kubernetes.io/zone"] != "z1" || got["topology.kubernetes.io/region"] != "r1" || got["other"] != "" {
+		t.Fatalf("bound pod labels = %v, want zone z1 and region r1 from its node, nothing else", got)
+	}
+	if len(res.Pods[1].Labels) != 0 {
+		t.Fatalf("unbound pod got labels %v", res.Pods[1].Labels)
+	}
+	if bound.Labels["topology.kubernetes.io/zone"] != "mine" {
+		t.Fatal("Reconcile modified its input")
+	}
+}

@@ -47,8 +47,9 @@ func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 	in := readObjects(objs)
 	var res Result
 	res.Services, res.State = reconcileServices(cfg, in, prev, now)
-	res.Pods = preparePods(in)
 	res.Nodes = prepareNodes(in)
+	res.Pods = preparePods(in)
+	admitPodTopology(res.Pods, res.Nodes)
 	res.Namespaces = prepareNamespaces(in)
 	res.EndpointSlices = buildSlices(in, res.Services, res.Pods, res.Nodes)
 	slices.SortStableFunc(in.errs.list, func(a, b indexedError) int { return cmp.Compare(a.idx, b.idx) })

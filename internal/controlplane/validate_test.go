@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 legacy v1 Endpoints are read and mirrored on purpose, as kube-controller-manager does
+
 package controlplane
 
 import (

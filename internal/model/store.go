@@ -2,6 +2,7 @@ package model
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,9 @@ type Txn struct {
 	touched map[ServiceKey]bool // Services whose Service or slices were written
 	changes Changes
 	synced  *bool
+	// slicesDirty is set when the stored slices changed, visibly or not: a slice of a
+	// Service not (yet) known changes no consumer's view but must still be kept.
+	slicesDirty bool
 }
 
 func (tx *Txn) writable() *Snapshot {
@@ -164,7 +168,11 @@ func (tx *Txn) DeleteService(k ServiceKey) {
 
 // SetEndpointSlice adds or replaces a slice (matched by namespace/name).
 func (tx *Txn) SetEndpointSlice(sl *EndpointSlice) {
+	if old := tx.current().slices[ServiceKey{sl.Namespace, sl.Name}]; old != nil && reflect.DeepEqual(old, sl) {
+		return
+	}
 	tx.DeleteEndpointSlice(sl.Namespace, sl.Name)
+	tx.slicesDirty = true
 	n := tx.writable()
 	n.slices[ServiceKey{sl.Namespace, sl.Name}] = sl
 	st := tx.state(sl.ServiceKey())
@@ -180,6 +188,7 @@ func (tx *Txn) DeleteEndpointSlice(namespace, name string) {
 		return
 	}
 	delete(tx.writable().slices, k)
+	tx.slicesDirty = true
 	st := tx.state(old.ServiceKey())
 	st.Slices = slices.DeleteFunc(st.Slices, func(e *EndpointSlice) bool { return e.Name == name })
 }
@@ -302,7 +311,7 @@ func (tx *Txn) commit() (*Snapshot, Changes) {
 	cs := newChangeSet()
 	cs.merge(tx.changes)
 	changes := cs.take()
-	if changes.Empty() && !syncChanged {
+	if changes.Empty() && !syncChanged && !tx.slicesDirty {
 		return nil, Changes{}
 	}
 	n.Revision = tx.base.Revision + 1

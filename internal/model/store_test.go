@@ -111,10 +111,27 @@ func TestStoreNoOpUpdatesPublishNothing(t *testing.T) {
 	if _, c := sub.Next(); !c.Empty() {
 		t.Fatalf("round trip left changes %v", keys(c))
 	}
-	// Slices of an unknown Service are no visible change.
+	// Slices of an unknown Service are no visible change, but they are kept for
+	// when the Service arrives in a later update.
 	st.Update(func(tx *Txn) { tx.SetEndpointSlice(slice("a", "x-1", "x", "192.168.1.9")) })
 	if _, c := sub.Next(); !c.Empty() {
 		t.Fatalf("orphan slice produced changes %v", keys(c))
+	}
+	rev = st.Snapshot().Revision
+	st.Update(func(tx *Txn) { tx.SetEndpointSlice(slice("a", "x-1", "x", "192.168.1.9")) })
+	if st.Snapshot().Revision != rev {
+		t.Fatal("revision moved when an identical slice was set again")
+	}
+	st.Update(func(tx *Txn) { tx.SetService(svc("a", "x", "10.96.0.9")) })
+	_, c := sub.Next()
+	if len(c.Services) != 1 || c.Services[0].New == nil || len(c.Services[0].New.Slices) != 1 {
+		t.Fatalf("Service arriving after its slice: changes %v, want a/x with its slice", keys(c))
+	}
+	// Deleted in separate updates (Service first): no slice is left behind.
+	st.Update(func(tx *Txn) { tx.DeleteService(ServiceKey{"a", "x"}) })
+	st.Update(func(tx *Txn) { tx.DeleteEndpointSlice("a", "x-1") })
+	if n := len(st.Snapshot().EndpointSlices()); n != 0 {
+		t.Fatalf("%d slices left after Service and slice were deleted", n)
 	}
 }
 
