@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what svcnet's build, tests and demo need on a fresh Debian machine, and
+# nothing that is already there: Debian packages (apt-get, as root) and Go tools
+# (into .cache/bin, pinned). Safe to run again and again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# etcd-server: the kube test tier's etcd. nftables, conntrack, iproute2: the kernel
+# tiers and the data plane.
+packages=(etcd-server nftables conntrack iproute2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing Debian packages ${missing[*]}; run as root to install them" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Go tools, pinned, built from the Go module proxy.
+bin="$PWD/.cache/bin"
+mkdir -p "$bin"
+install_tool() { # name module@version
+  local name=$1 mod=$2 stamp="$bin/.$1.version"
+  if [ -x "$bin/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$mod" ]; then return; fi
+  echo "install-deps: go install $mod" >&2
+  GOBIN="$bin" go install "$mod"
+  echo "$mod" > "$stamp"
+}
+install_tool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -1,0 +1,169 @@
+package kubetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	// modulePath identifies the repository's go.mod when looking for the repo root.
+	modulePath = "github.com/svcnet/svcnet"
+	// EnvRequireRoot, when set, turns every skip for a missing prerequisite into a
+	// failure (CI sets it).
+	EnvRequireRoot = "SVCNET_REQUIRE_ROOT"
+	// EnvK8sBin names a directory holding kube-apiserver and kube-controller-manager;
+	// when set, tools/k8s/build.sh is not run.
+	EnvK8sBin = "SVCNET_K8S_BIN"
+	// EnvEtcd overrides the etcd binary (default: etcd on PATH, then /usr/bin/etcd).
+	EnvEtcd = "SVCNET_ETCD"
+	// buildTimeout bounds tools/k8s/build.sh: a first build takes minutes on 2 cores.
+	buildTimeout = 30 * time.Minute
+)
+
+// requireRoot reports whether SVCNET_REQUIRE_ROOT is set (to anything non-empty).
+func requireRoot() bool { return os.Getenv(EnvRequireRoot) != "" }
+
+// checkTier applies the tier's skip rules before anything is started. It returns the
+// etcd binary's path, or skips or fails the test.
+func checkTier(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("kube tier: skipped with -short")
+	}
+	if os.Geteuid() != 0 && !requireRoot() {
+		t.Skipf("kube tier: not root and %s unset", EnvRequireRoot)
+	}
+	etcd, err := findEtcd()
+	if err != nil {
+		if !requireRoot() {
+			t.Skipf("kube tier: %v (install Debian etcd-server; set %s to fail instead)", err, EnvRequireRoot)
+		}
+		t.Fatalf("kube tier: %v (install Debian etcd-server)", err)
+	}
+	return etcd
+}
+
+func findEtcd() (string, error) {
+	if p := os.Getenv(EnvEtcd); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("etcd from %s: %w", EnvEtcd, err)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("etcd"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
+		return "/usr/bin/etcd", nil
+	}
+	return "", errors.New("no etcd binary on PATH or at /usr/bin/etcd")
+}
+
+// repoRoot walks up from the working directory to the go.mod of module
+// github.com/svcnet/svcnet.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("repo root: %w", err)
+	}
+	for {
+		if isRepoGoMod(filepath.Join(dir, "go.mod")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("repo root: no go.mod of module %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+func isRepoGoMod(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "module" && f[1] == modulePath {
+			return true
+		}
+	}
+	return false
+}
+
+// binaries caches the directory found per set of commands, so one test binary runs
+// the build script at most once per set.
+var binaries struct {
+	mu  sync.Mutex
+	dir map[string]string
+}
+
+// k8sBinDir returns a directory that holds every command in cmds, from
+// SVCNET_K8S_BIN or by running tools/k8s/build.sh (cached, flock'ed; a first build
+// takes minutes).
+func k8sBinDir(cmds ...string) (string, error) {
+	if dir := os.Getenv(EnvK8sBin); dir != "" {
+		return dir, checkBinaries(dir, cmds)
+	}
+	key := strings.Join(cmds, " ")
+	binaries.mu.Lock()
+	defer binaries.mu.Unlock()
+	if dir, ok := binaries.dir[key]; ok {
+		return dir, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "tools/k8s/build.sh"), cmds...)
+	cmd.Dir = root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("tools/k8s/build.sh %s: %w\n%s", key, err, lastLines(stderr.String(), 30))
+	}
+	dir := strings.TrimSpace(lastLines(stdout.String(), 1))
+	if err := checkBinaries(dir, cmds); err != nil {
+		return "", fmt.Errorf("tools/k8s/build.sh %s printed %q: %w", key, dir, err)
+	}
+	if binaries.dir == nil {
+		binaries.dir = map[string]string{}
+	}
+	binaries.dir[key] = dir
+	return dir, nil
+}
+
+func checkBinaries(dir string, cmds []string) error {
+	for _, c := range cmds {
+		fi, err := os.Stat(filepath.Join(dir, c))
+		if err != nil {
+			return fmt.Errorf("k8s binaries: %w", err)
+		}
+		if fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("k8s binaries: %s is not executable", filepath.Join(dir, c))
+		}
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
