@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -34,6 +35,11 @@ func TestGetFromCluster(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// The apiserver creates default/kubernetes shortly after it is ready.
+	kubetest.Eventually(t, 30*time.Second, "default/kubernetes", func() (bool, string) {
+		_, err := env.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	svc, err := env.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "my-nginx"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"run": "my-nginx"},
