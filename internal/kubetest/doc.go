@@ -12,10 +12,9 @@
 //     process's log is written to the test log.
 //   - Every wait is bounded in time; a timeout fails the test naming what was awaited
 //     and showing the logs.
-//   - Skip rules (DESIGN.md, test tiers): with -short, or when not root and
-//     SVCNET_REQUIRE_ROOT is unset, or when etcd is missing and SVCNET_REQUIRE_ROOT is
-//     unset, the test is skipped with the reason. Otherwise any missing prerequisite
-//     (no etcd, failed build) fails the test.
+//   - Skip rules (DESIGN.md, test tiers): only when SVCNET_REQUIRE_ROOT is unset,
+//     and then with -short or when not root, is the test skipped, with the reason.
+//     Otherwise any missing prerequisite (no etcd, failed build) fails the test.
 //
 // There is no kubelet: Pods never start. Use SetPodStatus to make a Pod look running
 // and ready, and CreateNode for Nodes with addresses, podCIDRs and a Ready condition.
