@@ -46,6 +46,9 @@ type Object struct {
 type State struct {
 	// Services maps "namespace/name" to what was allocated for it.
 	Services map[string]ServiceAlloc `json:"services,omitempty"`
+	// Created maps "Kind/namespace/name" ("Kind/name" when cluster-scoped) of every
+	// other object to when it was first seen, so its AGE survives reloads.
+	Created map[string]time.Time `json:"created,omitempty"`
 }
 
 // ServiceAlloc is one Service's allocations.

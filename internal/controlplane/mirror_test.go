@@ -47,6 +47,7 @@ func TestMirrorEndpoints(t *testing.T) {
 		TypeMeta: typeSlice,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: s.Name, GenerateName: "ext-db-", Namespace: "default", UID: s.UID,
+			CreationTimestamp: metav1.NewTime(testNow),
 			Labels: map[string]string{
 				"team": "data", discoveryv1.LabelServiceName: "ext-db",
 				discoveryv1.LabelManagedBy: "endpointslicemirroring-controller.k8s.io",

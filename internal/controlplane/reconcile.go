@@ -52,6 +52,14 @@ func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 	admitPodTopology(res.Pods, res.Nodes)
 	res.Namespaces = prepareNamespaces(in)
 	res.EndpointSlices = buildSlices(in, res.Services, res.Pods, res.Nodes)
+	if cfg.Validate() != nil {
+		res.State.Created = prev.Created // as the allocations: unchanged
+	} else {
+		res.State.Created = stampCreated(prev.Created, now, kindPod, res.Pods, nil)
+		stampCreated(prev.Created, now, kindNode, res.Nodes, res.State.Created)
+		stampCreated(prev.Created, now, kindNamespace, res.Namespaces, res.State.Created)
+		stampCreated(prev.Created, now, kindEndpointSlice, res.EndpointSlices, res.State.Created)
+	}
 	slices.SortStableFunc(in.errs.list, func(a, b indexedError) int { return cmp.Compare(a.idx, b.idx) })
 	for _, e := range in.errs.list {
 		res.Errors = append(res.Errors, e.err)
@@ -107,5 +115,30 @@ func prepareNamespaces(in *intake) []*corev1.Namespace {
 		}
 	}
 	sortObjects(out)
+	return out
+}
+
+// stampCreated gives every object without a creationTimestamp the time it was first
+// seen (from prev, else now) and records it in out (allocated when nil), which it
+// returns. Objects that name their own creationTimestamp keep it.
+func stampCreated[T metav1.Object](prev map[string]time.Time, now time.Time, kind string, objs []T, out map[string]time.Time) map[string]time.Time {
+	if out == nil {
+		out = map[string]time.Time{}
+	}
+	for _, o := range objs {
+		key := kind + "/" + o.GetName()
+		if ns := o.GetNamespace(); ns != "" {
+			key = kind + "/" + ns + "/" + o.GetName()
+		}
+		if ts := o.GetCreationTimestamp(); !ts.IsZero() {
+			continue
+		}
+		t, ok := prev[key]
+		if !ok {
+			t = now
+		}
+		out[key] = t.UTC()
+		o.SetCreationTimestamp(metav1.NewTime(t.UTC()))
+	}
 	return out
 }
