@@ -89,33 +89,27 @@ func validateAnnotations(annotations map[string]string, fld *field.Path) field.E
 }
 
 func validateDNS1123Label(value string, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(value) {
-		errs = append(errs, field.Invalid(fld, value, msg))
-	}
-	return errs
+	return invalid(fld, value, validation.IsDNS1123Label(value))
 }
 
 func validateDNS1123Subdomain(value string, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(value) {
-		errs = append(errs, field.Invalid(fld, value, msg))
-	}
-	return errs
+	return invalid(fld, value, validation.IsDNS1123Subdomain(value))
 }
 
 func validateQualifiedName(value string, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range validation.IsQualifiedName(value) {
-		errs = append(errs, field.Invalid(fld, value, msg))
-	}
-	return errs
+	return invalid(fld, value, validation.IsQualifiedName(value))
 }
 
 func validatePortNum(port int32, fld *field.Path) field.ErrorList {
+	return invalid(fld, port, validation.IsValidPortNum(int(port)))
+}
+
+// invalid turns a validator's messages about value into field errors, as the
+// apiserver reports them.
+func invalid(fld *field.Path, value any, msgs []string) field.ErrorList {
 	var errs field.ErrorList
-	for _, msg := range validation.IsValidPortNum(int(port)) {
-		errs = append(errs, field.Invalid(fld, port, msg))
+	for _, msg := range msgs {
+		errs = append(errs, field.Invalid(fld, value, msg))
 	}
 	return errs
 }

@@ -142,21 +142,30 @@ func (a *apiServer) start(timeout time.Duration) error {
 }
 
 func (a *apiServer) checkReady(ctx context.Context, hc *http.Client) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url()+"/readyz", nil)
-	if err != nil {
-		return err
+	code, body, err := probe(ctx, hc, a.url()+"/readyz", a.token)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("/readyz: %d: %s", code, failedChecks(body))
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
+	return err
+}
+
+// probe GETs url (with a bearer token when given) and returns the status and up to
+// 64 KiB of the body.
+func probe(ctx context.Context, hc *http.Client, url, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/readyz: %d: %s", resp.StatusCode, failedChecks(string(b)))
-	}
-	return nil
+	return resp.StatusCode, string(b), nil
 }
 
 // failedChecks keeps the "[-]" lines of a verbose health answer, or the whole

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -63,18 +62,9 @@ func startControllerManager(bin, dir, kubeconfig string, opts Options, timeout t
 }
 
 func checkHealthz(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
+	code, body, err := probe(ctx, hc, url, "")
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("/healthz: %d: %s", code, failedChecks(body))
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz: %d: %s", resp.StatusCode, failedChecks(string(b)))
-	}
-	return nil
+	return err
 }

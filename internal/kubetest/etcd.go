@@ -3,7 +3,6 @@ package kubetest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -73,20 +72,11 @@ func tryStartEtcd(bin, dir string, attempt int, timeout time.Duration) (*etcd, e
 }
 
 func checkEtcdHealth(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
-	if err != nil {
-		return err
+	code, body, err := probe(ctx, hc, url+"/health", "")
+	if err == nil && (code != http.StatusOK || !strings.Contains(body, `"health":"true"`)) {
+		err = fmt.Errorf("etcd /health: %d %s", code, strings.TrimSpace(body))
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"health":"true"`) {
-		return fmt.Errorf("etcd /health: %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return nil
+	return err
 }
 
 // waitReady polls check every 100ms until it succeeds, the process exits, or timeout
