@@ -14,14 +14,6 @@ type ServiceKey struct {
 // String returns "namespace/name".
 func (k ServiceKey) String() string { return k.Namespace + "/" + k.Name }
 
-// Less orders keys by namespace, then name.
-func (k ServiceKey) Less(o ServiceKey) bool {
-	if k.Namespace != o.Namespace {
-		return k.Namespace < o.Namespace
-	}
-	return k.Name < o.Name
-}
-
 // ServiceType is spec.type.
 type ServiceType string
 

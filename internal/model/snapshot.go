@@ -2,7 +2,6 @@ package model
 
 import (
 	"cmp"
-	"net/netip"
 	"slices"
 )
 
@@ -117,6 +116,3 @@ func sortServiceEndpoints(eps []ServiceEndpoint) {
 		return cmp.Compare(a.Port, b.Port)
 	})
 }
-
-// SortAddrs sorts addresses in place (IPv4 before IPv6, then numerically).
-func SortAddrs(a []netip.Addr) { slices.SortFunc(a, netip.Addr.Compare) }

@@ -21,9 +21,6 @@ type Source struct {
 	opts  Options
 	store *model.Store
 	log   klog.Logger
-	// OnLoad, when set, is called after every load with its result (errors included),
-	// before the store is updated. It must not block.
-	OnLoad func(*Loaded)
 }
 
 // New returns a Source; it starts nothing.
@@ -93,9 +90,6 @@ func (s *Source) reload() error {
 	}
 	for _, e := range l.Errors {
 		s.log.Error(e, "Invalid object left out")
-	}
-	if s.OnLoad != nil {
-		s.OnLoad(l)
 	}
 	l.apply(s.store)
 	s.log.V(2).Info("Loaded manifests", "path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors))
