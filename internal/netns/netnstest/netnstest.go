@@ -1,0 +1,55 @@
+// Package netnstest gives kernel-tier tests throwaway network namespaces that
+// are removed when the test ends, pass or fail.
+package netnstest
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// EnvRequireRoot, when set, turns a skip for a missing prerequisite into a failure.
+const EnvRequireRoot = "SVCNET_REQUIRE_ROOT"
+
+// RequireRoot applies the house rule for kernel-tier tests: skip only when not
+// root (or -short) and SVCNET_REQUIRE_ROOT is unset; otherwise fail if not root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Getenv(EnvRequireRoot) == "" {
+		if testing.Short() {
+			t.Skip("kernel tier: skipped with -short")
+		}
+		if os.Geteuid() != 0 {
+			t.Skipf("kernel tier: not root and %s unset", EnvRequireRoot)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("kernel tier: needs root (%s is set)", EnvRequireRoot)
+	}
+}
+
+var seq atomic.Uint64
+
+// New creates a named namespace "sn-<role>-<pid>-<n>" (at most 15 bytes of role)
+// and deletes it when the test ends.
+func New(t testing.TB, role string) *netns.NS {
+	t.Helper()
+	RequireRoot(t)
+	if len(role) > 15 {
+		role = role[:15]
+	}
+	name := fmt.Sprintf("sn-%s-%d-%d", role, os.Getpid(), seq.Add(1))
+	ns, err := netns.Create(name)
+	if err != nil {
+		t.Fatalf("netns: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Delete(); err != nil {
+			t.Errorf("netns cleanup: %v", err)
+		}
+	})
+	return ns
+}

@@ -1,0 +1,149 @@
+package nft
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func exampleTx() *Tx {
+	tx := NewTx(IPv4, "t")
+	tx.AddTable()
+	tx.AddSet(&Set{Name: "service-ips", Comment: "frontends", Key: []Field{FieldDaddr, FieldL4Proto, FieldDport}, Verdict: true})
+	tx.AddSet(&Set{Name: "affinity", Key: []Field{FieldSaddr}, Timeout: 3 * time.Hour})
+	tx.AddChain(&Chain{Name: "nat-prerouting", Hook: &Hook{Type: "nat", Hook: "prerouting", Priority: -100}})
+	tx.AddChain(&Chain{Name: "services"})
+	tx.AddChain(&Chain{Name: "svc/a:b"})
+	tx.AddRule("nat-prerouting", R(JumpTo("services")))
+	tx.AddRule("services", R(VMap{Fields: []Field{FieldDaddr, FieldL4Proto, FieldDport}, Map: "service-ips"}))
+	tx.AddRule("svc/a:b", R(
+		Daddr(Host(netip.MustParseAddr("10.96.0.1"))),
+		AddrMatch{Field: FieldSaddr, Neq: true, Prefix: netip.MustParsePrefix("10.0.0.0/8")},
+		Random{Mod: 2, Value: 1},
+		ProtoMatch{Proto: ProtoTCP},
+		DNAT{To: netip.MustParseAddrPort("10.1.0.1:80")},
+	).WithComment("ns/svc"))
+	tx.AddRule("svc/a:b", R(Update{Set: "affinity", Fields: []Field{FieldSaddr}}, MarkMatch{Mask: 0x4000}, SetMark{Op: MarkOr, Value: 0x4000}, Reject{}))
+	tx.AddElements("service-ips", Element{Key: []Value{A(netip.MustParseAddr("10.96.0.1")), N(ProtoTCP), N(80)}, Verdict: &Verdict{Kind: Goto, Chain: "svc/a:b"}})
+	return tx
+}
+
+const exampleRender = `table ip t {
+	set affinity {
+		type ipv4_addr
+		flags dynamic,timeout
+		timeout 3h
+	}
+
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		comment "frontends"
+		elements = { 10.96.0.1 . tcp . 80 : goto "svc/a:b" }
+	}
+
+	chain nat-prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		jump services
+	}
+
+	chain services {
+		ip daddr . meta l4proto . th dport vmap @service-ips
+	}
+
+	chain "svc/a:b" {
+		ip daddr 10.96.0.1 ip saddr != 10.0.0.0/8 numgen random mod 2 1 meta l4proto tcp dnat to 10.1.0.1:80 comment "ns/svc"
+		update @affinity { ip saddr } meta mark & 0x00004000 == 0x00000000 meta mark set meta mark | 0x00004000 reject
+	}
+}
+`
+
+func TestFakeApplyAndRender(t *testing.T) {
+	k := NewFake()
+	ctx := context.Background()
+	if err := k.Apply(ctx, exampleTx()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.Read(ctx, IPv4, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(exampleRender, got.Render()); d != "" {
+		t.Fatalf("render (-want +got):\n%s", d)
+	}
+}
+
+func TestFakeRejectsBadTransactionsAtomically(t *testing.T) {
+	ctx := context.Background()
+	el := Element{Key: []Value{A(netip.MustParseAddr("10.96.0.1")), N(ProtoTCP), N(80)}, Verdict: &Verdict{Kind: Goto, Chain: "services"}}
+	for _, tc := range []struct {
+		name string
+		op   func(tx *Tx)
+		want string
+	}{
+		{"jump to missing chain", func(tx *Tx) { tx.AddRule("services", R(JumpTo("nope"))) }, "no such chain"},
+		{"jump to base chain", func(tx *Tx) { tx.AddRule("services", R(JumpTo("nat-prerouting"))) }, "base chain"},
+		{"delete referenced chain", func(tx *Tx) { tx.DeleteChain("services") }, "still referenced"},
+		{"delete chain referenced by element", func(tx *Tx) { tx.FlushChain("svc/a:b"); tx.DeleteChain("svc/a:b") }, "element"},
+		{"element with other verdict", func(tx *Tx) { tx.AddElements("service-ips", el) }, "another verdict"},
+		{"delete missing element", func(tx *Tx) {
+			tx.DeleteElements("service-ips", Element{Key: []Value{A(netip.MustParseAddr("10.96.0.9")), N(ProtoTCP), N(80)}})
+		}, "no such element"},
+		{"wrong family key", func(tx *Tx) {
+			tx.AddElements("service-ips", Element{Key: []Value{A(netip.MustParseAddr("fd00::1")), N(ProtoTCP), N(80)}, Verdict: &Verdict{Kind: Goto, Chain: "services"}})
+		}, "family"},
+		{"vmap on a plain set", func(tx *Tx) { tx.AddRule("services", R(VMap{Fields: []Field{FieldSaddr}, Map: "affinity"})) }, "verdict map"},
+		{"delete used set", func(tx *Tx) { tx.DeleteSet("service-ips") }, "still referenced"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewFake()
+			if err := k.Apply(ctx, exampleTx()); err != nil {
+				t.Fatal(err)
+			}
+			tx := NewTx(IPv4, "t")
+			tx.AddChain(&Chain{Name: "extra"})
+			tc.op(tx)
+			err := k.Apply(ctx, tx)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+			got, _ := k.Read(ctx, IPv4, "t")
+			if got.Render() != exampleRender {
+				t.Fatalf("failed transaction changed the table:\n%s", got.Render())
+			}
+		})
+	}
+}
+
+func TestFakeDeleteInOrder(t *testing.T) {
+	ctx := context.Background()
+	k := NewFake()
+	if err := k.Apply(ctx, exampleTx()); err != nil {
+		t.Fatal(err)
+	}
+	g0, _ := k.Generation(ctx)
+	tx := NewTx(IPv4, "t")
+	tx.DeleteElements("service-ips", Element{Key: []Value{A(netip.MustParseAddr("10.96.0.1")), N(ProtoTCP), N(80)}})
+	tx.DeleteChain("svc/a:b")
+	if err := k.Apply(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := k.Read(ctx, IPv4, "t")
+	if _, ok := got.Chains["svc/a:b"]; ok {
+		t.Fatal("chain not deleted")
+	}
+	if g1, _ := k.Generation(ctx); g1 == g0 {
+		t.Fatal("generation not bumped")
+	}
+	del := NewTx(IPv4, "t")
+	del.DeleteTable()
+	if err := k.Apply(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Read(ctx, IPv4, "t"); err == nil {
+		t.Fatal("table still there")
+	}
+}

@@ -1,0 +1,215 @@
+// Package servicetable builds the per-node service table: for every Service
+// port and IP family, everything a data plane needs to deliver its traffic on
+// one node (frontends, filters, policies, affinity, endpoint sets), computed
+// purely from a model snapshot and the node's settings.
+//
+// The table is the one input of every data-plane backend and of the tracer, so
+// every Kubernetes semantic (which endpoints count, what Local means, which
+// frontends exist) is decided here, once, and never again in a backend.
+package servicetable
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// NodeConfig is what the table needs to know about the node it is built for.
+type NodeConfig struct {
+	// NodeName is the node the table is for (endpoints with this NodeName are local).
+	NodeName string
+	// Zone is the node's topology zone ("" if none); used for zone hints and
+	// trafficDistribution.
+	Zone string
+	// NodePortAddresses are the node addresses on which NodePorts are served,
+	// already resolved (from --nodeport-addresses CIDRs or "primary"). Loopback
+	// addresses are never included (CVE-2020-8558): Build drops them.
+	NodePortAddresses []netip.Addr
+	// ClusterCIDRs detect pod-originated traffic (--cluster-cidr). Traffic to a
+	// ClusterIP from outside them is masqueraded; empty means no detection.
+	ClusterCIDRs []netip.Prefix
+	// MasqueradeAll masquerades all traffic to ClusterIPs (--masquerade-all).
+	MasqueradeAll bool
+}
+
+// Family is an IP family of the table.
+type Family uint8
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// FamilyOf returns the family of a.
+func FamilyOf(a netip.Addr) Family {
+	if a.Unmap().Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// Table is the per-node service table. It is immutable once built.
+type Table struct {
+	Node NodeConfig
+	// Ports holds one entry per (Service, port, family), sorted by ID.
+	Ports []*ServicePort
+	// Errors lists Services (or ports) the node cannot express, each skipped
+	// whole; all other Services are in Ports.
+	Errors []*SkipError
+}
+
+// PortName identifies a Service port, as kube-proxy's ServicePortName does.
+type PortName struct {
+	Namespace string
+	Name      string
+	Port      string // the Service port's name ("" for a single unnamed port)
+	Protocol  model.Protocol
+}
+
+// String returns "namespace/name:port" ("namespace/name" for an unnamed port),
+// as kube-proxy prints a ServicePortName.
+func (p PortName) String() string {
+	if p.Port == "" {
+		return p.Namespace + "/" + p.Name
+	}
+	return p.Namespace + "/" + p.Name + ":" + p.Port
+}
+
+// FrontendKind says how traffic reaches a Service port.
+type FrontendKind uint8
+
+const (
+	FrontendClusterIP FrontendKind = iota
+	FrontendExternalIP
+	FrontendLoadBalancer
+	FrontendNodePort
+)
+
+func (k FrontendKind) String() string {
+	return [...]string{"ClusterIP", "ExternalIP", "LoadBalancer", "NodePort"}[k]
+}
+
+// Frontend is one (address, port) that captures traffic for a Service port.
+// For FrontendNodePort, Addr is one of NodeConfig.NodePortAddresses of this family.
+type Frontend struct {
+	Kind FrontendKind
+	Addr netip.Addr
+	Port uint16
+}
+
+// Endpoint is one backend address and port of a Service port.
+type Endpoint struct {
+	Addr netip.Addr
+	Port uint16
+	// Local is set when the endpoint runs on this node.
+	Local bool
+	// Ready, Serving and Terminating are the EndpointSlice conditions.
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	// NodeName and Zone say where the endpoint runs ("" if unknown).
+	NodeName string
+	Zone     string
+}
+
+// String returns "addr:port" ("[addr]:port" for IPv6).
+func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).String() }
+
+// ServicePort is one Service port in one IP family: the unit every data plane
+// programs (one service chain in nftables).
+type ServicePort struct {
+	// ID is a stable, unique, readable identity, e.g. "default/my-nginx:http/tcp"
+	// (family is implied by the table a backend puts it in). Sorting is by ID.
+	ID       string
+	Name     PortName
+	Family   Family
+	Protocol model.Protocol
+	// Port is the Service port (spec.ports[].port).
+	Port uint16
+
+	// ClusterIP is the Service's ClusterIP of this family (invalid if none).
+	ClusterIP netip.Addr
+	// NodePort is spec.ports[].nodePort (0 if none).
+	NodePort uint16
+	// ExternalIPs and LoadBalancerIPs of this family; LB ingresses with
+	// ipMode Proxy are left out (the load balancer proxies, we must not capture).
+	ExternalIPs     []netip.Addr
+	LoadBalancerIPs []netip.Addr
+	// Frontends lists every captured (address, port), in a deterministic order:
+	// ClusterIP, externalIPs, LB IPs, NodePorts (one per node-port address).
+	Frontends []Frontend
+
+	// SourceRanges is loadBalancerSourceRanges of this family; when non-empty,
+	// traffic to LB IPs from outside them is dropped before DNAT. NodePorts and
+	// ClusterIPs are not filtered.
+	SourceRanges []netip.Prefix
+
+	// ExternalPolicyLocal is externalTrafficPolicy: Local (for NodePort and
+	// LoadBalancer Services): external traffic keeps its source IP and goes to
+	// LocalEndpoints only; traffic from pods or the node itself goes to
+	// ClusterEndpoints ("short-circuit").
+	ExternalPolicyLocal bool
+	// InternalPolicyLocal is internalTrafficPolicy: Local: ClusterIP traffic goes
+	// to LocalEndpoints only.
+	InternalPolicyLocal bool
+	// HealthCheckNodePort is spec.healthCheckNodePort (0 if none).
+	HealthCheckNodePort uint16
+	// AffinityTimeout is the ClientIP affinity timeout; 0 means no affinity.
+	AffinityTimeout time.Duration
+
+	// ClusterEndpoints are the endpoints for traffic under the Cluster policy:
+	// ready ones (else serving+terminating ones), narrowed by topology hints or
+	// trafficDistribution when those apply. Sorted by address, then port.
+	ClusterEndpoints []Endpoint
+	// LocalEndpoints are the endpoints on this node, chosen the same way (ready,
+	// else serving+terminating), for Local policies. Sorted likewise.
+	LocalEndpoints []Endpoint
+	// HasEndpoints is set when the Service port has any usable endpoint in the
+	// cluster (ready or serving+terminating). When false, traffic is rejected
+	// (ICMP port unreachable / TCP RST); when true but the policy's set is
+	// empty, traffic is dropped.
+	HasEndpoints bool
+	// AllEndpoints are every endpoint of the port whatever its state: UDP/SCTP
+	// conntrack cleanup compares against them.
+	AllEndpoints []Endpoint
+}
+
+// UsesClusterEndpoints reports whether any traffic goes to ClusterEndpoints:
+// cluster internal policy, or external Cluster policy with external frontends,
+// or the short-circuit of Local policy.
+func (sp *ServicePort) UsesClusterEndpoints() bool {
+	return !sp.InternalPolicyLocal || sp.HasExternalFrontends()
+}
+
+// HasExternalFrontends reports whether the port has NodePort, externalIP or LB frontends.
+func (sp *ServicePort) HasExternalFrontends() bool {
+	for _, f := range sp.Frontends {
+		if f.Kind != FrontendClusterIP {
+			return true
+		}
+	}
+	return false
+}
+
+// SkipError names a Service (and port, when one port is at fault) that the node
+// cannot express, and why. The rest of the table is unaffected.
+type SkipError struct {
+	Service model.ServiceKey
+	Port    string // "" when the whole Service is skipped
+	Reason  string
+}
+
+func (e *SkipError) Error() string {
+	if e.Port != "" {
+		return "Service " + e.Service.String() + " port " + e.Port + ": " + e.Reason
+	}
+	return "Service " + e.Service.String() + ": " + e.Reason
+}
