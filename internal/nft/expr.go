@@ -37,9 +37,9 @@ const (
 // CtStateMatch matches when the packet's conntrack state is one of States: `ct state new`.
 type CtStateMatch struct{ States CtState }
 
-// FibLocal matches packets whose destination address is local to the node:
-// `fib daddr type local`.
-type FibLocal struct{}
+// FibLocal matches packets whose destination address (or source address, with
+// Saddr) is local to the node: `fib daddr type local`, `fib saddr type local`.
+type FibLocal struct{ Saddr bool }
 
 // MarkMatch matches `meta mark & Mask == Value` (or != with Neq).
 type MarkMatch struct {

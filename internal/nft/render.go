@@ -106,6 +106,9 @@ func RenderExpr(f Family, e Expr) string {
 	case CtStateMatch:
 		return "ct state " + ctStateNames(e.States)
 	case FibLocal:
+		if e.Saddr {
+			return "fib saddr type local"
+		}
 		return "fib daddr type local"
 	case MarkMatch:
 		op := " == "

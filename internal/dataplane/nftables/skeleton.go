@@ -1,0 +1,106 @@
+package nftables
+
+import (
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/nft"
+)
+
+// familyConfig is what the rendering of one family's table depends on besides
+// the Service ports.
+type familyConfig struct {
+	Family nft.Family
+	// ClusterCIDR detects pod-originated traffic (invalid: no detection).
+	ClusterCIDR netip.Prefix
+	// MasqueradeAll masquerades all traffic to ClusterIPs.
+	MasqueradeAll bool
+	// NodePortAddrs are the addresses NodePorts are served on (no loopback).
+	NodePortAddrs []netip.Addr
+}
+
+var (
+	keyDaddrProtoPort = []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}
+	keyProtoPort      = []nft.Field{nft.FieldL4Proto, nft.FieldDport}
+)
+
+// renderSkeleton returns the shared part of the table: base chains, dispatch
+// chains, the verdict maps (their elements belong to Service ports), and the
+// cluster-ips and nodeport-ips sets, which Service ports share (two ports of a
+// Service have one ClusterIP), so they are computed here for all at once.
+func renderSkeleton(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
+	t := nft.NewTable(fc.Family, TableName)
+	addSet := func(s *nft.Set) { s.Elements = map[string]nft.Element{}; t.Sets[s.Name] = s }
+	addSet(&nft.Set{Name: mapServiceIPs, Key: keyDaddrProtoPort, Verdict: true, Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"})
+	addSet(&nft.Set{Name: mapServiceNodePorts, Key: keyProtoPort, Verdict: true, Comment: "NodePort traffic"})
+	addSet(&nft.Set{Name: mapFirewallIPs, Key: keyDaddrProtoPort, Verdict: true, Comment: "destinations that are subject to LoadBalancerSourceRanges"})
+	addSet(&nft.Set{Name: mapNoEndpointServices, Key: keyDaddrProtoPort, Verdict: true, Comment: "vmap to drop or reject packets to services with no endpoints"})
+	addSet(&nft.Set{Name: mapNoEndpointNodePorts, Key: keyProtoPort, Verdict: true, Comment: "vmap to drop or reject packets to service nodeports with no endpoints"})
+	cips := &nft.Set{Name: setClusterIPs, Key: []nft.Field{nft.FieldDaddr}, Comment: "Active ClusterIPs"}
+	addSet(cips)
+	for _, a := range clusterIPs {
+		e := nft.Element{Key: []nft.Value{nft.A(a)}}
+		cips.Elements[nft.KeyString(fc.Family, cips.Key, e.Key)] = e
+	}
+	nodeIPs := &nft.Set{Name: setNodePortIPs, Key: []nft.Field{nft.FieldDaddr}, Comment: "IPs that accept NodePort traffic"}
+	addSet(nodeIPs)
+	for _, a := range fc.NodePortAddrs {
+		if a.IsLoopback() {
+			continue // CVE-2020-8558: never serve NodePorts on 127.0.0.1
+		}
+		e := nft.Element{Key: []nft.Value{nft.A(a)}}
+		nodeIPs.Elements[nft.KeyString(fc.Family, nodeIPs.Key, e.Key)] = e
+	}
+
+	chain := func(name string, hook *nft.Hook, rules ...*nft.Rule) {
+		t.Chains[name] = &nft.Chain{Name: name, Hook: hook, Rules: rules}
+	}
+	regular := func(name string, rules ...*nft.Rule) { chain(name, nil, rules...) }
+	ctNew := nft.CtStateMatch{States: nft.CtNew}
+	hook := func(typ, h string, prio int) *nft.Hook { return &nft.Hook{Type: typ, Hook: h, Priority: prio} }
+
+	// Filtering happens in filter chains just before (prerouting, output:
+	// source ranges, on the original destination) or after DNAT (input,
+	// forward, output at -90: no endpoints, unknown ClusterIP ports).
+	chain(chainFilterPrerouting, hook("filter", "prerouting", -110),
+		nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
+	chain(chainFilterInput, hook("filter", "input", -110),
+		nft.R(ctNew, nft.JumpTo(chainNodePortEPCheck)),
+		nft.R(ctNew, nft.JumpTo(chainServiceEPCheck)))
+	chain(chainFilterForward, hook("filter", "forward", -110),
+		// Conntrack-INVALID packets would otherwise reach pods un-DNATed and
+		// reset connections (kubernetes#74839), as kube-proxy drops them.
+		nft.R(nft.CtStateMatch{States: nft.CtInvalid}, nft.Verdict{Kind: nft.Drop}),
+		nft.R(ctNew, nft.JumpTo(chainServiceEPCheck)),
+		nft.R(ctNew, nft.JumpTo(chainClusterIPsCheck)))
+	chain(chainFilterOutput, hook("filter", "output", -110),
+		nft.R(ctNew, nft.JumpTo(chainServiceEPCheck)),
+		nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
+	chain(chainFilterOutputPost, hook("filter", "output", -90),
+		nft.R(ctNew, nft.JumpTo(chainClusterIPsCheck)))
+	chain(chainNatPrerouting, hook("nat", "prerouting", -100), nft.R(nft.JumpTo(chainServices)))
+	chain(chainNatOutput, hook("nat", "output", -100), nft.R(nft.JumpTo(chainServices)))
+	chain(chainNatPostrouting, hook("nat", "postrouting", 100), nft.R(nft.JumpTo(chainMasquerading)))
+
+	regular(chainFirewallCheck,
+		nft.R(nft.VMap{Fields: keyDaddrProtoPort, Map: mapFirewallIPs}))
+	regular(chainServiceEPCheck,
+		nft.R(nft.VMap{Fields: keyDaddrProtoPort, Map: mapNoEndpointServices}))
+	regular(chainNodePortEPCheck,
+		nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setNodePortIPs}, nft.VMap{Fields: keyProtoPort, Map: mapNoEndpointNodePorts}))
+	regular(chainClusterIPsCheck,
+		nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setClusterIPs}, nft.GotoTo(chainReject)).
+			WithComment("reject traffic to invalid ports of ClusterIPs"))
+	regular(chainReject,
+		nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.Reject{TCPReset: true}),
+		nft.R(nft.Reject{}))
+	regular(chainMarkForMasquerade,
+		nft.R(nft.SetMark{Op: nft.MarkOr, Value: masqueradeMark}))
+	regular(chainMasquerading,
+		nft.R(nft.MarkMatch{Mask: masqueradeMark, Value: 0}, nft.Verdict{Kind: nft.Return}),
+		nft.R(nft.SetMark{Op: nft.MarkXor, Value: masqueradeMark}),
+		nft.R(nft.Masquerade{FullyRandom: true}))
+	regular(chainServices,
+		nft.R(nft.VMap{Fields: keyDaddrProtoPort, Map: mapServiceIPs}),
+		nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setNodePortIPs}, nft.VMap{Fields: keyProtoPort, Map: mapServiceNodePorts}))
+	return t
+}
