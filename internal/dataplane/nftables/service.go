@@ -240,7 +240,7 @@ func (r *serviceRenderer) firewall() string {
 	if lbInRanges(sp) {
 		rules = append(rules, nft.R(nft.FibLocal{Saddr: true}, nft.Verdict{Kind: nft.Return}))
 	}
-	rules = append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to " + sp.Name.String() + " from outside loadBalancerSourceRanges"))
+	rules = append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to "+sp.Name.String()+" from outside loadBalancerSourceRanges"))
 	r.chain(name, rules...)
 	return name
 }
