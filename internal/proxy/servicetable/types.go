@@ -24,7 +24,9 @@ type NodeConfig struct {
 	Zone string
 	// NodePortAddresses are the node addresses on which NodePorts are served,
 	// already resolved (from --nodeport-addresses CIDRs or "primary"). Loopback
-	// addresses are never included (CVE-2020-8558): Build drops them.
+	// addresses are never included (CVE-2020-8558): Build drops them, and also
+	// invalid, unspecified and multicast ones; the rest are unmapped, sorted
+	// and deduplicated (Table.Node holds the cleaned list).
 	NodePortAddresses []netip.Addr
 	// ClusterCIDRs detect pod-originated traffic (--cluster-cidr). Traffic to a
 	// ClusterIP from outside them is masqueraded; empty means no detection.
@@ -58,11 +60,13 @@ func FamilyOf(a netip.Addr) Family {
 
 // Table is the per-node service table. It is immutable once built.
 type Table struct {
+	// Node is the NodeConfig the table was built for, NodePortAddresses cleaned.
 	Node NodeConfig
-	// Ports holds one entry per (Service, port, family), sorted by ID.
+	// Ports holds one entry per (Service, port, family), sorted by ID, then
+	// family (IPv4 first). (ID, Family) is unique.
 	Ports []*ServicePort
 	// Errors lists Services (or ports) the node cannot express, each skipped
-	// whole; all other Services are in Ports.
+	// whole; all other Services are in Ports. Sorted by Service, Port, Family.
 	Errors []*SkipError
 }
 
@@ -126,8 +130,13 @@ func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).St
 // ServicePort is one Service port in one IP family: the unit every data plane
 // programs (one service chain in nftables).
 type ServicePort struct {
-	// ID is a stable, unique, readable identity, e.g. "default/my-nginx:http/tcp"
-	// (family is implied by the table a backend puts it in). Sorting is by ID.
+	// ID is a stable, readable identity, "namespace/name:port/protocol" with
+	// port the Service port's name, or its number when the port is unnamed, and
+	// protocol in lower case: "default/my-nginx:http/tcp", "default/dns:53/udp".
+	// Port names must contain a letter, so a name never reads as a number.
+	// It is unique within a family; a dual-stack port has one entry per family
+	// with the same ID (the family is implied by the table a backend puts it
+	// in). Sorting is by ID, then Family.
 	ID       string
 	Name     PortName
 	Family   Family
@@ -139,38 +148,53 @@ type ServicePort struct {
 	ClusterIP netip.Addr
 	// NodePort is spec.ports[].nodePort (0 if none).
 	NodePort uint16
-	// ExternalIPs and LoadBalancerIPs of this family; LB ingresses with
-	// ipMode Proxy are left out (the load balancer proxies, we must not capture).
+	// ExternalIPs and LoadBalancerIPs of this family, sorted and deduplicated;
+	// LB ingresses with an ipMode other than VIP (Proxy) are left out (the load
+	// balancer proxies, we must not capture), as are hostname-only ones.
 	ExternalIPs     []netip.Addr
 	LoadBalancerIPs []netip.Addr
 	// Frontends lists every captured (address, port), in a deterministic order:
-	// ClusterIP, externalIPs, LB IPs, NodePorts (one per node-port address).
+	// ClusterIP, externalIPs, LB IPs (each sorted), NodePorts (one per
+	// node-port address of this family, sorted). An (address, port) listed
+	// twice (an externalIP that is also an LB IP) appears once, as its first
+	// kind.
 	Frontends []Frontend
 
-	// SourceRanges is loadBalancerSourceRanges of this family; when non-empty,
-	// traffic to LB IPs from outside them is dropped before DNAT. NodePorts and
-	// ClusterIPs are not filtered.
+	// SourceRanges is loadBalancerSourceRanges of this family (masked, sorted,
+	// deduplicated); when non-empty, traffic to LB IPs from outside them is
+	// dropped before DNAT. NodePorts and ClusterIPs are not filtered. A
+	// zero-length prefix (0.0.0.0/0, ::/0) means "allow all" and empties the
+	// list, as in kube-proxy.
 	SourceRanges []netip.Prefix
 
 	// ExternalPolicyLocal is externalTrafficPolicy: Local (for NodePort and
-	// LoadBalancer Services): external traffic keeps its source IP and goes to
-	// LocalEndpoints only; traffic from pods or the node itself goes to
-	// ClusterEndpoints ("short-circuit").
+	// LoadBalancer Services) on a port that is ExternallyAccessible: external
+	// traffic keeps its source IP and goes to LocalEndpoints only; traffic from
+	// pods or the node itself goes to ClusterEndpoints ("short-circuit").
 	ExternalPolicyLocal bool
 	// InternalPolicyLocal is internalTrafficPolicy: Local: ClusterIP traffic goes
 	// to LocalEndpoints only.
 	InternalPolicyLocal bool
-	// HealthCheckNodePort is spec.healthCheckNodePort (0 if none).
+	// HealthCheckNodePort is spec.healthCheckNodePort (0 if none); set only for
+	// LoadBalancer Services with externalTrafficPolicy Local, as kube-proxy.
+	// Every entry of the Service carries the same value.
 	HealthCheckNodePort uint16
 	// AffinityTimeout is the ClientIP affinity timeout; 0 means no affinity.
 	AffinityTimeout time.Duration
 
 	// ClusterEndpoints are the endpoints for traffic under the Cluster policy:
-	// ready ones (else serving+terminating ones), narrowed by topology hints or
-	// trafficDistribution when those apply. Sorted by address, then port.
+	// ready ones, narrowed by topology hints when those apply, else (no ready
+	// endpoint anywhere) the serving+terminating ones. Hints are used only when
+	// every ready endpoint has them and some endpoint is hinted for this node
+	// (forNodes) or zone (forZones); spec.trafficDistribution reaches the table
+	// only through those hints, which the EndpointSlice controller sets (as in
+	// kube-proxy). nil when empty, and always nil when !UsesClusterEndpoints.
+	// Sorted by address, then port.
 	ClusterEndpoints []Endpoint
-	// LocalEndpoints are the endpoints on this node, chosen the same way (ready,
-	// else serving+terminating), for Local policies. Sorted likewise.
+	// LocalEndpoints are the endpoints on this node, chosen per set (ready,
+	// else serving+terminating; never narrowed by topology), for Local
+	// policies. nil when empty, and always nil when !UsesLocalEndpoints.
+	// Sorted likewise.
 	LocalEndpoints []Endpoint
 	// HasEndpoints is set when the Service port has any usable endpoint in the
 	// cluster (ready or serving+terminating). When false, traffic is rejected
@@ -178,15 +202,37 @@ type ServicePort struct {
 	// empty, traffic is dropped.
 	HasEndpoints bool
 	// AllEndpoints are every endpoint of the port whatever its state: UDP/SCTP
-	// conntrack cleanup compares against them.
+	// conntrack cleanup compares against them. Sorted likewise; nil when none.
 	AllEndpoints []Endpoint
 }
 
+// ExternallyAccessible reports whether the port takes traffic other than to
+// its ClusterIP: it has a NodePort, externalIPs or LB IPs (kube-proxy's
+// ExternallyAccessible). A NodePort counts even when this node has no
+// node-port address of the family.
+func (sp *ServicePort) ExternallyAccessible() bool {
+	return sp.NodePort != 0 || len(sp.ExternalIPs) > 0 || len(sp.LoadBalancerIPs) > 0
+}
+
 // UsesClusterEndpoints reports whether any traffic goes to ClusterEndpoints:
-// cluster internal policy, or external Cluster policy with external frontends,
-// or the short-circuit of Local policy.
+// cluster internal policy, or external traffic at all (under the Cluster
+// policy, or the short-circuit of the Local policy), as kube-proxy.
 func (sp *ServicePort) UsesClusterEndpoints() bool {
-	return !sp.InternalPolicyLocal || sp.HasExternalFrontends()
+	return !sp.InternalPolicyLocal || sp.ExternallyAccessible()
+}
+
+// UsesLocalEndpoints reports whether any traffic goes to LocalEndpoints:
+// internal or external policy Local.
+func (sp *ServicePort) UsesLocalEndpoints() bool {
+	return sp.InternalPolicyLocal || sp.ExternalPolicyLocal
+}
+
+// ReachableEndpoints returns the endpoints some traffic on this node can reach:
+// the union of ClusterEndpoints and LocalEndpoints, sorted by address then port
+// (kube-proxy's allLocallyReachableEndpoints). Backends use it for per-endpoint
+// objects (affinity, hairpin). The result is fresh; callers may keep it.
+func (sp *ServicePort) ReachableEndpoints() []Endpoint {
+	return unionEndpoints(sp.ClusterEndpoints, sp.LocalEndpoints)
 }
 
 // HasExternalFrontends reports whether the port has NodePort, externalIP or LB frontends.
@@ -201,15 +247,26 @@ func (sp *ServicePort) HasExternalFrontends() bool {
 
 // SkipError names a Service (and port, when one port is at fault) that the node
 // cannot express, and why. The rest of the table is unaffected.
+//
+// Port == "": the whole Service is skipped (an invalid value in it: Reason names
+// the field). Port != "": only that Service port is skipped, in Family only
+// (Family 0: in every family); Port is the port part of the ID ("http/tcp",
+// "80/tcp"), used when two entries claim the same frontend.
 type SkipError struct {
 	Service model.ServiceKey
 	Port    string // "" when the whole Service is skipped
-	Reason  string
+	// Family is the family of the skipped entry; 0 when every family is affected.
+	Family Family
+	Reason string
 }
 
 func (e *SkipError) Error() string {
+	s := "Service " + e.Service.String()
 	if e.Port != "" {
-		return "Service " + e.Service.String() + " port " + e.Port + ": " + e.Reason
+		s += " port " + e.Port
 	}
-	return "Service " + e.Service.String() + ": " + e.Reason
+	if e.Family != 0 {
+		s += " (" + e.Family.String() + ")"
+	}
+	return s + ": " + e.Reason
 }

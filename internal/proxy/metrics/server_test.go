@@ -1,0 +1,79 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+func TestServer(t *testing.T) {
+	m := New()
+	m.ServiceChangesTotal.Inc()
+	s := NewServer("", m, klog.Logger{})
+	if s.addr != DefaultMetricsBindAddress {
+		t.Errorf("default address %q, want %q", s.addr, DefaultMetricsBindAddress)
+	}
+
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve returned %v after its context ended, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Serve did not return after its context ended")
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after Serve returned", addr)
+		}
+	}()
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "\nkubeproxy_sync_proxy_rules_service_changes_total 1\n") {
+		t.Errorf("GET /metrics = %d, body without the service changes counter:\n%.500s", resp.StatusCode, body)
+	}
+	resp, err = client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /healthz = %d, want 404 (metrics server serves /metrics only)", resp.StatusCode)
+	}
+}
+
+func TestServerRunBindError(t *testing.T) {
+	busy, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	s := NewServer(busy.Addr().String(), New(), klog.Logger{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Run(ctx); err == nil || !strings.Contains(err.Error(), busy.Addr().String()) {
+		t.Fatalf("Run on a busy port = %v, want an error naming %s", err, busy.Addr())
+	}
+}

@@ -1,0 +1,485 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/proxy/metrics"
+	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+)
+
+// ServiceHealth serves healthCheckNodePorts (healthcheck.ServiceHealthServer).
+type ServiceHealth interface {
+	SyncServices(map[types.NamespacedName]uint16) error
+	SyncEndpoints(map[types.NamespacedName]int) error
+}
+
+// ProxyHealth tracks sync freshness for /healthz (healthcheck.ProxyHealthServer).
+type ProxyHealth interface {
+	QueuedUpdate(v1.IPFamily)
+	Updated(v1.IPFamily)
+}
+
+// Deps are the proxier's collaborators. Store and Conn are required; the
+// others may be nil.
+type Deps struct {
+	Store *model.Store
+	Conn  nft.Conn
+	// InterfaceAddrs lists the node's interface addresses (for
+	// --nodeport-addresses CIDRs and as the "primary" fallback).
+	InterfaceAddrs func() ([]netip.Addr, error)
+	Conntrack      conntrack.Table
+	ServiceHealth  ServiceHealth
+	ProxyHealth    ProxyHealth
+	Metrics        *metrics.Metrics
+	Logger         klog.Logger
+	// OnSync, when set, is called after every sync attempt.
+	OnSync func(SyncResult)
+}
+
+// SyncResult describes one sync attempt.
+type SyncResult struct {
+	nftables.Stats
+	Err      error
+	Services int
+	Skipped  int
+	// ConntrackDeleted counts stale UDP/SCTP flows deleted after the sync.
+	ConntrackDeleted int
+}
+
+// Proxier keeps this node's data plane equal to the model.
+type Proxier struct {
+	cfg     Config
+	deps    Deps
+	log     klog.Logger
+	backend *nftables.Backend
+
+	snap     *model.Snapshot
+	nodeCfg  servicetable.NodeConfig
+	entries  map[model.ServiceKey][]*servicetable.ServicePort
+	errs     map[model.ServiceKey]*servicetable.SkipError
+	dirty    map[model.ServiceKey]bool
+	triggers []time.Time
+	// reported remembers skip errors already logged, so each is logged once.
+	reported map[string]bool
+	lastGen  uint32
+	haveGen  bool
+	// udpDirty is set when a UDP or SCTP Service port changed since the
+	// last conntrack cleanup.
+	udpDirty bool
+}
+
+// New returns a proxier; it starts nothing until Run.
+func New(cfg Config, deps Deps) (*Proxier, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil || deps.Conn == nil {
+		return nil, errors.New("proxy: store and nftables connection are required")
+	}
+	log := deps.Logger
+	if log.GetSink() == nil {
+		log = klog.Background()
+	}
+	return &Proxier{
+		cfg:      cfg,
+		deps:     deps,
+		log:      log,
+		backend:  nftables.New(deps.Conn, cfg.Families...),
+		entries:  map[model.ServiceKey][]*servicetable.ServicePort{},
+		errs:     map[model.ServiceKey]*servicetable.SkipError{},
+		dirty:    map[model.ServiceKey]bool{},
+		reported: map[string]bool{},
+	}, nil
+}
+
+// Run follows the store and syncs until ctx ends. The first sync waits for
+// the source to be synced, and is a full one: it adopts whatever table a
+// previous svcnet left, without flushing it.
+func (p *Proxier) Run(ctx context.Context) error {
+	sub := p.deps.Store.Subscribe()
+	defer sub.Close()
+	periodic := time.NewTicker(p.cfg.SyncPeriod)
+	defer periodic.Stop()
+	driftTick := time.NewTicker(p.cfg.DriftCheckPeriod)
+	defer driftTick.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+
+	var (
+		pending   bool
+		full      = true
+		lastSync  time.Time
+		armed     bool
+		failures  int
+		syncedOne bool
+	)
+	schedule := func() {
+		if !pending || armed || p.snap == nil || !p.snap.Synced {
+			return
+		}
+		wait := time.Until(lastSync.Add(p.cfg.MinSyncPeriod))
+		if failures > 0 {
+			wait = max(wait, min(time.Duration(failures)*p.cfg.MinSyncPeriod, p.cfg.SyncPeriod, 30*time.Second), 100*time.Millisecond)
+		}
+		timer.Reset(max(wait, 0))
+		armed = true
+	}
+	queue := func() {
+		if !pending {
+			p.queued()
+		}
+		pending = true
+		schedule()
+	}
+	// Deliver the initial state.
+	p.absorb(sub.Next())
+	queue()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.C():
+			p.absorb(sub.Next())
+			queue()
+		case <-periodic.C:
+			full = true
+			queue()
+		case <-driftTick.C:
+			if syncedOne && p.driftSuspected(ctx) {
+				p.log.V(2).Info("nftables generation changed behind our back; verifying tables")
+				full = true
+				queue()
+			}
+		case <-timer.C:
+			armed = false
+			lastSync = time.Now()
+			res := p.sync(ctx, full)
+			pending = false
+			if res.Err != nil {
+				failures++
+				full = true
+				pending = true
+				schedule()
+				continue
+			}
+			failures, full, syncedOne = 0, false, true
+		}
+	}
+}
+
+// absorb takes a snapshot and its changes into the proxier's state.
+func (p *Proxier) absorb(snap *model.Snapshot, ch model.Changes) {
+	p.snap = snap
+	svcChanges, epChanges := 0, 0
+	for _, c := range ch.Services {
+		p.dirty[c.Key] = true
+		var oldSvc, newSvc *model.Service
+		var oldSl, newSl []*model.EndpointSlice
+		if c.Old != nil {
+			oldSvc, oldSl = c.Old.Service, c.Old.Slices
+		}
+		if c.New != nil {
+			newSvc, newSl = c.New.Service, c.New.Slices
+			for _, sl := range newSl {
+				if sl.TriggerTime != 0 && !slices.Contains(oldSl, sl) {
+					p.triggers = append(p.triggers, time.Unix(0, sl.TriggerTime))
+				}
+			}
+		}
+		if oldSvc != newSvc {
+			svcChanges++
+		}
+		if !slices.Equal(oldSl, newSl) {
+			epChanges++
+		}
+	}
+	if m := p.deps.Metrics; m != nil {
+		m.ServiceChangesTotal.Add(float64(svcChanges))
+		m.EndpointChangesTotal.Add(float64(epChanges))
+		m.ServiceChangesPending.Set(float64(len(p.dirty)))
+	}
+}
+
+func (p *Proxier) queued() {
+	now := time.Now()
+	for _, f := range p.cfg.Families {
+		if p.deps.ProxyHealth != nil {
+			p.deps.ProxyHealth.QueuedUpdate(apiFamily(f))
+		}
+		if m := p.deps.Metrics; m != nil {
+			m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(familyLabel(f)).Set(float64(now.Unix()))
+		}
+	}
+}
+
+// driftSuspected reports whether the ruleset generation moved since our last
+// commit: someone (maybe harmlessly) changed nftables in this netns.
+func (p *Proxier) driftSuspected(ctx context.Context) bool {
+	g, err := p.deps.Conn.Generation(ctx)
+	if err != nil {
+		p.log.V(2).Info("reading nftables generation failed", "err", err)
+		return false
+	}
+	return p.haveGen && g != p.lastGen
+}
+
+// nodeConfig computes the service table's node settings from the snapshot
+// and the node's interfaces.
+func (p *Proxier) nodeConfig() servicetable.NodeConfig {
+	node := p.snap.Node(p.cfg.NodeName)
+	var ifaddrs []netip.Addr
+	if p.deps.InterfaceAddrs != nil {
+		a, err := p.deps.InterfaceAddrs()
+		if err != nil {
+			p.log.Error(err, "listing node addresses failed; NodePorts keep their previous addresses")
+			return p.nodeCfg
+		}
+		ifaddrs = a
+	}
+	nc := servicetable.NodeConfig{
+		NodeName:          p.cfg.NodeName,
+		NodePortAddresses: nodePortAddresses(p.cfg.NodePortAddresses, node, ifaddrs),
+		ClusterCIDRs:      p.cfg.ClusterCIDRs,
+		MasqueradeAll:     p.cfg.MasqueradeAll,
+	}
+	if node != nil {
+		nc.Zone = node.Zone()
+	}
+	return nc
+}
+
+func sameNodeConfig(a, b servicetable.NodeConfig) bool {
+	return a.NodeName == b.NodeName && a.Zone == b.Zone && a.MasqueradeAll == b.MasqueradeAll &&
+		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
+}
+
+// table rebuilds the entries of dirty Services (all of them when the node's
+// settings changed) and assembles the service table.
+func (p *Proxier) table() *servicetable.Table {
+	nc := p.nodeConfig()
+	if !sameNodeConfig(nc, p.nodeCfg) {
+		p.nodeCfg = nc
+		for _, st := range p.snap.Services() {
+			p.dirty[st.Service.Key()] = true
+		}
+		for k := range p.entries {
+			p.dirty[k] = true
+		}
+	}
+	for k := range p.dirty {
+		for _, sp := range p.entries[k] {
+			if sp.Protocol != model.ProtocolTCP {
+				p.udpDirty = true
+			}
+		}
+		delete(p.entries, k)
+		delete(p.errs, k)
+		st := p.snap.Service(k)
+		if st == nil || st.Service == nil {
+			continue
+		}
+		ports, serr := servicetable.BuildService(st, p.nodeCfg)
+		if len(ports) > 0 {
+			p.entries[k] = ports
+		}
+		if serr != nil {
+			p.errs[k] = serr
+		}
+		for _, sp := range ports {
+			if sp.Protocol != model.ProtocolTCP {
+				p.udpDirty = true
+			}
+		}
+	}
+	clear(p.dirty)
+	var all []*servicetable.ServicePort
+	for _, ports := range p.entries {
+		all = append(all, ports...)
+	}
+	var errs []*servicetable.SkipError
+	for _, e := range p.errs {
+		errs = append(errs, e)
+	}
+	return servicetable.Assemble(p.nodeCfg, all, errs)
+}
+
+// sync programs the current model once.
+func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
+	start := time.Now()
+	t := p.table()
+	p.reportSkipped(t)
+	st, err := p.backend.Sync(ctx, t, full)
+	res := SyncResult{Stats: st, Err: err, Services: len(t.Ports), Skipped: len(t.Errors)}
+	end := time.Now()
+	if g, gerr := p.deps.Conn.Generation(ctx); gerr == nil {
+		p.lastGen, p.haveGen = g, true
+	}
+	if err != nil {
+		p.log.Error(err, "sync failed; the kernel keeps the previous rules and the next sync is a full one")
+	} else {
+		p.afterSync(ctx, t, &res)
+	}
+	p.record(t, res, start, end)
+	if p.deps.OnSync != nil {
+		p.deps.OnSync(res)
+	}
+	return res
+}
+
+func (p *Proxier) afterSync(ctx context.Context, t *servicetable.Table, res *SyncResult) {
+	if p.udpDirty && p.deps.Conntrack != nil {
+		n, err := conntrack.Cleanup(klog.NewContext(ctx, p.log), p.deps.Conntrack, conntrackWant(t))
+		res.ConntrackDeleted = n
+		if err != nil {
+			p.log.Error(err, "conntrack cleanup failed; retrying on the next sync")
+		} else {
+			p.udpDirty = false
+		}
+	}
+	if h := p.deps.ServiceHealth; h != nil {
+		svcs := map[types.NamespacedName]uint16{}
+		eps := map[types.NamespacedName]int{}
+		for _, sp := range t.Ports {
+			if sp.HealthCheckNodePort == 0 {
+				continue
+			}
+			nn := types.NamespacedName{Namespace: sp.Name.Namespace, Name: sp.Name.Name}
+			svcs[nn] = sp.HealthCheckNodePort
+			// kube-proxy counts local endpoints of the Service (any port).
+			eps[nn] = max(eps[nn], len(sp.LocalEndpoints))
+		}
+		if err := h.SyncServices(svcs); err != nil {
+			p.log.Error(err, "health check node ports")
+		}
+		if err := h.SyncEndpoints(eps); err != nil {
+			p.log.Error(err, "health check endpoints")
+		}
+	}
+	if ph := p.deps.ProxyHealth; ph != nil {
+		for _, f := range p.cfg.Families {
+			ph.Updated(apiFamily(f))
+		}
+	}
+	p.log.V(2).Info("SyncProxyRules complete", "elapsed", res.Duration, "full", res.Full, "ops", res.TotalOps(),
+		"services", res.Services, "skipped", res.Skipped, "drift", res.Drift)
+}
+
+// reportSkipped logs each skip error once per distinct text.
+func (p *Proxier) reportSkipped(t *servicetable.Table) {
+	now := map[string]bool{}
+	for _, e := range t.Errors {
+		msg := e.Error()
+		now[msg] = true
+		if !p.reported[msg] {
+			p.log.Info("Service skipped on this node", "service", e.Service.String(), "port", e.Port, "reason", e.Reason)
+			if m := p.deps.Metrics; m != nil {
+				m.SkippedServicesTotal.WithLabelValues(skipReason(e.Reason)).Inc()
+			}
+		}
+	}
+	p.reported = now
+}
+
+func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.Time) {
+	m := p.deps.Metrics
+	if m == nil {
+		return
+	}
+	for _, f := range p.cfg.Families {
+		fam := familyLabel(f)
+		if res.Err != nil {
+			m.NFTablesSyncFailuresTotal.WithLabelValues(fam).Inc()
+			continue
+		}
+		d := end.Sub(start).Seconds()
+		m.SyncProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		if res.Full {
+			m.SyncFullProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		} else {
+			m.SyncPartialProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		}
+		m.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(end.Unix()))
+		if n := res.Ops[f]; n > 0 {
+			m.NFTablesTransactionOps.WithLabelValues(fam).Observe(float64(n))
+		}
+		if res.Drift {
+			m.DriftRepairsTotal.WithLabelValues(fam).Inc()
+		}
+		m.ObserveNetworkProgramming(fam, end, p.triggers...)
+		if res.ConntrackDeleted > 0 {
+			m.ConntrackEntriesDeletedTotal.WithLabelValues(fam).Add(float64(res.ConntrackDeleted))
+		}
+	}
+	if res.Err == nil {
+		p.triggers = nil
+		counts := map[nft.Family]int{}
+		noLocal := map[string]int{}
+		for _, sp := range t.Ports {
+			f := nft.IPv4
+			if sp.Family == servicetable.IPv6 {
+				f = nft.IPv6
+			}
+			counts[f]++
+			if len(sp.LocalEndpoints) == 0 {
+				if sp.InternalPolicyLocal {
+					noLocal["internal/"+familyLabel(f)]++
+				}
+				if sp.ExternalPolicyLocal {
+					noLocal["external/"+familyLabel(f)]++
+				}
+			}
+		}
+		for _, f := range p.cfg.Families {
+			m.Services.WithLabelValues(familyLabel(f)).Set(float64(counts[f]))
+			for _, pol := range []string{"internal", "external"} {
+				m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(pol, familyLabel(f)).Set(float64(noLocal[pol+"/"+familyLabel(f)]))
+			}
+		}
+	}
+	m.ServiceChangesPending.Set(0)
+	m.EndpointChangesPending.Set(0)
+}
+
+// Cleanup removes everything svcnet proxy programmed (--cleanup).
+func Cleanup(ctx context.Context, conn nft.Conn) error {
+	if err := nftables.Cleanup(ctx, conn); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
+
+func apiFamily(f nft.Family) v1.IPFamily {
+	if f == nft.IPv6 {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}
+
+func familyLabel(f nft.Family) string { return string(apiFamily(f)) }
+
+// skipReason maps a skip error's text to a small set of metric labels.
+func skipReason(reason string) string {
+	switch {
+	case containsAny(reason, "nodePort", "NodePort", "node port"):
+		return "nodeport-conflict"
+	case containsAny(reason, "claim", "taken", "conflict"):
+		return "frontend-conflict"
+	default:
+		return "invalid"
+	}
+}

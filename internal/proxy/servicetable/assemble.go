@@ -1,0 +1,205 @@
+package servicetable
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// Assemble makes a table from entries built by BuildService with the same cfg
+// and the SkipErrors that came with them. It sorts the entries by ID and
+// family, drops every entry that loses a claim (below) with a SkipError naming
+// the port, family and winner, and sorts the errors. It neither modifies nor
+// copies the entries, and its result depends only on the set of entries and
+// errors given, not on their order (of two entries with the same ID and family,
+// which BuildService never returns, the first given is kept).
+//
+// Claims. Each entry claims what it would program on this node: every frontend
+// (address, port, protocol); for a NodePort, (port, protocol) on the node as a
+// whole; for a health check node port, (port, TCP) on the node and on every
+// node-port address (the health server listens there). Two entries claiming the
+// same thing cannot both be programmed. The claim is won by its strongest kind
+// (ClusterIP, then NodePort or health check port, then externalIP or LB IP, so a
+// Service cannot take another's ClusterIP through spec.externalIPs,
+// CVE-2020-8554), then by the first entry by ID and family. An entry that loses
+// any claim is dropped whole. A health check port is owned by its Service, so
+// the entries of one Service sharing it do not conflict. Winners are decided in
+// one pass over all entries: an entry keeps losing to a winner that itself lost
+// another claim, which keeps the outcome simple to state and order-independent.
+func Assemble(cfg NodeConfig, ports []*ServicePort, errs []*SkipError) *Table {
+	entries := make([]*ServicePort, 0, len(ports))
+	for _, sp := range ports {
+		if sp != nil {
+			entries = append(entries, sp)
+		}
+	}
+	slices.SortStableFunc(entries, compareEntries)
+	out := make([]*SkipError, 0, len(errs))
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	kept, lost := resolveClaims(entries)
+	out = append(out, lost...)
+	slices.SortFunc(out, compareSkipErrors)
+	if len(out) == 0 {
+		out = nil
+	}
+	return &Table{Node: normalizeNode(cfg), Ports: kept, Errors: out}
+}
+
+// claimKey is something one entry can program on the node. addr is invalid for
+// a claim on every node-port address at once (a NodePort, a health check port).
+type claimKey struct {
+	fam   Family
+	proto model.Protocol
+	addr  netip.Addr
+	port  uint16
+}
+
+func (k claimKey) String() string {
+	p := strconv.Itoa(int(k.port)) + "/" + string(k.proto)
+	if !k.addr.IsValid() {
+		return p
+	}
+	return netip.AddrPortFrom(k.addr, k.port).String() + "/" + string(k.proto)
+}
+
+// claimRank orders the kinds of claim; the lower wins.
+type claimRank uint8
+
+const (
+	rankClusterIP claimRank = iota
+	rankNodePort            // NodePort and health check node port
+	rankExternal            // externalIP and LB IP
+)
+
+type claim struct {
+	key   claimKey
+	rank  claimRank
+	owner string // who may hold the key more than once: the entry, or its Service for a health check port
+	what  string // the kind, for messages
+}
+
+type winner struct {
+	rank  claimRank
+	index int // entry index in ID order
+	owner string
+	what  string
+	entry *ServicePort
+}
+
+// entryOwner names an entry in messages and as a claim owner.
+func entryOwner(sp *ServicePort) string { return sp.ID + " (" + sp.Family.String() + ")" }
+
+// claimsOf lists what sp claims; every key at most once.
+func claimsOf(sp *ServicePort) []claim {
+	own := entryOwner(sp)
+	out := make([]claim, 0, len(sp.Frontends)+2)
+	for _, f := range sp.Frontends {
+		r := rankExternal
+		switch f.Kind {
+		case FrontendClusterIP:
+			r = rankClusterIP
+		case FrontendNodePort:
+			r = rankNodePort
+		}
+		out = append(out, claim{key: claimKey{sp.Family, sp.Protocol, f.Addr, f.Port}, rank: r, owner: own, what: f.Kind.String()})
+	}
+	if sp.NodePort != 0 {
+		out = append(out, claim{key: claimKey{sp.Family, sp.Protocol, netip.Addr{}, sp.NodePort}, rank: rankNodePort, owner: own, what: "NodePort"})
+	}
+	if hc := sp.HealthCheckNodePort; hc != 0 {
+		svcOwner := sp.Name.Namespace + "/" + sp.Name.Name + " healthCheckNodePort"
+		out = append(out, claim{key: claimKey{sp.Family, model.ProtocolTCP, netip.Addr{}, hc}, rank: rankNodePort, owner: svcOwner, what: "HealthCheckNodePort"})
+		for _, f := range sp.Frontends {
+			if f.Kind == FrontendNodePort {
+				out = append(out, claim{key: claimKey{sp.Family, model.ProtocolTCP, f.Addr, hc}, rank: rankNodePort, owner: svcOwner, what: "HealthCheckNodePort"})
+			}
+		}
+	}
+	// Keep the first claim of each key: a key repeats only for an odd spec (a
+	// health check port equal to the entry's own TCP node port).
+	seen := make(map[claimKey]bool, len(out))
+	return slices.DeleteFunc(out, func(c claim) bool {
+		if seen[c.key] {
+			return true
+		}
+		seen[c.key] = true
+		return false
+	})
+}
+
+// resolveClaims drops the entries (sorted, in ID order) that lose a claim.
+func resolveClaims(entries []*ServicePort) ([]*ServicePort, []*SkipError) {
+	all := make([][]claim, len(entries))
+	wins := map[claimKey]winner{}
+	seenID := map[string]int{}
+	var lost []*SkipError
+	for i, sp := range entries {
+		all[i] = claimsOf(sp)
+		for _, c := range all[i] {
+			w, ok := wins[c.key]
+			if !ok || c.rank < w.rank || c.rank == w.rank && i < w.index {
+				wins[c.key] = winner{rank: c.rank, index: i, owner: c.owner, what: c.what, entry: sp}
+			}
+		}
+	}
+	kept := make([]*ServicePort, 0, len(entries))
+	for i, sp := range entries {
+		if j, dup := seenID[entryOwner(sp)]; dup {
+			lost = append(lost, conflictError(sp, "duplicate entry; "+entryOwner(entries[j])+" kept"))
+			continue
+		}
+		seenID[entryOwner(sp)] = i
+		ok := true
+		for _, c := range all[i] {
+			if w := wins[c.key]; w.owner != c.owner {
+				lost = append(lost, conflictError(sp, c.what+" "+c.key.String()+" already claimed as "+w.what+" by "+entryOwner(w.entry)))
+				ok = false
+				break
+			}
+		}
+		if ok {
+			kept = append(kept, sp)
+		}
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	return kept, lost
+}
+
+func conflictError(sp *ServicePort, reason string) *SkipError {
+	port := sp.ID
+	if i := strings.LastIndexByte(port, ':'); i >= 0 {
+		port = port[i+1:]
+	}
+	return &SkipError{
+		Service: model.ServiceKey{Namespace: sp.Name.Namespace, Name: sp.Name.Name},
+		Port:    port,
+		Family:  sp.Family,
+		Reason:  reason,
+	}
+}
+
+func compareSkipErrors(a, b *SkipError) int {
+	if c := cmp.Compare(a.Service.Namespace, b.Service.Namespace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Service.Name, b.Service.Name); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Port, b.Port); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Family, b.Family); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Reason, b.Reason)
+}
