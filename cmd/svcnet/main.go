@@ -23,7 +23,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newGetCommand())
+	root.AddCommand(newVersionCommand(), newGetCommand(), newProxyCommand())
 	return root
 }
 

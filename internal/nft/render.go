@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Render returns the table in nft(8) syntax, loadable with `nft -f` and close
-// to what `nft list table` prints: sets first, then chains, each sorted by
+// Render returns the table in nft(8) syntax, as `nft list table` prints it
+// (nft 1.0.6 cannot read back quoted chain names, so a table with such names is
+// for reading, not for `nft -f`): sets first, then chains, each sorted by
 // name; elements sorted by key.
 func (t *Table) Render() string {
 	var b strings.Builder
@@ -229,6 +230,7 @@ func renderValue(fld Field, v Value) string {
 }
 
 func renderPrefix(p netip.Prefix) string {
+	p = p.Masked() // the kernel stores prefixes masked
 	if p.Bits() == p.Addr().BitLen() {
 		return p.Addr().String()
 	}
@@ -264,7 +266,7 @@ func ctStateNames(s CtState) string {
 func priorityName(h *Hook) string {
 	if h.Type == "nat" {
 		switch {
-		case h.Priority == -100 && (h.Hook == "prerouting" || h.Hook == "output"):
+		case h.Priority == -100 && h.Hook == "prerouting":
 			return "dstnat"
 		case h.Priority == 100 && (h.Hook == "postrouting" || h.Hook == "input"):
 			return "srcnat"

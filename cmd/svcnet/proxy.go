@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
+	"github.com/svcnet/svcnet/internal/proxy/metrics"
+	"github.com/svcnet/svcnet/internal/source/file"
+	"github.com/svcnet/svcnet/internal/source/kube"
+)
+
+// proxyOptions are svcnet proxy's settings: kube-proxy's flag names, and a
+// --config file with KubeProxyConfiguration field names. Flags given on the
+// command line override the file.
+type proxyOptions struct {
+	state            stateFlags
+	configFile       string
+	hostname         string
+	clusterCIDR      string
+	nodePortAddrs    []string
+	masqueradeAll    bool
+	healthzAddr      string
+	metricsAddr      string
+	syncPeriod       time.Duration
+	minSyncPeriod    time.Duration
+	serviceProxyName string
+	cleanup          bool
+	verbosity        int
+}
+
+func newProxyCommand() *cobra.Command { return proxyCommand(&proxyOptions{}) }
+
+// proxyCommand binds the command's flags to o.
+func proxyCommand(o *proxyOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Program this node's Service data plane (nftables), in place of kube-proxy",
+		Long: `svcnet proxy turns Services and EndpointSlices into nftables rules on this
+node (tables "ip svcnet" and "ip6 svcnet") and keeps them right as they change.
+It serves /healthz and /livez, healthCheckNodePorts, and Prometheus metrics
+with kube-proxy's names.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fs := cmd.Flags()
+	o.state.bind(fs)
+	fs.StringVar(&o.configFile, "config", "", "KubeProxyConfiguration YAML file; flags given on the command line override it")
+	fs.StringVar(&o.hostname, "hostname-override", "", "this node's name (default: the host name)")
+	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "pod CIDR(s), comma-separated, one per family: traffic from outside them to ClusterIPs is masqueraded")
+	fs.StringSliceVar(&o.nodePortAddrs, "nodeport-addresses", nil, `CIDRs of the node addresses that serve NodePorts, or "primary" (default: primary)`)
+	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "masquerade all traffic sent to ClusterIPs")
+	fs.StringVar(&o.healthzAddr, "healthz-bind-address", healthcheck.DefaultHealthzBindAddress, `address:port for /healthz and /livez ("" disables)`)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", `address:port for /metrics ("" disables)`)
+	fs.DurationVar(&o.syncPeriod, "sync-period", proxy.DefaultSyncPeriod, "maximum time between full syncs (drift repair)")
+	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", proxy.DefaultMinSyncPeriod, "minimum time between syncs: changes within it are coalesced")
+	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "serve only Services labelled service.kubernetes.io/service-proxy-name=NAME (default: only unlabelled ones, as kube-proxy)")
+	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
+	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
+	return cmd
+}
+
+func (o *proxyOptions) run(cmd *cobra.Command) error {
+	setVerbosity(o.verbosity)
+	log := klog.Background().WithName("proxy")
+	ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	conn, err := openNFTables()
+	if err != nil {
+		return err
+	}
+	if o.cleanup {
+		if err := proxy.Cleanup(ctx, conn); err != nil {
+			return err
+		}
+		log.Info("removed svcnet's nftables tables")
+		return nil
+	}
+	cfg, err := o.config(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	if err := o.state.validate(); err != nil {
+		return err
+	}
+
+	store := model.NewStore()
+	m := metrics.New()
+	health := healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{
+		Addr:          o.healthzAddr,
+		HealthTimeout: healthcheck.HealthTimeout(cfg.SyncPeriod),
+		NodeEligible: func() bool {
+			return nodeEligible(store.Snapshot().Node(cfg.NodeName))
+		},
+		Probes: m,
+		Logger: log.WithName("healthz"),
+	})
+	svcHealth := healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
+		NodeName: cfg.NodeName,
+		Health:   health,
+		Logger:   log.WithName("service-health"),
+	})
+	ct, err := conntrack.NewNetlink()
+	if err != nil {
+		return fmt.Errorf("conntrack: %w", err)
+	}
+	defer ct.Close()
+	p, err := proxy.New(cfg, proxy.Deps{
+		Store:          store,
+		Conn:           conn,
+		InterfaceAddrs: interfaceAddrs,
+		Conntrack:      ct,
+		ServiceHealth:  svcHealth,
+		ProxyHealth:    health,
+		Metrics:        m,
+		Logger:         log,
+	})
+	if err != nil {
+		return err
+	}
+	src, err := o.source(store, log)
+	if err != nil {
+		return err
+	}
+	fams := make([]string, len(cfg.Families))
+	for i, f := range cfg.Families {
+		fams[i] = f.String()
+	}
+	log.Info("starting", "node", cfg.NodeName, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
+		"clusterCIDRs", cfg.ClusterCIDRs, "syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return src(gctx) })
+	g.Go(func() error { return p.Run(gctx) })
+	g.Go(func() error { return svcHealth.Run(gctx) })
+	if o.healthzAddr != "" {
+		g.Go(func() error { return health.Run(gctx) })
+	}
+	if o.metricsAddr != "" {
+		g.Go(func() error { return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics")).Run(gctx) })
+	}
+	err = g.Wait()
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	return err
+}
+
+// source returns the run function of the configured source of state.
+func (o *proxyOptions) source(store *model.Store, log klog.Logger) (func(context.Context) error, error) {
+	if o.state.kubeconfig != "" {
+		client, err := kube.NewClient(o.state.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		s := kube.New(client, store, kube.Options{ServiceProxyName: o.serviceProxyName, Logger: log})
+		return s.Run, nil
+	}
+	cp, err := o.state.controlPlaneConfig()
+	if err != nil {
+		return nil, err
+	}
+	s := file.New(file.Options{Path: o.state.state, Config: cp, ServiceProxyName: o.serviceProxyName}, store, log)
+	return s.Run, nil
+}
+
+// config merges the --config file and the flags into a proxy.Config.
+func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
+	if o.configFile != "" {
+		fc, err := readKubeProxyConfig(o.configFile)
+		if err != nil {
+			return proxy.Config{}, err
+		}
+		fc.applyTo(o, fs)
+	}
+	cfg := proxy.Config{
+		NodeName:          o.hostname,
+		NodePortAddresses: o.nodePortAddrs,
+		MasqueradeAll:     o.masqueradeAll,
+		SyncPeriod:        o.syncPeriod,
+		MinSyncPeriod:     o.minSyncPeriod,
+	}
+	if cfg.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return cfg, fmt.Errorf("--hostname-override not given and host name unknown: %w", err)
+		}
+		cfg.NodeName = strings.ToLower(h)
+	}
+	if o.clusterCIDR != "" {
+		for _, s := range strings.Split(o.clusterCIDR, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				return cfg, fmt.Errorf("--cluster-cidr %q: %w", o.clusterCIDR, err)
+			}
+			cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, p.Masked())
+		}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/vishvananda/netlink"
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/nft"
+	nftnl "github.com/svcnet/svcnet/internal/nft/netlink"
+)
+
+// openNFTables opens nftables in this process's network namespace.
+func openNFTables() (nft.Conn, error) {
+	c, err := nftnl.New()
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	return c, nil
+}
+
+// interfaceAddrs lists the addresses of this network namespace's interfaces.
+func interfaceAddrs() ([]netip.Addr, error) {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", err)
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// nodeEligible reports whether this node may take load-balanced traffic: as
+// kube-proxy, an unknown Node is not eligible.
+func nodeEligible(n *model.Node) bool { return n != nil }
+
+// setVerbosity sets klog's -v.
+func setVerbosity(v int) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("v", strconv.Itoa(v))
+}

@@ -1,0 +1,223 @@
+package netlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/nft"
+)
+
+// Apply implements nft.Conn: it commits tx as one nf_tables batch. The kernel
+// applies all of it or none of it. An empty transaction sends nothing (and so
+// does not bump the generation).
+func (c *Conn) Apply(ctx context.Context, tx *nft.Tx) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ready(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(tx.Ops) == 0 {
+		return nil
+	}
+	tid := tableID{tx.Family, tx.Table}
+	b := &c.b
+	defer b.release()
+	b.layouts = func(set string) (keyLayout, error) { return c.layout(ctx, tid, set) }
+	// Layout look-ups may talk to the kernel: build before reserving the
+	// batch's sequence numbers.
+	b.reset(tx, 0)
+	if err := b.build(tx); err != nil {
+		return fmt.Errorf("table %s %s: %w", tx.Family, tx.Table, err)
+	}
+	c.lastBatch = len(b.b)
+	seq0 := c.nextSeq(len(b.opOf))
+	renumber(b.b, seq0)
+	if err := c.deadline(ctx); err != nil {
+		return err
+	}
+	if err := c.send(b.b); err != nil {
+		c.broken = true
+		return fmt.Errorf("table %s %s: send batch of %d bytes: %w", tx.Family, tx.Table, len(b.b), err)
+	}
+	errs, lost, err := c.collect(ctx, seq0, uint32(len(b.opOf)))
+	if err != nil {
+		// The batch's fate is unknown to us; the next Read tells.
+		c.broken = true
+		delete(c.keys, tid)
+		return fmt.Errorf("table %s %s: %w", tx.Family, tx.Table, err)
+	}
+	if len(errs) > 0 || lost {
+		delete(c.keys, tid)
+		return fmt.Errorf("table %s %s: %w", tx.Family, tx.Table, batchError(tx, b.opOf, seq0, errs, lost))
+	}
+	c.remember(tid, tx)
+	return nil
+}
+
+// renumber rewrites the sequence numbers of the batch's messages to seq0,
+// seq0+1, ... in order.
+func renumber(b []byte, seq0 uint32) {
+	for s := seq0; len(b) >= nlmsgHdrLen; s++ {
+		n := int(nativeU32(b))
+		putNativeU32(b[8:], s)
+		if n = align4(n); n >= len(b) {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+type msgError struct {
+	seq   uint32
+	errno unix.Errno
+	text  string
+}
+
+// collect gathers the kernel's answers to the batch: only errors, since no
+// acknowledgement was asked for. Batch processing is synchronous, so they are
+// queued when send returns; a GETGEN request then fences the exchange.
+// lost reports a receive-queue overflow (errors were dropped).
+func (c *Conn) collect(ctx context.Context, seq0, n uint32) (errs []msgError, lost bool, err error) {
+	take := func(m nlMsg) {
+		if m.typ != unix.NLMSG_ERROR || m.seq < seq0 || m.seq >= seq0+n {
+			return
+		}
+		if errno, _, text := nlError(m); errno != 0 {
+			errs = append(errs, msgError{m.seq, errno, text})
+		}
+	}
+	for range 1 << 20 {
+		msgs, err := c.recv(true)
+		if errors.Is(err, unix.ENOBUFS) {
+			lost = true
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if msgs == nil {
+			break
+		}
+		for _, m := range msgs {
+			take(m)
+		}
+	}
+	if _, err := c.generation(ctx, take); err != nil {
+		return nil, false, fmt.Errorf("fence after batch: %w", err)
+	}
+	return errs, lost, nil
+}
+
+func batchError(tx *nft.Tx, opOf []int, seq0 uint32, errs []msgError, lost bool) error {
+	if len(errs) == 0 {
+		return fmt.Errorf("batch rejected; its errors overflowed the socket: %w", unix.ENOBUFS)
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].seq < errs[j].seq })
+	e := errs[0]
+	where := "batch"
+	if i := int(e.seq - seq0); i < len(opOf) && opOf[i] >= 0 {
+		where = fmt.Sprintf("op %d (%s)", opOf[i], describeOp(tx.Ops[opOf[i]]))
+	}
+	err := fmt.Errorf("%s: %w", where, kernelError(e.errno, e.text))
+	switch more := len(errs) - 1; {
+	case lost:
+		err = fmt.Errorf("%w (and more than %d more errors)", err, more)
+	case more > 0:
+		err = fmt.Errorf("%w (and %d more errors)", err, more)
+	}
+	return err
+}
+
+// Generation implements nft.Conn: the ruleset generation ID (NFT_MSG_GETGEN).
+func (c *Conn) Generation(ctx context.Context) (uint32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, err := c.generation(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("ruleset generation: %w", err)
+	}
+	return g, nil
+}
+
+// generation asks for the generation ID; other receives any message that is
+// not the answer.
+func (c *Conn) generation(ctx context.Context, other func(nlMsg)) (uint32, error) {
+	var gen uint32
+	found := false
+	err := c.requestOther(ctx, unix.NFT_MSG_GETGEN, 0, unix.AF_UNSPEC, nil, func(m nlMsg) error {
+		if m.typ != unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN || len(m.data) < nfgenLen {
+			return nil
+		}
+		a := newAttrs(m.data[nfgenLen:])
+		for a.next() {
+			if a.typ == unix.NFTA_GEN_ID {
+				gen, found = a.u32(), true
+			}
+		}
+		return a.err
+	}, other)
+	if err == nil && !found {
+		err = errors.New("no generation in the answer")
+	}
+	return gen, err
+}
+
+// layout returns the key layout of set in table t: from the cache or, failing
+// that, from the kernel.
+func (c *Conn) layout(ctx context.Context, t tableID, set string) (keyLayout, error) {
+	if l, ok := c.keys[t][set]; ok {
+		return l, nil
+	}
+	var l keyLayout
+	err := c.request(ctx, unix.NFT_MSG_GETSET, 0, nfproto(t.fam), func(e *enc) {
+		e.str(unix.NFTA_SET_TABLE, t.name)
+		e.str(unix.NFTA_SET_NAME, set)
+	}, func(m nlMsg) error {
+		info, err := parseSet(m)
+		if err != nil {
+			return err
+		}
+		l, err = layoutFromMagic(info.keyType, info.keyLen)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("key type of set %s: %w", set, err)
+	}
+	if l == nil {
+		return nil, fmt.Errorf("key type of set %s: no answer", set)
+	}
+	c.cacheLayout(t, set, l)
+	return l, nil
+}
+
+func (c *Conn) cacheLayout(t tableID, set string, l keyLayout) {
+	m := c.keys[t]
+	if m == nil {
+		m = map[string]keyLayout{}
+		c.keys[t] = m
+	}
+	m[set] = l
+}
+
+// remember updates the layout cache after a committed transaction.
+func (c *Conn) remember(t tableID, tx *nft.Tx) {
+	for _, op := range tx.Ops {
+		switch op.Kind {
+		case nft.OpDeleteTable:
+			delete(c.keys, t)
+		case nft.OpDeleteSet:
+			delete(c.keys[t], op.Name)
+		case nft.OpAddSet:
+			if l, err := layoutOf(t.fam, op.Set.Key); err == nil {
+				c.cacheLayout(t, op.Name, l)
+			}
+		}
+	}
+}
