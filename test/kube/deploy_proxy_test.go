@@ -1,0 +1,755 @@
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
+)
+
+// deployProxyDir holds the manifests for running `svcnet proxy` on a real cluster.
+const deployProxyDir = "../../deploy/proxy"
+
+// The objects deploy/proxy must contain, and the properties the tests below hold
+// them to.
+const (
+	proxyNamespace      = "kube-system"
+	proxyServiceAccount = "svcnet-proxy"
+	proxyImage          = "ghcr.io/svcnet/svcnet:latest"
+	proxyConfigKey      = "proxy.yaml"
+	kubeProxyHealthz    = 10256
+	kubeProxyMetrics    = 10249
+)
+
+// proxyDaemonSets are the two modes: replacing kube-proxy, and beside it.
+var proxyDaemonSets = []struct {
+	name, configMap string
+	// proxyName is --service-proxy-name ("" when the flag must be absent).
+	proxyName string
+	// kubeProxyPorts: healthz and metrics on kube-proxy's ports (replacement), or
+	// on others (beside kube-proxy, which holds them on the same host network).
+	kubeProxyPorts bool
+}{
+	{name: "svcnet-proxy", configMap: "svcnet-proxy", kubeProxyPorts: true},
+	{name: "svcnet-proxy-beside", configMap: "svcnet-proxy-beside", proxyName: "svcnet"},
+}
+
+// manifest is one YAML document from deploy/proxy.
+type manifest struct {
+	file string // relative to deployProxyDir
+	obj  *unstructured.Unstructured
+}
+
+func (m manifest) String() string {
+	return fmt.Sprintf("%s %s %s", m.file, m.obj.GetKind(), objKey(m.obj.GetNamespace(), m.obj.GetName()))
+}
+
+func objKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// readManifests returns every non-empty YAML document in the .yaml/.yml files
+// under dir, recursively, in file then document order. Duplicate keys in a
+// document are errors.
+func readManifests(t *testing.T, dir string) []manifest {
+	t.Helper()
+	var out []manifest
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+		for i := 0; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("%s: document %d: %w", rel, i, err)
+			}
+			var obj map[string]any
+			if err := yaml.UnmarshalStrict(doc, &obj); err != nil {
+				return fmt.Errorf("%s: document %d: %w", rel, i, err)
+			}
+			if len(obj) == 0 {
+				continue // only comments or "---"
+			}
+			out = append(out, manifest{file: rel, obj: &unstructured.Unstructured{Object: obj}})
+		}
+	})
+	if err != nil {
+		t.Fatalf("reading %s: %v", dir, err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no manifests under %s", dir)
+	}
+	return out
+}
+
+// manifestIndex finds manifests by kind and namespace/name.
+type manifestIndex map[string]manifest
+
+func indexManifests(t *testing.T, ms []manifest) manifestIndex {
+	t.Helper()
+	idx := manifestIndex{}
+	for _, m := range ms {
+		k := m.obj.GetKind() + " " + objKey(m.obj.GetNamespace(), m.obj.GetName())
+		if prev, ok := idx[k]; ok {
+			t.Errorf("%v: duplicate of %v", m, prev)
+		}
+		idx[k] = m
+	}
+	return idx
+}
+
+// get converts the manifest of kind and namespace/name into into, failing t when
+// it is missing or has a field the typed object lacks.
+func (idx manifestIndex) get(t *testing.T, kind, namespace, name string, into any) bool {
+	t.Helper()
+	m, ok := idx[kind+" "+objKey(namespace, name)]
+	if !ok {
+		t.Errorf("deploy/proxy has no %s %s", kind, objKey(namespace, name))
+		return false
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m.obj.Object, into, true); err != nil {
+		t.Errorf("%v: %v", m, err)
+		return false
+	}
+	return true
+}
+
+// TestDeployProxyManifests holds deploy/proxy to what its README promises, without
+// an apiserver: the objects exist, RBAC is least privilege, the DaemonSets are not
+// privileged, and each mounted proxy.yaml is a KubeProxyConfiguration with the
+// documented values.
+func TestDeployProxyManifests(t *testing.T) {
+	ms := readManifests(t, deployProxyDir)
+	idx := indexManifests(t, ms)
+	for _, m := range ms {
+		if ns := m.obj.GetNamespace(); ns != "" && ns != proxyNamespace {
+			t.Errorf("%v: namespace %q, want %q", m, ns, proxyNamespace)
+		}
+	}
+	var sa corev1.ServiceAccount
+	idx.get(t, "ServiceAccount", proxyNamespace, proxyServiceAccount, &sa)
+
+	var role rbacv1.ClusterRole
+	if idx.get(t, "ClusterRole", "", "svcnet-proxy", &role) {
+		checkProxyClusterRole(t, &role)
+	}
+	var binding rbacv1.ClusterRoleBinding
+	if idx.get(t, "ClusterRoleBinding", "", "svcnet-proxy", &binding) {
+		wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet-proxy"}
+		wantSubj := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: proxyServiceAccount, Namespace: proxyNamespace}}
+		if binding.RoleRef != wantRef || !slices.Equal(binding.Subjects, wantSubj) {
+			t.Errorf("ClusterRoleBinding svcnet-proxy: roleRef %+v subjects %+v, want %+v %+v", binding.RoleRef, binding.Subjects, wantRef, wantSubj)
+		}
+	}
+	selectors := map[string]string{}
+	for _, want := range proxyDaemonSets {
+		t.Run(want.name, func(t *testing.T) {
+			var ds appsv1.DaemonSet
+			if !idx.get(t, "DaemonSet", proxyNamespace, want.name, &ds) {
+				return
+			}
+			sel := metav1.FormatLabelSelector(ds.Spec.Selector)
+			if other, ok := selectors[sel]; ok {
+				t.Errorf("selector %s is also DaemonSet %s's: each would adopt the other's Pods", sel, other)
+			}
+			selectors[sel] = want.name
+			checkProxyDaemonSet(t, idx, &ds, want.configMap, want.proxyName, want.kubeProxyPorts)
+		})
+	}
+}
+
+// checkProxyClusterRole: get/list/watch on exactly services, nodes and
+// endpointslices; create/patch on events (core and events.k8s.io); nothing else,
+// no wildcards, no write verb on anything but events.
+func checkProxyClusterRole(t *testing.T, role *rbacv1.ClusterRole) {
+	read := []string{"get", "list", "watch"}
+	write := []string{"create", "patch"}
+	want := map[string][]string{
+		"/services":                       read,
+		"/nodes":                          read,
+		"discovery.k8s.io/endpointslices": read,
+		"/events":                         write,
+		"events.k8s.io/events":            write,
+	}
+	got := map[string][]string{}
+	if role.AggregationRule != nil {
+		t.Errorf("ClusterRole %s: aggregationRule %+v: it would gain other roles' rules", role.Name, role.AggregationRule)
+	}
+	for i, r := range role.Rules {
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+			t.Errorf("ClusterRole %s rule %d: nonResourceURLs %v resourceNames %v, want none", role.Name, i, r.NonResourceURLs, r.ResourceNames)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				gr := g + "/" + res
+				for _, v := range r.Verbs {
+					if strings.Contains(gr, "*") || v == "*" {
+						t.Errorf("ClusterRole %s rule %d: wildcard (%s %s)", role.Name, i, v, gr)
+					}
+					if !slices.Contains(read, v) && res != "events" {
+						t.Errorf("ClusterRole %s rule %d: write verb %q on %s; only events may be written", role.Name, i, v, gr)
+					}
+					if !slices.Contains(got[gr], v) {
+						got[gr] = append(got[gr], v)
+					}
+				}
+			}
+		}
+	}
+	for gr := range got {
+		slices.Sort(got[gr])
+	}
+	for gr, verbs := range want {
+		verbs = slices.Sorted(slices.Values(verbs))
+		if !slices.Equal(got[gr], verbs) {
+			t.Errorf("ClusterRole %s: %s verbs %v, want %v", role.Name, gr, got[gr], verbs)
+		}
+	}
+	for gr, verbs := range got {
+		if _, ok := want[gr]; !ok {
+			t.Errorf("ClusterRole %s: grants %v on %s, which svcnet proxy does not use", role.Name, verbs, gr)
+		}
+	}
+}
+
+// checkProxyDaemonSet checks one DaemonSet's Pod template, and the proxy.yaml it
+// mounts from ConfigMap configMap.
+func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, configMap, proxyName string, kubeProxyPorts bool) {
+	spec := ds.Spec.Template.Spec
+	if ds.Spec.Selector == nil || !labelsMatch(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels) || len(ds.Spec.Selector.MatchExpressions) > 0 {
+		t.Errorf("selector %+v does not select template labels %v", ds.Spec.Selector, ds.Spec.Template.Labels)
+	}
+	if u := ds.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
+		u.RollingUpdate.MaxUnavailable == nil || (*u.RollingUpdate.MaxUnavailable != intstr.FromInt32(1) && *u.RollingUpdate.MaxUnavailable != intstr.FromString("10%")) {
+		t.Errorf("updateStrategy %+v, want RollingUpdate with maxUnavailable 1 or 10%%", u)
+	}
+	if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("hostNetwork %v dnsPolicy %q, want true %q", spec.HostNetwork, spec.DNSPolicy, corev1.DNSClusterFirstWithHostNet)
+	}
+	if spec.HostPID || spec.HostIPC {
+		t.Errorf("hostPID %v hostIPC %v, want neither", spec.HostPID, spec.HostIPC)
+	}
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName %q, want system-node-critical", spec.PriorityClassName)
+	}
+	if !slices.Contains(spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}) {
+		t.Errorf("tolerations %+v: none tolerates every taint (operator Exists, no key, no effect)", spec.Tolerations)
+	}
+	if spec.ServiceAccountName != proxyServiceAccount {
+		t.Errorf("serviceAccountName %q, want %q", spec.ServiceAccountName, proxyServiceAccount)
+	}
+	if len(spec.Containers) != 1 || len(spec.InitContainers) > 0 {
+		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
+	}
+	c := spec.Containers[0]
+	if c.Image != proxyImage {
+		t.Errorf("image %q, want %q", c.Image, proxyImage)
+	}
+	checkProxySecurity(t, spec.SecurityContext, c.SecurityContext)
+	checkProxyCommand(t, c, proxyName)
+	checkProxyResources(t, c.Resources)
+	checkProxyVolumes(t, idx, spec, c)
+
+	cfg := proxyConfigOf(t, idx, spec, c, configMap)
+	if cfg == nil {
+		return
+	}
+	checkProxyConfig(t, cfg, kubeProxyPorts)
+	_, healthz := splitBind(t, "healthzBindAddress", cfg.HealthzBindAddress)
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"livenessProbe", c.LivenessProbe, "/livez"}, {"readinessProbe", c.ReadinessProbe, "/healthz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("%s %+v, want HTTP GET %s", p.name, p.probe, p.path)
+			continue
+		}
+		g := p.probe.HTTPGet
+		if port := containerPort(c, g.Port); g.Path != p.path || port != healthz {
+			t.Errorf("%s: GET %s on port %d (%s), want %s on healthzBindAddress's port %d", p.name, g.Path, port, g.Port.String(), p.path, healthz)
+		}
+		if g.Host != "" || (g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP) {
+			t.Errorf("%s: host %q scheme %q, want the Pod's (node's) IP over HTTP", p.name, g.Host, g.Scheme)
+		}
+	}
+}
+
+func labelsMatch(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// containerPort resolves a probe's port (number or container port name); 0 when
+// the name is unknown.
+func containerPort(c corev1.Container, p intstr.IntOrString) int {
+	if p.Type == intstr.Int {
+		return p.IntValue()
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			if cp.HostPort != 0 && cp.HostPort != cp.ContainerPort {
+				return 0 // a host-network Pod's hostPort must equal its containerPort
+			}
+			return int(cp.ContainerPort)
+		}
+	}
+	return 0
+}
+
+// checkProxySecurity: not privileged; all capabilities dropped, NET_ADMIN the only
+// one added; read-only root filesystem; no privilege escalation.
+func checkProxySecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1.SecurityContext) {
+	if sc == nil {
+		t.Fatalf("container has no securityContext")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Errorf("container is privileged")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("allowPrivilegeEscalation %v, want false", fmtPtr(sc.AllowPrivilegeEscalation))
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("readOnlyRootFilesystem %v, want true", fmtPtr(sc.ReadOnlyRootFilesystem))
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) ||
+		!slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("capabilities %+v, want drop ALL, add exactly NET_ADMIN", sc.Capabilities)
+	}
+	if pod != nil && pod.SeccompProfile != nil && pod.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
+		t.Errorf("pod seccompProfile Unconfined")
+	}
+	if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
+		t.Errorf("container seccompProfile Unconfined")
+	}
+}
+
+func fmtPtr[T any](p *T) string {
+	if p == nil {
+		return "<unset>"
+	}
+	return fmt.Sprint(*p)
+}
+
+// checkProxyCommand: `svcnet proxy` with --hostname-override from NODE_NAME (the
+// downward API's spec.nodeName), --config, and --service-proxy-name exactly when
+// proxyName is set.
+func checkProxyCommand(t *testing.T, c corev1.Container, proxyName string) {
+	argv := append(slices.Clone(c.Command), c.Args...)
+	if len(argv) < 2 || argv[0] != "svcnet" || argv[1] != "proxy" {
+		t.Errorf("command %q, want svcnet proxy ...", argv)
+	}
+	if !slices.Contains(argv, "--hostname-override=$(NODE_NAME)") {
+		t.Errorf("command %q lacks --hostname-override=$(NODE_NAME)", argv)
+	}
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v: want NODE_NAME from fieldRef spec.nodeName", c.Env)
+	}
+	var names []string
+	for _, a := range argv {
+		if strings.HasPrefix(a, "--service-proxy-name") {
+			names = append(names, a)
+		}
+	}
+	want := []string(nil)
+	if proxyName != "" {
+		want = []string{"--service-proxy-name=" + proxyName}
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("command %q: service proxy name flags %q, want %q", argv, names, want)
+	}
+}
+
+func checkProxyResources(t *testing.T, r corev1.ResourceRequirements) {
+	for _, q := range []struct {
+		what string
+		list corev1.ResourceList
+		name corev1.ResourceName
+		want string
+	}{
+		{"requests", r.Requests, corev1.ResourceCPU, "100m"},
+		{"requests", r.Requests, corev1.ResourceMemory, "64Mi"},
+		{"limits", r.Limits, corev1.ResourceMemory, "256Mi"},
+	} {
+		if got, ok := q.list[q.name]; !ok || got.Cmp(resource.MustParse(q.want)) != 0 {
+			t.Errorf("resources.%s.%s %v, want %s", q.what, q.name, got.String(), q.want)
+		}
+	}
+}
+
+// checkProxyVolumes: host paths are /lib/modules only, mounted read-only; every
+// volume mount is read-only; every ConfigMap a volume or env var names is in
+// deploy/proxy or optional.
+func checkProxyVolumes(t *testing.T, idx manifestIndex, spec corev1.PodSpec, c corev1.Container) {
+	mounted := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("volumeMount %s at %s is writable", m.Name, m.MountPath)
+		}
+		mounted[m.Name] = m
+	}
+	sawModules := false
+	for _, v := range spec.Volumes {
+		switch {
+		case v.HostPath != nil:
+			if v.HostPath.Path != "/lib/modules" || mounted[v.Name].MountPath != "/lib/modules" {
+				t.Errorf("hostPath volume %s (%s mounted at %q): the only host path is /lib/modules", v.Name, v.HostPath.Path, mounted[v.Name].MountPath)
+			}
+			sawModules = true
+		case v.ConfigMap != nil:
+			if _, ok := idx["ConfigMap "+objKey(proxyNamespace, v.ConfigMap.Name)]; !ok && (v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional) {
+				t.Errorf("volume %s: ConfigMap %s is not in deploy/proxy", v.Name, v.ConfigMap.Name)
+			}
+		}
+	}
+	if !sawModules {
+		t.Errorf("volumes %+v: no read-only /lib/modules", spec.Volumes)
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.ConfigMapKeyRef == nil {
+			continue
+		}
+		ref := e.ValueFrom.ConfigMapKeyRef
+		if _, ok := idx["ConfigMap "+objKey(proxyNamespace, ref.Name)]; !ok || ref.Optional == nil || !*ref.Optional {
+			// The shipped ConfigMaps leave such keys out, so they must be optional.
+			t.Errorf("env %s: ConfigMap %s key %s must be in deploy/proxy and optional", e.Name, ref.Name, ref.Key)
+		}
+	}
+}
+
+// kubeProxyConfiguration mirrors kube-proxy's KubeProxyConfiguration
+// (kubeproxy.config.k8s.io/v1alpha1, k8s.io/kube-proxy/config/v1alpha1): the
+// fields the manifests set are typed, the rest accepted unchecked, so strict
+// decoding rejects exactly the names kube-proxy's own strict decoding would.
+type kubeProxyConfiguration struct {
+	APIVersion         string   `json:"apiVersion"`
+	Kind               string   `json:"kind"`
+	Mode               string   `json:"mode"`
+	ClusterCIDR        string   `json:"clusterCIDR"`
+	HealthzBindAddress string   `json:"healthzBindAddress"`
+	MetricsBindAddress string   `json:"metricsBindAddress"`
+	NodePortAddresses  []string `json:"nodePortAddresses"`
+	NFTables           struct {
+		MasqueradeBit *int32          `json:"masqueradeBit"`
+		MasqueradeAll bool            `json:"masqueradeAll"`
+		SyncPeriod    metav1.Duration `json:"syncPeriod"`
+		MinSyncPeriod metav1.Duration `json:"minSyncPeriod"`
+	} `json:"nftables"`
+	Conntrack struct {
+		MaxPerCore            *int32           `json:"maxPerCore"`
+		Min                   *int32           `json:"min"`
+		TCPEstablishedTimeout *metav1.Duration `json:"tcpEstablishedTimeout"`
+		TCPCloseWaitTimeout   *metav1.Duration `json:"tcpCloseWaitTimeout"`
+		TCPBeLiberal          bool             `json:"tcpBeLiberal"`
+		UDPTimeout            metav1.Duration  `json:"udpTimeout"`
+		UDPStreamTimeout      metav1.Duration  `json:"udpStreamTimeout"`
+	} `json:"conntrack"`
+
+	FeatureGates                any `json:"featureGates"`
+	ClientConnection            any `json:"clientConnection"`
+	Logging                     any `json:"logging"`
+	HostnameOverride            any `json:"hostnameOverride"`
+	BindAddress                 any `json:"bindAddress"`
+	BindAddressHardFail         any `json:"bindAddressHardFail"`
+	EnableProfiling             any `json:"enableProfiling"`
+	ShowHiddenMetricsForVersion any `json:"showHiddenMetricsForVersion"`
+	IPTables                    any `json:"iptables"`
+	IPVS                        any `json:"ipvs"`
+	Winkernel                   any `json:"winkernel"`
+	DetectLocalMode             any `json:"detectLocalMode"`
+	DetectLocal                 any `json:"detectLocal"`
+	OOMScoreAdj                 any `json:"oomScoreAdj"`
+	ConfigSyncPeriod            any `json:"configSyncPeriod"`
+	PortRange                   any `json:"portRange"`
+	WindowsRunAsService         any `json:"windowsRunAsService"`
+}
+
+// proxyConfigOf finds the file --config names in the container's mounts, checks
+// it comes from ConfigMap configMap's proxy.yaml, and parses it.
+func proxyConfigOf(t *testing.T, idx manifestIndex, spec corev1.PodSpec, c corev1.Container, configMap string) *kubeProxyConfiguration {
+	var file string
+	for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			file = v
+		}
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if path.Dir(file) == path.Clean(m.MountPath) {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if file == "" || mount == nil {
+		t.Errorf("--config=%q is not a file in any volume mount %+v", file, c.VolumeMounts)
+		return nil
+	}
+	vi := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == mount.Name })
+	if vi < 0 || spec.Volumes[vi].ConfigMap == nil || spec.Volumes[vi].ConfigMap.Name != configMap {
+		t.Errorf("--config=%s: volume %s is not ConfigMap %s", file, mount.Name, configMap)
+		return nil
+	}
+	key := path.Base(file)
+	if items := spec.Volumes[vi].ConfigMap.Items; len(items) > 0 {
+		ii := slices.IndexFunc(items, func(it corev1.KeyToPath) bool { return it.Path == key })
+		if ii < 0 {
+			t.Errorf("--config=%s: ConfigMap volume %s has no item with path %s", file, mount.Name, key)
+			return nil
+		}
+		key = items[ii].Key
+	}
+	if key != proxyConfigKey {
+		t.Errorf("--config=%s is ConfigMap %s key %q, want %q", file, configMap, key, proxyConfigKey)
+	}
+	var cm corev1.ConfigMap
+	if !idx.get(t, "ConfigMap", proxyNamespace, configMap, &cm) {
+		return nil
+	}
+	data, ok := cm.Data[key]
+	if !ok {
+		t.Errorf("ConfigMap %s has no key %s", configMap, key)
+		return nil
+	}
+	cfg := &kubeProxyConfiguration{}
+	if err := yaml.UnmarshalStrict([]byte(data), cfg); err != nil {
+		t.Errorf("ConfigMap %s %s: not a v1alpha1 KubeProxyConfiguration: %v", configMap, key, err)
+		return nil
+	}
+	return cfg
+}
+
+// checkProxyConfig checks the values README.md documents.
+func checkProxyConfig(t *testing.T, cfg *kubeProxyConfiguration, kubeProxyPorts bool) {
+	if cfg.APIVersion != "kubeproxy.config.k8s.io/v1alpha1" || cfg.Kind != "KubeProxyConfiguration" {
+		t.Errorf("proxy.yaml is %s %s, want kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration", cfg.APIVersion, cfg.Kind)
+	}
+	if cfg.Mode != "nftables" {
+		t.Errorf("mode %q, want nftables", cfg.Mode)
+	}
+	cidrs := strings.Split(cfg.ClusterCIDR, ",")
+	for _, s := range cidrs {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(s)); err != nil || len(cidrs) > 2 {
+			t.Errorf("clusterCIDR %q: want one CIDR or a dual-stack pair: %v", cfg.ClusterCIDR, err)
+		}
+	}
+	if !slices.Equal(cfg.NodePortAddresses, []string{"primary"}) {
+		t.Errorf("nodePortAddresses %q, want [primary]", cfg.NodePortAddresses)
+	}
+	if cfg.NFTables.SyncPeriod.Duration != 30*time.Second || cfg.NFTables.MinSyncPeriod.Duration != time.Second {
+		t.Errorf("nftables syncPeriod %v minSyncPeriod %v, want 30s 1s", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration)
+	}
+	if ct := cfg.Conntrack; ct.MaxPerCore == nil || *ct.MaxPerCore != 0 || ct.Min == nil || *ct.Min != 0 {
+		t.Errorf("conntrack maxPerCore %s min %s, want 0 0: the container cannot write /proc/sys", fmtPtr(ct.MaxPerCore), fmtPtr(ct.Min))
+	}
+	healthzHost, healthz := splitBind(t, "healthzBindAddress", cfg.HealthzBindAddress)
+	metricsHost, metrics := splitBind(t, "metricsBindAddress", cfg.MetricsBindAddress)
+	if healthzHost != "0.0.0.0" {
+		t.Errorf("healthzBindAddress %q: want every address (0.0.0.0): the kubelet probes the node IP", cfg.HealthzBindAddress)
+	}
+	if a, err := netip.ParseAddr(metricsHost); err != nil || !a.IsLoopback() {
+		t.Errorf("metricsBindAddress %q: want loopback only", cfg.MetricsBindAddress)
+	}
+	if kubeProxyPorts && (healthz != kubeProxyHealthz || metrics != kubeProxyMetrics) {
+		t.Errorf("healthz port %d metrics port %d, want kube-proxy's %d %d", healthz, metrics, kubeProxyHealthz, kubeProxyMetrics)
+	}
+	if !kubeProxyPorts && (healthz == kubeProxyHealthz || metrics == kubeProxyMetrics || healthz == metrics) {
+		t.Errorf("healthz port %d metrics port %d: beside kube-proxy, they must differ from kube-proxy's %d %d and each other", healthz, metrics, kubeProxyHealthz, kubeProxyMetrics)
+	}
+}
+
+func splitBind(t *testing.T, field, addr string) (string, int) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p <= 1024 || p > 65535 {
+		t.Errorf("%s %q: want host:port with a port above 1024 (no NET_BIND_SERVICE)", field, addr)
+		return "", 0
+	}
+	return host, p
+}
+
+// warningRecorder collects the apiserver's Warning headers.
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.warnings
+	w.warnings = nil
+	return out
+}
+
+// TestDeployProxyDryRun creates every object in deploy/proxy on a real
+// kube-apiserver with server-side dry run and strict field validation: the
+// apiserver's own defaulting, validation and admission must accept each one
+// without a warning, and nothing is persisted. Then a Pod from each DaemonSet's
+// template goes through Pod admission the same way.
+func TestDeployProxyDryRun(t *testing.T) {
+	ms := readManifests(t, deployProxyDir)
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kubetest.Eventually(t, 30*time.Second, "namespace "+proxyNamespace, func() (bool, string) {
+		_, err := env.Client.CoreV1().Namespaces().Get(ctx, proxyNamespace, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("dynamic client: %v", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+
+	var created []func() error
+	for _, m := range ms {
+		gvk := m.obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Errorf("%v: %v", m, err)
+			continue
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		ns := m.obj.GetNamespace()
+		switch namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace; {
+		case namespaced && ns == "":
+			t.Errorf("%v: namespaced %s without metadata.namespace", m, gvk.Kind)
+			continue
+		case !namespaced && ns != "":
+			t.Errorf("%v: cluster-scoped %s with metadata.namespace %q", m, gvk.Kind, ns)
+			continue
+		case namespaced:
+			ri = dyn.Resource(mapping.Resource).Namespace(ns)
+		}
+		_, err = ri.Create(ctx, m.obj, metav1.CreateOptions{
+			DryRun:          []string{metav1.DryRunAll},
+			FieldValidation: metav1.FieldValidationStrict,
+		})
+		if err != nil {
+			t.Errorf("%v: dry-run create: %v", m, err)
+		}
+		if w := warnings.take(); len(w) > 0 {
+			t.Errorf("%v: apiserver warnings: %q", m, w)
+		}
+		name := m.obj.GetName()
+		created = append(created, func() error {
+			_, err := ri.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("%v: after dry run: get: %v (want NotFound)", m, err)
+		})
+	}
+	for _, check := range created {
+		if err := check(); err != nil {
+			t.Error(err)
+		}
+	}
+	if !t.Failed() {
+		dryRunProxyPods(ctx, t, client, indexManifests(t, ms), warnings)
+	}
+}
+
+// dryRunProxyPods puts a Pod made from each DaemonSet's template through Pod
+// validation and admission (dry run), which a DaemonSet create does not: the
+// priority class must exist and be allowed in the namespace. (kubetest's
+// apiserver runs without the ServiceAccount admission plugin, so the
+// ServiceAccount's existence is TestDeployProxyManifests's to check.)
+func dryRunProxyPods(ctx context.Context, t *testing.T, client kubernetes.Interface, idx manifestIndex, warnings *warningRecorder) {
+	for _, want := range proxyDaemonSets {
+		var ds appsv1.DaemonSet
+		if !idx.get(t, "DaemonSet", proxyNamespace, want.name, &ds) {
+			continue
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-dry-run", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
+			Spec:       ds.Spec.Template.Spec,
+		}
+		got, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{
+			DryRun:          []string{metav1.DryRunAll},
+			FieldValidation: metav1.FieldValidationStrict,
+		})
+		if err != nil {
+			t.Errorf("DaemonSet %s: a Pod from its template: dry-run create: %v", ds.Name, err)
+			continue
+		}
+		if w := warnings.take(); len(w) > 0 {
+			t.Errorf("DaemonSet %s: a Pod from its template: apiserver warnings: %q", ds.Name, w)
+		}
+		// The Priority admission plugin resolved the class to its value.
+		if got.Spec.Priority == nil || *got.Spec.Priority != 2000001000 {
+			t.Errorf("DaemonSet %s: Pod priority %s, want system-node-critical's 2000001000", ds.Name, fmtPtr(got.Spec.Priority))
+		}
+	}
+}
