@@ -24,6 +24,10 @@ type Config struct {
 	SyncPeriod time.Duration
 	// MinSyncPeriod is the minimum time between syncs (--min-sync-period, 1s).
 	MinSyncPeriod time.Duration
+	// FullSyncPeriod is how often the tables are read back and compared
+	// whole even when nothing hints at drift (1h, as kube-proxy's nftables
+	// mode); the nftables generation check catches others' changes sooner.
+	FullSyncPeriod time.Duration
 	// DriftCheckPeriod is how often the nftables generation is polled for
 	// changes by others (1s).
 	DriftCheckPeriod time.Duration
@@ -36,6 +40,7 @@ const (
 	DefaultSyncPeriod       = 30 * time.Second
 	DefaultMinSyncPeriod    = 1 * time.Second
 	DefaultDriftCheckPeriod = 1 * time.Second
+	DefaultFullSyncPeriod   = time.Hour
 )
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -45,6 +50,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MinSyncPeriod == 0 {
 		c.MinSyncPeriod = DefaultMinSyncPeriod
+	}
+	if c.FullSyncPeriod == 0 {
+		c.FullSyncPeriod = DefaultFullSyncPeriod
 	}
 	if c.DriftCheckPeriod == 0 {
 		c.DriftCheckPeriod = DefaultDriftCheckPeriod

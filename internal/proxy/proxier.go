@@ -76,6 +76,12 @@ type Proxier struct {
 	reported map[string]bool
 	lastGen  uint32
 	haveGen  bool
+	// suspect is set when the nftables generation moved behind our back; a
+	// full sync (kernel read-back) clears it. lastFullAt and lastFullDur
+	// rate-limit such verifications (see fullAllowed).
+	suspect     bool
+	lastFullAt  time.Time
+	lastFullDur time.Duration
 	// udpDirty is set when a UDP or SCTP Service port changed since the
 	// last conntrack cleanup.
 	udpDirty bool
@@ -113,6 +119,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 	sub := p.deps.Store.Subscribe()
 	defer sub.Close()
 	periodic := time.NewTicker(p.cfg.SyncPeriod)
+	lastPeriodicFull := time.Now()
 	defer periodic.Stop()
 	driftTick := time.NewTicker(p.cfg.DriftCheckPeriod)
 	defer driftTick.Stop()
@@ -157,13 +164,22 @@ func (p *Proxier) Run(ctx context.Context) error {
 			p.absorb(sub.Next())
 			queue()
 		case <-periodic.C:
-			full = true
+			// Every sync period: re-resolve node addresses (partial sync);
+			// every FullSyncPeriod: read the tables back whatever happened.
+			if time.Since(lastPeriodicFull) >= p.cfg.FullSyncPeriod {
+				full, lastPeriodicFull = true, time.Now()
+			}
 			queue()
 		case <-driftTick.C:
-			if syncedOne && p.driftSuspected(ctx) {
-				p.log.V(2).Info("nftables generation changed behind our back; verifying tables")
-				full = true
-				queue()
+			if syncedOne && (p.suspect || p.genMoved(ctx)) {
+				if !p.suspect {
+					p.log.V(2).Info("nftables generation changed behind our back; verifying tables")
+				}
+				p.suspect = true
+				if p.fullAllowed() {
+					full = true
+					queue()
+				}
 			}
 		case <-timer.C:
 			armed = false
@@ -227,9 +243,17 @@ func (p *Proxier) queued() {
 	}
 }
 
-// driftSuspected reports whether the ruleset generation moved since our last
+// fullAllowed rate-limits drift verifications to a tenth of the time: a
+// full sync that took d may run again d×10 after the previous one (on a node
+// where other agents commit all the time, verifying a 10k-Service table on
+// every commit would burn a core).
+func (p *Proxier) fullAllowed() bool {
+	return time.Since(p.lastFullAt) >= 10*p.lastFullDur
+}
+
+// genMoved reports whether the ruleset generation moved since our last
 // commit: someone (maybe harmlessly) changed nftables in this netns.
-func (p *Proxier) driftSuspected(ctx context.Context) bool {
+func (p *Proxier) genMoved(ctx context.Context) bool {
 	g, err := p.deps.Conn.Generation(ctx)
 	if err != nil {
 		p.log.V(2).Info("reading nftables generation failed", "err", err)
@@ -321,6 +345,12 @@ func (p *Proxier) table() *servicetable.Table {
 // sync programs the current model once.
 func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 	start := time.Now()
+	if p.genMoved(ctx) {
+		p.suspect = true
+	}
+	if !full && p.suspect && p.fullAllowed() {
+		full = true
+	}
 	t := p.table()
 	p.reportSkipped(t)
 	st, err := p.backend.Sync(ctx, t, full)
@@ -332,6 +362,9 @@ func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 	if err != nil {
 		p.log.Error(err, "sync failed; the kernel keeps the previous rules and the next sync is a full one")
 	} else {
+		if st.Full {
+			p.suspect, p.lastFullAt, p.lastFullDur = false, end, end.Sub(start)
+		}
 		p.afterSync(ctx, t, &res)
 	}
 	p.record(t, res, start, end)
