@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+)
+
+// reportSkipped logs each skip error once per distinct text.
+func (p *Proxier) reportSkipped(t *servicetable.Table) {
+	now := map[string]bool{}
+	for _, e := range t.Errors {
+		msg := e.Error()
+		now[msg] = true
+		if !p.reported[msg] {
+			p.log.Info("Service skipped on this node", "service", e.Service.String(), "port", e.Port, "reason", e.Reason)
+			if m := p.deps.Metrics; m != nil {
+				m.SkippedServicesTotal.WithLabelValues(skipReason(e.Reason)).Inc()
+			}
+		}
+	}
+	p.reported = now
+}
+
+func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.Time) {
+	m := p.deps.Metrics
+	if m == nil {
+		return
+	}
+	for _, f := range p.cfg.Families {
+		fam := familyLabel(f)
+		if res.Err != nil {
+			m.NFTablesSyncFailuresTotal.WithLabelValues(fam).Inc()
+			continue
+		}
+		d := end.Sub(start).Seconds()
+		m.SyncProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		if res.Full {
+			m.SyncFullProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		} else {
+			m.SyncPartialProxyRulesLatency.WithLabelValues(fam).Observe(d)
+		}
+		m.SyncProxyRulesLastTimestamp.WithLabelValues(fam).Set(float64(end.Unix()))
+		if n := res.Ops[f]; n > 0 {
+			m.NFTablesTransactionOps.WithLabelValues(fam).Observe(float64(n))
+		}
+		if res.Drift {
+			m.DriftRepairsTotal.WithLabelValues(fam).Inc()
+		}
+		m.ObserveNetworkProgramming(fam, end, p.triggers...)
+		if res.ConntrackDeleted > 0 {
+			m.ConntrackEntriesDeletedTotal.WithLabelValues(fam).Add(float64(res.ConntrackDeleted))
+		}
+	}
+	if res.Err == nil {
+		p.triggers = nil
+		counts := map[nft.Family]int{}
+		noLocal := map[string]int{}
+		for _, sp := range t.Ports {
+			f := nft.IPv4
+			if sp.Family == servicetable.IPv6 {
+				f = nft.IPv6
+			}
+			counts[f]++
+			if len(sp.LocalEndpoints) == 0 {
+				if sp.InternalPolicyLocal {
+					noLocal["internal/"+familyLabel(f)]++
+				}
+				if sp.ExternalPolicyLocal {
+					noLocal["external/"+familyLabel(f)]++
+				}
+			}
+		}
+		for _, f := range p.cfg.Families {
+			m.Services.WithLabelValues(familyLabel(f)).Set(float64(counts[f]))
+			for _, pol := range []string{"internal", "external"} {
+				m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(pol, familyLabel(f)).Set(float64(noLocal[pol+"/"+familyLabel(f)]))
+			}
+		}
+	}
+	m.ServiceChangesPending.Set(0)
+	m.EndpointChangesPending.Set(0)
+}
+
+func apiFamily(f nft.Family) v1.IPFamily {
+	if f == nft.IPv6 {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}
+
+func familyLabel(f nft.Family) string { return string(apiFamily(f)) }
+
+// skipReason maps a skip error's text to a small set of metric labels.
+func skipReason(reason string) string {
+	switch {
+	case containsAny(reason, "nodePort", "NodePort", "node port"):
+		return "nodeport-conflict"
+	case containsAny(reason, "claim", "taken", "conflict"):
+		return "frontend-conflict"
+	default:
+		return "invalid"
+	}
+}
