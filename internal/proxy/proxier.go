@@ -419,4 +419,3 @@ func Cleanup(ctx context.Context, conn nft.Conn) error {
 	}
 	return nil
 }
-
