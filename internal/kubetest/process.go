@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,11 @@ type process struct {
 // startProcess starts bin with args, stdout and stderr appended to logPath. The child
 // gets its own process group (so stop reaches anything it forks) and SIGKILL when the
 // test binary dies (Pdeathsig), so a crashed test leaves nothing running.
+//
+// Linux sends Pdeathsig when the *thread* that forked the child exits, and Go
+// retires threads (netns.NS.Do does, by design). So the child is forked from a
+// goroutine locked to its thread until the child has exited: no other goroutine
+// can run on, and retire, that thread meanwhile.
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -43,16 +49,23 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
-	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is retired with this goroutine
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		logf.Close()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
+	}
 	return p, nil
 }
 

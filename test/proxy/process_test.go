@@ -1,0 +1,212 @@
+package proxy_test
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proxyProc is one run of `svcnet proxy` in the node namespace.
+type proxyProc struct {
+	args []string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{} // closed when the process has exited
+	err  error         // Wait's result, valid once done is closed
+}
+
+// proxyArgs are the flags every test's proxy gets (the brief's command line,
+// dual-stack). Extra flags may be appended; later ones win.
+func (c *cluster) proxyArgs() []string {
+	return c.proxyArgsFrom("--state", c.dir)
+}
+
+// proxyArgsFrom is proxyArgs with another source of state (e.g.
+// "--kubeconfig", path).
+func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
+	return []string{
+		"proxy",
+		sourceFlag, source,
+		"--hostname-override", nodeName,
+		"--cluster-cidr", clusterCIDR,
+		"--service-cluster-ip-range", serviceCIDR,
+		"--healthz-bind-address", "127.0.0.1:10256",
+		"--metrics-bind-address", "127.0.0.1:10249",
+		"--min-sync-period", "0",
+		"-v", "2",
+	}
+}
+
+// startProxy starts the proxy in the node namespace with proxyArgs plus
+// extra, and waits until its first sync is complete. The process is killed
+// at test cleanup if still running; its log is shown if the test fails.
+func (c *cluster) startProxy(extra ...string) *proxyProc {
+	c.t.Helper()
+	p := c.spawn(append(c.proxyArgs(), extra...)...)
+	p.waitLog(c.t, 15*time.Second, 0, reSyncComplete)
+	return p
+}
+
+// spawn starts svcnet with args in the node namespace, without waiting.
+func (c *cluster) spawn(args ...string) *proxyProc {
+	t := c.t
+	t.Helper()
+	p := &proxyProc{args: args, log: &syncBuffer{}, done: make(chan struct{})}
+	// `ip netns exec` execs svcnet in place: the PID is svcnet's own.
+	p.cmd = c.node.Command(append([]string{svcnetBin}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start svcnet %s: %v", strings.Join(args, " "), err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	c.mu.Lock()
+	c.proxies = append(c.proxies, p)
+	first := !c.dumping
+	c.dumping = true
+	c.mu.Unlock()
+	if first {
+		// Registered here, after the pods of a typical test, so it runs
+		// while they still exist (cleanups run last-in first-out).
+		t.Cleanup(func() {
+			if t.Failed() {
+				c.dumpState()
+			}
+		})
+	}
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proxyProc) describe() string {
+	state := "running"
+	select {
+	case <-p.done:
+		state = fmt.Sprintf("exited: %v", p.err)
+	default:
+	}
+	return fmt.Sprintf("pid %d, %s", p.cmd.Process.Pid, state)
+}
+
+// running reports whether the process has not exited.
+func (p *proxyProc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends sig and waits up to 10s for the exit (then SIGKILL); it returns
+// the process's exit error (nil for exit status 0).
+func (p *proxyProc) stop(t testing.TB, sig syscall.Signal) error {
+	t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(10 * time.Second):
+		p.kill()
+		t.Fatalf("svcnet proxy did not exit within 10s of %v", sig)
+		return nil
+	}
+}
+
+// kill SIGKILLs the process if it still runs and waits for it (bounded).
+func (p *proxyProc) kill() {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// Log lines the tests wait for (klog text format, key=value pairs).
+var (
+	reSyncComplete = regexp.MustCompile(`"SyncProxyRules complete".*`)
+	reLoaded       = regexp.MustCompile(`"Loaded manifests"`)
+	reOps          = regexp.MustCompile(`\bops=(\d+)`)
+)
+
+// lines returns the log's lines.
+func (p *proxyProc) lines() []string {
+	return strings.Split(p.log.String(), "\n")
+}
+
+// waitLog waits until a log line at index >= from matches re and returns
+// that line's index.
+func (p *proxyProc) waitLog(t testing.TB, timeout time.Duration, from int, re *regexp.Regexp) int {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ls := p.lines()
+		for i := from; i < len(ls); i++ {
+			if re.MatchString(ls[i]) {
+				return i
+			}
+		}
+		if !p.running() {
+			t.Fatalf("svcnet proxy exited (%v) before logging %q; log:\n%s", p.err, re, tail(p.log.String(), 60))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("svcnet proxy did not log %q within %v; log:\n%s", re, timeout, tail(p.log.String(), 60))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// mark is the number of log lines so far, for waitLog's from.
+func (p *proxyProc) mark() int { return len(p.lines()) - 1 }
+
+// waitReload waits, after a manifest write at log mark m, until the proxy
+// has reloaded the manifests and finished a sync after that. The source logs
+// "Loaded manifests" after updating the store, so the sync it causes may be
+// logged before or after that line; any sync logged after m counts (the
+// periodic sync is 30s apart, so a sync between m and the reload is rare).
+func (p *proxyProc) waitReload(t testing.TB, m int) {
+	t.Helper()
+	p.waitLog(t, 10*time.Second, m, reLoaded)
+	p.waitLog(t, 10*time.Second, m, reSyncComplete)
+}
+
+// opsOf returns the ops= value of a "SyncProxyRules complete" line.
+func opsOf(t testing.TB, line string) int {
+	t.Helper()
+	m := reOps.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no ops= in %q", line)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
