@@ -26,8 +26,11 @@ type Backend struct {
 type familyState struct {
 	fc       familyConfig
 	skeleton *nft.Table
-	ports    map[string]*servicetable.ServicePort
-	frags    map[string]*fragment
+	// clusterIPs are the ClusterIPs the skeleton's cluster-ips set was
+	// rendered from, in table order.
+	clusterIPs []netip.Addr
+	ports      map[string]*servicetable.ServicePort
+	frags      map[string]*fragment
 	// synced is set after a successful full sync, cleared on any failure.
 	synced bool
 }
@@ -108,7 +111,8 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 	if err != nil && !errors.Is(err, nft.ErrNoTable) {
 		return 0, false, fmt.Errorf("read: %w", err)
 	}
-	skel := renderSkeleton(fc, clusterIPs(ports))
+	cips := clusterIPs(ports)
+	skel := renderSkeleton(fc, cips)
 	frags := make(map[string]*fragment, len(ports))
 	pm := make(map[string]*servicetable.ServicePort, len(ports))
 	want := skel.Clone()
@@ -129,14 +133,20 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		}
 	}
 	drift := fs.synced && tx.Len() > 0
-	fs.fc, fs.skeleton, fs.frags, fs.ports, fs.synced = fc, skel, frags, pm, true
+	fs.fc, fs.skeleton, fs.clusterIPs, fs.frags, fs.ports, fs.synced = fc, skel, cips, frags, pm, true
 	return tx.Len(), drift, nil
 }
 
 func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyConfig, ports []*servicetable.ServicePort) (int, error) {
 	tx := nft.NewTx(fc.Family, TableName)
-	skel := renderSkeleton(fc, clusterIPs(ports))
-	diff(tx, fs.skeleton, skel, func(string) bool { return true })
+	// The skeleton depends only on the config (unchanged in a partial sync)
+	// and the ClusterIPs: reuse it when they are the same.
+	cips := clusterIPs(ports)
+	skel := fs.skeleton
+	if !slices.Equal(cips, fs.clusterIPs) {
+		skel = renderSkeleton(fc, cips)
+		diff(tx, fs.skeleton, skel, func(string) bool { return true })
+	}
 	shared := func(n string) bool { _, ok := skel.Sets[n]; return !ok }
 
 	newPorts := make(map[string]*servicetable.ServicePort, len(ports))
@@ -161,7 +171,7 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 			return 0, fmt.Errorf("apply partial sync of %d ops: %w", tx.Len(), err)
 		}
 	}
-	fs.skeleton, fs.ports, fs.frags = skel, newPorts, newFrags
+	fs.skeleton, fs.clusterIPs, fs.ports, fs.frags = skel, cips, newPorts, newFrags
 	return tx.Len(), nil
 }
 
