@@ -183,9 +183,15 @@ func (p *Proxier) Run(ctx context.Context) error {
 			}
 		case <-timer.C:
 			armed = false
-			lastSync = time.Now()
+			began := time.Now()
 			res := p.sync(ctx, full)
 			pending = false
+			// Only a sync that changed the kernel closes the min-sync-period
+			// gate: a periodic sync that found nothing to do must not delay the
+			// next real change by up to MinSyncPeriod.
+			if res.Err != nil || res.TotalOps() > 0 {
+				lastSync = began
+			}
 			if res.Err != nil {
 				failures++
 				full = true
