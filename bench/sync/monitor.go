@@ -1,0 +1,172 @@
+package syncbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// monitorRcvBuf is the receive buffer forced on the monitor socket, so a burst
+// of notifications (a full sync writes one per element) is not dropped.
+const monitorRcvBuf = 64 << 20
+
+// Monitor timestamps the arrival of set elements in one map of one table, as
+// reported by nftables' netlink notifications (group NFNLGRP_NFTABLES) in one
+// network namespace. It remembers the first arrival of each key's address.
+type Monitor struct {
+	table, set string
+	f          *os.File
+	done       chan struct{}
+
+	mu       sync.Mutex
+	seen     map[netip.Addr]time.Time
+	changed  chan struct{} // closed and replaced on every new address
+	overruns int           // ENOBUFS: notifications the kernel dropped
+	err      error         // the read error that ended the monitor
+}
+
+// StartMonitor subscribes to nftables notifications in ns and records adds to
+// map set of table (any family). The socket is made inside ns (through NS.Do)
+// and read from an ordinary goroutine; it stops when ctx ends or Close is called.
+func StartMonitor(ctx context.Context, ns *netns.NS, table, set string) (*Monitor, error) {
+	var fd int
+	err := ns.Do(func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_NETFILTER)
+		if err != nil {
+			return fmt.Errorf("netlink socket: %w", err)
+		}
+		if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("netlink bind: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, unix.NFNLGRP_NFTABLES); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("join nftables group: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, monitorRcvBuf); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("receive buffer: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nftables monitor in %s: %w", ns.Path(), err)
+	}
+	m := &Monitor{
+		table: table, set: set,
+		f:       os.NewFile(uintptr(fd), "nftables-monitor"),
+		done:    make(chan struct{}),
+		seen:    map[netip.Addr]time.Time{},
+		changed: make(chan struct{}),
+	}
+	stop := context.AfterFunc(ctx, func() { m.f.Close() })
+	go func() {
+		defer stop()
+		m.loop()
+	}()
+	return m, nil
+}
+
+func (m *Monitor) loop() {
+	defer close(m.done)
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := m.f.Read(buf)
+		at := time.Now()
+		if errors.Is(err, unix.ENOBUFS) {
+			m.mu.Lock()
+			m.overruns++
+			m.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			m.mu.Lock()
+			if !errors.Is(err, os.ErrClosed) {
+				m.err = fmt.Errorf("nftables monitor read: %w", err)
+			}
+			m.mu.Unlock()
+			return
+		}
+		perr := parseDatagram(buf[:n], func(ev ElemEvent) {
+			if ev.Table == m.table && ev.Set == m.set {
+				m.record(at, ev.Addrs())
+			}
+		})
+		if perr != nil {
+			m.mu.Lock()
+			m.err = perr
+			m.mu.Unlock()
+		}
+	}
+}
+
+func (m *Monitor) record(at time.Time, addrs []netip.Addr) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	added := false
+	for _, a := range addrs {
+		if _, ok := m.seen[a]; !ok {
+			m.seen[a] = at
+			added = true
+		}
+	}
+	if added {
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
+}
+
+// Wait returns the time the first element keyed by addr arrived (at once if it
+// already had), or an error when ctx ends first or the monitor stopped.
+func (m *Monitor) Wait(ctx context.Context, addr netip.Addr) (time.Time, error) {
+	for {
+		m.mu.Lock()
+		at, ok := m.seen[addr]
+		ch, err := m.changed, m.err
+		m.mu.Unlock()
+		if ok {
+			return at, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return time.Time{}, fmt.Errorf("element %s in %s/%s: %w (monitor: %w)", addr, m.table, m.set, ctx.Err(), err)
+			}
+			return time.Time{}, fmt.Errorf("element %s in %s/%s: %w", addr, m.table, m.set, ctx.Err())
+		case <-m.done:
+			m.mu.Lock()
+			_, ok := m.seen[addr]
+			err := m.err
+			m.mu.Unlock()
+			if !ok {
+				if err == nil {
+					err = os.ErrClosed
+				}
+				return time.Time{}, fmt.Errorf("element %s in %s/%s: monitor stopped: %w", addr, m.table, m.set, err)
+			}
+		case <-ch:
+		}
+	}
+}
+
+// Overruns returns how many times the kernel reported dropped notifications.
+func (m *Monitor) Overruns() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.overruns
+}
+
+// Close stops the monitor and waits for its goroutine.
+func (m *Monitor) Close() {
+	m.f.Close()
+	<-m.done
+}

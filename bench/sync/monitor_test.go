@@ -1,0 +1,84 @@
+package syncbench
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+)
+
+func nftIn(t *testing.T, ns *netns.NS, script string) {
+	t.Helper()
+	cmd := ns.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+}
+
+// The monitor sees an element added to the watched map by nft in its namespace,
+// and ignores elements of other maps and tables.
+func TestMonitorSeesElement(t *testing.T) {
+	ns := netnstest.New(t, "benchmon")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := StartMonitor(ctx, ns, "svcnet", "service-ips")
+	if err != nil {
+		t.Fatalf("StartMonitor: %v", err)
+	}
+	defer m.Close()
+
+	nftIn(t, ns, `
+table ip svcnet {
+	map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }
+	map other { type ipv4_addr . inet_proto . inet_service : verdict; }
+	chain svc-a { }
+}
+table ip kube-proxy {
+	map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }
+}
+add element ip svcnet other { 10.96.0.8 . tcp . 80 : drop }
+add element ip kube-proxy service-ips { 10.96.0.9 . tcp . 80 : drop }
+`)
+	before := time.Now()
+	nftIn(t, ns, `add element ip svcnet service-ips { 10.96.0.7 . tcp . 80 : goto svc-a }`)
+
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	at, err := m.Wait(wctx, netip.MustParseAddr("10.96.0.7"))
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if at.Before(before) || time.Since(at) > 5*time.Second {
+		t.Errorf("arrival %v not between the add (%v) and now", at, before)
+	}
+	for _, ip := range []string{"10.96.0.8", "10.96.0.9"} {
+		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		if _, err := m.Wait(sctx, netip.MustParseAddr(ip)); err == nil {
+			t.Errorf("element %s of another map was recorded", ip)
+		}
+		scancel()
+	}
+	if n := m.Overruns(); n != 0 {
+		t.Errorf("overruns = %d", n)
+	}
+}
+
+// Wait returns an error, not a hang, once the monitor is closed.
+func TestMonitorClosed(t *testing.T) {
+	ns := netnstest.New(t, "benchmon")
+	m, err := StartMonitor(context.Background(), ns, "svcnet", "service-ips")
+	if err != nil {
+		t.Fatalf("StartMonitor: %v", err)
+	}
+	m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := m.Wait(ctx, netip.MustParseAddr("10.96.0.1")); err == nil || ctx.Err() != nil {
+		t.Fatalf("Wait after Close: err = %v, ctx = %v; want a prompt monitor-stopped error", err, ctx.Err())
+	}
+}

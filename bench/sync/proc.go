@@ -1,0 +1,213 @@
+package syncbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// Proc is one proxy process running in a network namespace. Its output goes to
+// a log file, each line timestamped on arrival; "SyncProxyRules complete" lines
+// are kept, with their arrival times, for the harness.
+type Proc struct {
+	Name    string
+	LogPath string
+	Started time.Time
+	pid     int
+
+	done chan struct{}
+	err  error // exit error, valid after done
+
+	out *lineWriter
+}
+
+// Sync is a parsed sync line and when it was written.
+type Sync struct {
+	SyncLine
+	At time.Time
+}
+
+// StartProc starts argv inside ns (`ip netns exec`, which execs argv in place,
+// so the pid is the proxy's). The process gets its own process group and
+// SIGKILL if the starting thread dies (callers keep that thread alive: see
+// TestBenchSync).
+func StartProc(ns *netns.NS, name, logPath string, argv ...string) (*Proc, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open log: %w", name, err)
+	}
+	fmt.Fprintf(f, "=== %s\n", strings.Join(argv, " "))
+	p := &Proc{Name: name, LogPath: logPath, done: make(chan struct{})}
+	p.out = &lineWriter{f: f, changed: make(chan struct{})}
+	cmd := ns.Command(argv...)
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.Started = time.Now()
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: start: %w", name, err)
+	}
+	p.pid = cmd.Process.Pid
+	go func() {
+		p.err = cmd.Wait()
+		p.out.close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		if p.err == nil {
+			return true, errors.New("exited with status 0")
+		}
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// WaitSync returns the first sync line at or after index from for which ok
+// holds, with its index; it fails when ctx ends or the process exits first.
+func (p *Proc) WaitSync(ctx context.Context, from int, ok func(Sync) bool) (Sync, int, error) {
+	for {
+		syncs, ch := p.out.snapshot()
+		for i := from; i < len(syncs); i++ {
+			if ok(syncs[i]) {
+				return syncs[i], i, nil
+			}
+		}
+		from = len(syncs)
+		select {
+		case <-ctx.Done():
+			return Sync{}, 0, fmt.Errorf("%s: waiting for a sync: %w", p.Name, ctx.Err())
+		case <-p.done:
+			if syncs, _ := p.out.snapshot(); len(syncs) > from {
+				continue
+			}
+			_, err := p.Exited()
+			return Sync{}, 0, fmt.Errorf("%s: %w before the awaited sync", p.Name, err)
+		case <-ch:
+		}
+	}
+}
+
+// Syncs returns the sync lines seen so far.
+func (p *Proc) Syncs() []Sync {
+	s, _ := p.out.snapshot()
+	return s
+}
+
+// Memory returns VmRSS and VmHWM of the process, in bytes.
+func (p *Proc) Memory() (rss, hwm int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: memory: %w", p.Name, err)
+	}
+	return parseStatusKB(b, "VmRSS:"), parseStatusKB(b, "VmHWM:"), nil
+}
+
+func parseStatusKB(status []byte, key string) int64 {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
+
+// Stop sends SIGTERM to the process group, SIGKILL after 10s, and waits (at
+// most 5s more) for the exit. It is idempotent.
+func (p *Proc) Stop() error {
+	if done, _ := p.Exited(); done {
+		return nil
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s (pid %d): still running after SIGKILL", p.Name, p.pid)
+	}
+}
+
+// Tail returns the last n lines of the log.
+func (p *Proc) Tail(n int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lineWriter splits the process output into lines, appends them to the log and
+// keeps the sync lines. os/exec calls Write from one goroutine at a time (the
+// same writer is both Stdout and Stderr); snapshot may be called concurrently.
+type lineWriter struct {
+	f       *os.File
+	partial []byte
+
+	mu      sync.Mutex
+	syncs   []Sync
+	changed chan struct{} // closed and replaced when a sync line arrives
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	at := time.Now()
+	if _, err := w.f.Write(b); err != nil {
+		return 0, err
+	}
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(w.partial[:i])
+		w.partial = w.partial[i+1:]
+		if s, ok := ParseSyncLine(line); ok {
+			w.mu.Lock()
+			w.syncs = append(w.syncs, Sync{SyncLine: s, At: at})
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.mu.Unlock()
+		}
+	}
+	if len(w.partial) > 1<<20 { // a runaway line: keep memory bounded
+		w.partial = w.partial[:0]
+	}
+	return len(b), nil
+}
+
+func (w *lineWriter) snapshot() ([]Sync, chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Sync(nil), w.syncs...), w.changed
+}
+
+func (w *lineWriter) close() { w.f.Close() }

@@ -1,0 +1,211 @@
+package syncbench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Tool names as printed.
+const (
+	ToolSvcnet    = "svcnet"
+	ToolKubeProxy = "kube-proxy"
+)
+
+// Result is what one (tool, N) run measured.
+type Result struct {
+	Tool string
+	N    int
+	// Full is the proxy's own elapsed= of its first full sync; Ready the wall
+	// time from process start to that log line.
+	Full, Ready time.Duration
+	// Elements is the count of service-ips elements after the full sync.
+	Elements int
+	// RSS and HWM are VmRSS and VmHWM after the full sync, in bytes.
+	RSS, HWM int64
+	// Changes are the create-to-kernel latencies, in order.
+	Changes []time.Duration
+	// Timeouts counts changes whose element never arrived in time.
+	Timeouts int
+	// Overruns counts monitor buffer overruns (notifications lost).
+	Overruns int
+	// Err is why the run failed ("" when it did not).
+	Err string
+	// Note says why the change loop stopped before all samples (time budget).
+	Note string
+}
+
+// Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of ds:
+// the smallest value with at least p% of the samples at or below it. With 50
+// samples p99 is the largest. It returns -1 for no samples.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return -1
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	rank = min(max(rank, 1), len(s))
+	return s[rank-1]
+}
+
+// P50 and P99 of the change latencies (-1 without samples).
+func (r Result) P50() time.Duration { return Percentile(r.Changes, 50) }
+func (r Result) P99() time.Duration { return Percentile(r.Changes, 99) }
+
+// FmtDur prints a duration with 3 significant digits; "-" for a negative one.
+func FmtDur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}
+
+// FmtMiB prints bytes as MiB; "-" for 0.
+func FmtMiB(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fMiB", float64(b)/(1<<20))
+}
+
+// ratio prints kube-proxy/svcnet ("-" when either is unknown).
+func ratio(kp, sv float64) string {
+	if kp <= 0 || sv <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fx", kp/sv)
+}
+
+// WriteTable prints one row per result, in the order given, with ratios
+// kube-proxy/svcnet on each svcnet row whose N has a kube-proxy row.
+func WriteTable(w io.Writer, rs []Result) {
+	kp := map[int]Result{}
+	for _, r := range rs {
+		if r.Tool == ToolKubeProxy {
+			kp[r.N] = r
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	fmt.Fprintln(tw, "N\t tool\t full sync\t ready\t change p50\t change p99\t changes\t RSS\t ratio(full)\t ratio(p50)\t ratio(p99)\t ratio(RSS)\t")
+	for _, r := range rs {
+		n := fmt.Sprintf("%d", len(r.Changes))
+		if r.Timeouts > 0 {
+			n += fmt.Sprintf(" (+%d lost)", r.Timeouts)
+		}
+		rf, r50, r99, rm := "", "", "", ""
+		if k, ok := kp[r.N]; ok && r.Tool == ToolSvcnet {
+			rf = ratio(k.Full.Seconds(), r.Full.Seconds())
+			r50 = ratio(k.P50().Seconds(), r.P50().Seconds())
+			r99 = ratio(k.P99().Seconds(), r.P99().Seconds())
+			rm = ratio(float64(k.RSS), float64(r.RSS))
+		}
+		full := FmtDur(r.Full)
+		if r.Full == 0 {
+			full = "-"
+		}
+		ready := FmtDur(r.Ready)
+		if r.Ready == 0 {
+			ready = "-"
+		}
+		fmt.Fprintf(tw, "%d\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n",
+			r.N, r.Tool, full, ready, FmtDur(r.P50()), FmtDur(r.P99()), n, FmtMiB(r.RSS), rf, r50, r99, rm)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.Err != "" {
+			fmt.Fprintf(w, "note: %s at N=%d failed: %s\n", r.Tool, r.N, r.Err)
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "note: %s at N=%d: %s\n", r.Tool, r.N, r.Note)
+		}
+		if r.Overruns > 0 {
+			fmt.Fprintf(w, "note: %s at N=%d: the netlink monitor lost notifications %d times\n", r.Tool, r.N, r.Overruns)
+		}
+	}
+}
+
+// Target is one goal at N=TargetN.
+type Target struct {
+	What string
+	Met  bool
+	Got  string
+	// Known is false when the figure was not measured (then neither met nor missed).
+	Known bool
+}
+
+// TargetN is the size the targets are set for.
+const TargetN = 10000
+
+// Targets evaluates the goals at N=TargetN: svcnet full sync <= 1s, one change
+// <= 50ms p99, RSS <= 100 MiB, and at least 10x kube-proxy on both times.
+func Targets(rs []Result) []Target {
+	var sv, kp *Result
+	for i := range rs {
+		if rs[i].N != TargetN {
+			continue
+		}
+		switch rs[i].Tool {
+		case ToolSvcnet:
+			sv = &rs[i]
+		case ToolKubeProxy:
+			kp = &rs[i]
+		}
+	}
+	var ts []Target
+	add := func(what string, known, met bool, got string) {
+		ts = append(ts, Target{What: what, Known: known, Met: met, Got: got})
+	}
+	if sv == nil {
+		return []Target{{What: fmt.Sprintf("svcnet at N=%d", TargetN), Got: "not measured"}}
+	}
+	add("svcnet full sync <= 1s", sv.Full > 0, sv.Full > 0 && sv.Full <= time.Second, FmtDur(sv.Full))
+	p99 := sv.P99()
+	add("svcnet change p99 <= 50ms", p99 >= 0 && sv.Timeouts == 0, p99 >= 0 && p99 <= 50*time.Millisecond && sv.Timeouts == 0,
+		fmt.Sprintf("%s over %d changes, %d lost", FmtDur(p99), len(sv.Changes), sv.Timeouts))
+	add("svcnet RSS <= 100MiB", sv.RSS > 0, sv.RSS > 0 && sv.RSS <= 100<<20, FmtMiB(sv.RSS))
+	if kp == nil {
+		return append(ts, Target{What: "ratios against kube-proxy", Got: "kube-proxy not measured"})
+	}
+	rf := kp.Full.Seconds() / sv.Full.Seconds()
+	add("full sync >= 10x faster than kube-proxy", kp.Full > 0 && sv.Full > 0, rf >= 10,
+		fmt.Sprintf("%.1fx (%s vs %s)", rf, FmtDur(kp.Full), FmtDur(sv.Full)))
+	kp99 := kp.P99()
+	r99 := kp99.Seconds() / p99.Seconds()
+	add("change p99 >= 10x faster than kube-proxy", kp99 > 0 && p99 > 0, r99 >= 10,
+		fmt.Sprintf("%.1fx (%s vs %s)", r99, FmtDur(kp99), FmtDur(p99)))
+	return ts
+}
+
+// WriteTargets prints one met/missed line per target.
+func WriteTargets(w io.Writer, ts []Target) {
+	for _, t := range ts {
+		state := "missed"
+		switch {
+		case !t.Known:
+			state = "unknown"
+		case t.Met:
+			state = "met"
+		}
+		fmt.Fprintf(w, "target at N=%d: %-42s %-7s %s\n", TargetN, t.What, state, t.Got)
+	}
+}
+
+// Summary is the whole printed report.
+func Summary(rs []Result) string {
+	var b strings.Builder
+	WriteTable(&b, rs)
+	b.WriteString("\n")
+	WriteTargets(&b, Targets(rs))
+	return b.String()
+}

@@ -1,0 +1,104 @@
+package syncbench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func ms(n ...int) []time.Duration {
+	var out []time.Duration
+	for _, v := range n {
+		out = append(out, time.Duration(v)*time.Millisecond)
+	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	var fifty []time.Duration
+	for i := 50; i >= 1; i-- {
+		fifty = append(fifty, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		ds   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{nil, 50, -1},
+		{ms(7), 99, 7 * time.Millisecond},
+		{ms(3, 1, 2), 50, 2 * time.Millisecond},
+		{fifty, 50, 25 * time.Millisecond},
+		{fifty, 99, 50 * time.Millisecond},
+		{fifty, 100, 50 * time.Millisecond},
+	} {
+		if got := Percentile(tc.ds, tc.p); got != tc.want {
+			t.Errorf("Percentile(%v, %v) = %v, want %v", tc.ds, tc.p, got, tc.want)
+		}
+	}
+	if fifty[0] != 50*time.Millisecond {
+		t.Errorf("Percentile sorted its input in place")
+	}
+}
+
+func TestFmtDur(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-1:                       "-",
+		950 * time.Microsecond:   "950µs",
+		12340 * time.Microsecond: "12.3ms",
+		11200 * time.Millisecond: "11.20s",
+	} {
+		if got := FmtDur(d); got != want {
+			t.Errorf("FmtDur(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestSummaryRatiosAndTargets(t *testing.T) {
+	rs := []Result{
+		{Tool: ToolSvcnet, N: 10000, Full: 500 * time.Millisecond, Changes: ms(10, 20, 30), RSS: 80 << 20},
+		{Tool: ToolKubeProxy, N: 10000, Full: 11 * time.Second, Changes: ms(3300, 3500, 3800), RSS: 326 << 20},
+		{Tool: ToolSvcnet, N: 1000, Full: 100 * time.Millisecond, Changes: ms(60), RSS: 200 << 20, Timeouts: 1, Err: "boom"},
+	}
+	out := Summary(rs)
+	for _, want := range []string{
+		"22.0x",  // full: 11s / 500ms
+		"126.7x", // p99: 3.8s / 30ms
+		"4.1x",   // RSS: 326 / 80
+		"1 (+1 lost)",
+		"note: svcnet at N=1000 failed: boom",
+		"svcnet full sync <= 1s                     met",
+		"svcnet change p99 <= 50ms                  met",
+		"svcnet RSS <= 100MiB                       met",
+		"full sync >= 10x faster than kube-proxy    met",
+		"change p99 >= 10x faster than kube-proxy   met",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+
+	rs[0].Full = 2 * time.Second
+	rs[0].Changes = ms(10, 20, 900)
+	ts := Targets(rs)
+	missed := map[string]bool{}
+	for _, tg := range ts {
+		if tg.Known && !tg.Met {
+			missed[tg.What] = true
+		}
+	}
+	for _, w := range []string{"svcnet full sync <= 1s", "svcnet change p99 <= 50ms", "full sync >= 10x faster than kube-proxy", "change p99 >= 10x faster than kube-proxy"} {
+		if !missed[w] {
+			t.Errorf("target %q not missed: %+v", w, ts)
+		}
+	}
+	if missed["svcnet RSS <= 100MiB"] {
+		t.Errorf("RSS target missed at 80MiB")
+	}
+}
+
+func TestTargetsWithoutMeasurements(t *testing.T) {
+	ts := Targets([]Result{{Tool: ToolKubeProxy, N: 10000}})
+	if len(ts) != 1 || ts[0].Known {
+		t.Fatalf("Targets without svcnet = %+v, want one unknown target", ts)
+	}
+}

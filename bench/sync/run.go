@@ -1,0 +1,296 @@
+package syncbench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// Tool says how to run one proxy under test.
+type Tool struct {
+	Name string
+	// Short names its namespaces and change Services.
+	Short string
+	// Table is the nftables table (family ip) holding its map service-ips.
+	Table string
+	// MinSyncPeriod is the tool's --min-sync-period (its default): changes are
+	// spaced by it plus 200ms.
+	MinSyncPeriod time.Duration
+	// Argv returns the command line, given the kubeconfig path.
+	Argv func(kubeconfig string) []string
+}
+
+// ServiceIPsMap is the verdict map both proxies keep ClusterIPs in.
+const ServiceIPsMap = "service-ips"
+
+// Bench is the shared setup of every run.
+type Bench struct {
+	// Client creates the change Services (high QPS).
+	Client    kubernetes.Interface
+	Namespace string
+	// APIServer is the apiserver's host:port on the host's loopback; CAData and
+	// Token let a proxy in a namespace reach it through a forwarder.
+	APIServer string
+	CAData    []byte
+	Token     string
+	// Dir holds kubeconfigs and proxy logs.
+	Dir string
+	// Changes is the number of change samples wanted per run.
+	Changes int
+	// ChangeBudget bounds one run's change loop; Deadline ends every change loop
+	// (the whole benchmark's bound, less what the rest needs).
+	ChangeBudget time.Duration
+	Deadline     time.Time
+	// Logf prints progress.
+	Logf func(format string, args ...any)
+}
+
+// Timeouts of a run.
+const (
+	// changeTimeout bounds the wait for one change's element.
+	changeTimeout = 2 * time.Minute
+	// syncLineWait bounds the wait for the log line of the sync that wrote a
+	// change's element.
+	syncLineWait = 30 * time.Second
+	// nftTimeout bounds one `nft list map`.
+	nftTimeout = 2 * time.Minute
+)
+
+// fullSyncTimeout bounds the wait for the first full sync at size n.
+func fullSyncTimeout(n int) time.Duration {
+	return 3*time.Minute + time.Duration(n)*10*time.Millisecond
+}
+
+// Run runs tool against the n Services present: fresh namespace, first full
+// sync, element count, memory, then the change loop. It always cleans up what
+// it made (namespace, process, change Services). Err in the result says why
+// it stopped early.
+func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
+	res = Result{Tool: tool.Name, N: n}
+	fail := func(format string, args ...any) Result {
+		res.Err = fmt.Sprintf(format, args...)
+		return res
+	}
+	name := fmt.Sprintf("sn-bench-%s-%d", tool.Short, os.Getpid())
+	_ = netns.DeleteNamed(name) // a leftover of a killed run of this pid
+	ns, err := netns.Create(name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer func() {
+		if err := ns.Delete(); err != nil {
+			res.Err = strings.TrimPrefix(res.Err+"; ", "; ") + err.Error()
+		}
+	}()
+	fctx, stopForward := context.WithCancel(ctx)
+	defer stopForward()
+	addr, err := netns.Forward(fctx, ns, "127.0.0.1:0", b.APIServer)
+	if err != nil {
+		return fail("%v", err)
+	}
+	kc := filepath.Join(b.Dir, fmt.Sprintf("%s-%d.kubeconfig", tool.Short, n))
+	if err := writeKubeconfig(kc, "https://"+addr, b.CAData, b.Token); err != nil {
+		return fail("%v", err)
+	}
+
+	// The change Services' slices exist before the proxy starts, so that each
+	// change is one Service create and nothing else.
+	chg := make([]string, b.Changes)
+	for i := range chg {
+		chg[i] = fmt.Sprintf("chg-%s-%d-%03d", tool.Short, n, i)
+	}
+	defer b.deleteChanges(chg)
+	err = ForEach(ctx, 0, len(chg), 8, 0, nil, func(ctx context.Context, i int) error {
+		return CreateSlice(ctx, b.Client, b.Namespace, chg[i], EndpointIPs(60000+i))
+	})
+	if err != nil {
+		return fail("pre-create change slices: %v", err)
+	}
+
+	logPath := filepath.Join(b.Dir, fmt.Sprintf("%s-%d.log", tool.Short, n))
+	p, err := StartProc(ns, tool.Name, logPath, tool.Argv(kc)...)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer func() {
+		if err := p.Stop(); err != nil {
+			res.Err = strings.TrimPrefix(res.Err+"; ", "; ") + err.Error()
+		}
+		if res.Err != "" {
+			b.Logf("%s N=%d: log %s, last lines:\n%s", tool.Name, n, logPath, p.Tail(30))
+		}
+	}()
+
+	sctx, cancel := context.WithTimeout(ctx, fullSyncTimeout(n))
+	first, _, err := p.WaitSync(sctx, 0, func(s Sync) bool { return s.IsFirstFullIPv4() })
+	cancel()
+	if err != nil {
+		return fail("%v", err)
+	}
+	res.Full, res.Ready = first.Elapsed, first.At.Sub(p.Started)
+	count, err := countElements(ns, tool.Table)
+	if err != nil {
+		return fail("%v", err)
+	}
+	res.Elements = count
+	if res.RSS, res.HWM, err = p.Memory(); err != nil {
+		return fail("%v", err)
+	}
+	b.Logf("%s N=%d: first full sync %s (ready %s after start), %d elements in %s, RSS %s (peak %s)",
+		tool.Name, n, FmtDur(res.Full), FmtDur(res.Ready), count, ServiceIPsMap, FmtMiB(res.RSS), FmtMiB(res.HWM))
+	if count < n {
+		return fail("first full sync left %d elements in %s, want >= %d", count, ServiceIPsMap, n)
+	}
+
+	m, err := StartMonitor(ctx, ns, tool.Table, ServiceIPsMap)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer func() { res.Overruns = m.Overruns(); m.Close() }()
+	// Like every later change, the first finds the min-sync-period gate open:
+	// it comes a spacing after the full sync's log line.
+	if err := b.changes(ctx, tool, p, m, chg, first.At, &res); err != nil {
+		return fail("%v", err)
+	}
+	return res
+}
+
+// changes creates the change Services one at a time, the first a spacing
+// after lastSync, and records each one's create-to-kernel latency.
+func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, names []string, lastSync time.Time, res *Result) error {
+	spacing := tool.MinSyncPeriod + 200*time.Millisecond
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(lastSync.Add(spacing))):
+	}
+	stop := time.Now().Add(b.ChangeBudget)
+	if !b.Deadline.IsZero() && b.Deadline.Before(stop) {
+		stop = b.Deadline
+	}
+	for i, name := range names {
+		if time.Now().After(stop) {
+			b.Logf("%s N=%d: change budget spent after %d changes", tool.Name, res.N, i)
+			res.Note = fmt.Sprintf("time budget: %d of %d changes measured", i, len(names))
+			return nil
+		}
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("%s: %w", tool.Name, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		t0 := time.Now()
+		svc, err := b.Client.CoreV1().Services(b.Namespace).Create(cctx, NewService(b.Namespace, name), metav1.CreateOptions{})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create change service %s: %w", name, err)
+		}
+		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+		if err != nil {
+			return fmt.Errorf("change service %s: clusterIP %q: %w", name, svc.Spec.ClusterIP, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, changeTimeout)
+		at, err := m.Wait(wctx, ip)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			res.Timeouts++
+			b.Logf("%s N=%d: change %d (%s %s): %v", tool.Name, res.N, i, name, ip, err)
+			continue
+		}
+		res.Changes = append(res.Changes, at.Sub(t0))
+		if (i+1)%10 == 0 || i+1 == len(names) {
+			last := res.Changes[max(0, len(res.Changes)-10):]
+			var ls []string
+			for _, d := range last {
+				ls = append(ls, FmtDur(d))
+			}
+			b.Logf("%s N=%d: %d changes, p50 %s, p99 %s; last ones: %s", tool.Name, res.N, i+1,
+				FmtDur(res.P50()), FmtDur(res.P99()), strings.Join(ls, " "))
+		}
+		// Spacing, not synchronisation: the next change must find the tool's
+		// min-sync-period gate open, whether the tool counts it from the start
+		// of the last sync (before the element arrived) or from its end (its
+		// log line: kube-proxy's runner).
+		ref := at
+		sctx, cancel := context.WithTimeout(ctx, syncLineWait)
+		s, _, err := p.WaitSync(sctx, 0, func(s Sync) bool { return !s.At.Before(at) && s.IsIPv4() })
+		cancel()
+		if err == nil {
+			ref = s.At
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(ref.Add(spacing))):
+		}
+	}
+	return nil
+}
+
+// deleteChanges removes the change Services and slices (bounded; errors logged).
+func (b *Bench) deleteChanges(names []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := ForEach(ctx, 0, len(names), 8, 0, nil, func(ctx context.Context, i int) error {
+		return DeletePair(ctx, b.Client, b.Namespace, names[i])
+	})
+	if err != nil {
+		b.Logf("delete change services: %v", err)
+	}
+}
+
+// countElements counts the elements of map service-ips of table (family ip) in
+// ns with the nft CLI (once per run, outside any timing).
+func countElements(ns *netns.NS, table string) (int, error) {
+	out, err := runTimeout(ns.Command("nft", "list", "map", "ip", table, ServiceIPsMap), nftTimeout)
+	if err != nil {
+		return 0, fmt.Errorf("list map %s %s: %w", table, ServiceIPsMap, err)
+	}
+	return bytes.Count(out, []byte("goto ")), nil
+}
+
+// runTimeout runs cmd, killing it after d, and returns its stdout.
+func runTimeout(cmd *exec.Cmd, d time.Duration) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(d, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	if !timer.Stop() {
+		return nil, fmt.Errorf("killed after %v", d)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// writeKubeconfig writes a token kubeconfig for server.
+func writeKubeconfig(path, server string, ca []byte, token string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	kc.AuthInfos["bench"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
+	kc.CurrentContext = "bench"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
