@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/netip"
-	"strings"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/model"
@@ -41,13 +40,4 @@ func conntrackWant(t *servicetable.Table) conntrack.Want {
 		}
 	}
 	return w
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, x := range subs {
-		if strings.Contains(s, x) {
-			return true
-		}
-	}
-	return false
 }

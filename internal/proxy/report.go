@@ -18,7 +18,11 @@ func (p *Proxier) reportSkipped(t *servicetable.Table) {
 		if !p.reported[msg] {
 			p.log.Info("Service skipped on this node", "service", e.Service.String(), "port", e.Port, "reason", e.Reason)
 			if m := p.deps.Metrics; m != nil {
-				m.SkippedServicesTotal.WithLabelValues(skipReason(e.Reason)).Inc()
+				reason := "invalid"
+				if e.Conflict {
+					reason = "conflict"
+				}
+				m.SkippedServicesTotal.WithLabelValues(reason).Inc()
 			}
 		}
 	}
@@ -93,15 +97,3 @@ func apiFamily(f nft.Family) v1.IPFamily {
 }
 
 func familyLabel(f nft.Family) string { return string(apiFamily(f)) }
-
-// skipReason maps a skip error's text to a small set of metric labels.
-func skipReason(reason string) string {
-	switch {
-	case containsAny(reason, "nodePort", "NodePort", "node port"):
-		return "nodeport-conflict"
-	case containsAny(reason, "claim", "taken", "conflict"):
-		return "frontend-conflict"
-	default:
-		return "invalid"
-	}
-}

@@ -175,16 +175,6 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 	return tx.Len(), nil
 }
 
-// Want returns the table of family f as the backend last programmed it (nil
-// before the first successful sync): the tracer's offline view.
-func (b *Backend) Want(f nft.Family) *nft.Table {
-	fs := b.state[f]
-	if fs == nil || fs.skeleton == nil {
-		return nil
-	}
-	return assemble(fs.skeleton, fs.frags)
-}
-
 // Render returns the tables that t would program, without touching the
 // kernel: for golden files, the tracer and `--dump`.
 func Render(t *servicetable.Table, families ...nft.Family) []*nft.Table {

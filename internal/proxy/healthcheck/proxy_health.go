@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/svcnet/svcnet/internal/httpserve"
 )
 
 const (
@@ -216,7 +218,7 @@ func (hs *ProxyHealthServer) Run(ctx context.Context) error {
 		return fmt.Errorf("start proxy healthz on %s: %w", hs.addr, err)
 	}
 	hs.log.V(3).Info("Starting healthz HTTP server", "address", l.Addr().String())
-	if err := serveUntil(ctx, newHTTPServer(hs.Handler()), l); err != nil {
+	if err := httpserve.Until(ctx, httpserve.New(hs.Handler()), l); err != nil {
 		return fmt.Errorf("proxy healthz on %s: %w", hs.addr, err)
 	}
 	return nil

@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/httpserve"
 )
 
 // HealthChecker reports the proxy's health; *ProxyHealthServer implements it.
@@ -216,7 +218,7 @@ func (s *ServiceHealthServer) openInstance(nsn types.NamespacedName, inst *hcIns
 			s.closeInstance(nsn, inst)
 			return err
 		}
-		srv := newHTTPServer(serviceHandler{name: nsn, s: s})
+		srv := httpserve.New(serviceHandler{name: nsn, s: s})
 		inst.servers = append(inst.servers, srv)
 		inst.listeners = append(inst.listeners, l)
 		s.serving.Add(1)

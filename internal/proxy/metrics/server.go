@@ -2,13 +2,13 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/httpserve"
 )
 
 // DefaultMetricsBindAddress is kube-proxy's --metrics-bind-address default.
@@ -50,22 +50,8 @@ func (s *Server) Run(ctx context.Context) error {
 // Serve serves on l (which it closes) until ctx ends, then returns nil.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.log.V(2).Info("Serving metrics", "address", l.Addr().String())
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-ctx.Done():
-			_ = srv.Close()
-		case <-done:
-		}
-	}()
-	err := srv.Serve(l)
-	close(done)
-	<-stopped
-	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
-		return nil
+	if err := httpserve.Until(ctx, httpserve.New(s.handler), l); err != nil {
+		return fmt.Errorf("metrics server on %s: %w", l.Addr(), err)
 	}
-	return fmt.Errorf("metrics server on %s: %w", l.Addr(), err)
+	return nil
 }

@@ -181,10 +181,11 @@ func conflictError(sp *ServicePort, reason string) *SkipError {
 		port = port[i+1:]
 	}
 	return &SkipError{
-		Service: model.ServiceKey{Namespace: sp.Name.Namespace, Name: sp.Name.Name},
-		Port:    port,
-		Family:  sp.Family,
-		Reason:  reason,
+		Service:  model.ServiceKey{Namespace: sp.Name.Namespace, Name: sp.Name.Name},
+		Port:     port,
+		Family:   sp.Family,
+		Conflict: true,
+		Reason:   reason,
 	}
 }
 

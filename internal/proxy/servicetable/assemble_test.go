@@ -197,6 +197,12 @@ func TestBuildConflicts(t *testing.T) {
 			if tc.reason != "" && (len(tbl.Errors) == 0 || !strings.Contains(tbl.Errors[0].Reason, tc.reason)) {
 				t.Errorf("errors = %v, want the first to contain %q", tbl.Errors, tc.reason)
 			}
+			for _, e := range tbl.Errors {
+				lost := strings.Contains(e.Reason, "already claimed") || strings.Contains(e.Reason, "duplicate entry")
+				if e.Conflict != lost {
+					t.Errorf("%v: Conflict = %v, want %v (set exactly for lost claims)", e, e.Conflict, lost)
+				}
+			}
 		})
 	}
 }

@@ -257,7 +257,10 @@ type SkipError struct {
 	Port    string // "" when the whole Service is skipped
 	// Family is the family of the skipped entry; 0 when every family is affected.
 	Family Family
-	Reason string
+	// Conflict is set when the entry lost a claim to another Service (a
+	// NodePort or frontend taken twice); otherwise the Service is invalid.
+	Conflict bool
+	Reason   string
 }
 
 func (e *SkipError) Error() string {
