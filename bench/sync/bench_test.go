@@ -63,15 +63,6 @@ func TestBenchSync(t *testing.T) {
 	}
 	netnstest.RequireRoot(t)
 	start := time.Now()
-	// Every child (etcd, kube-apiserver, the proxies) is started from this
-	// goroutine with Pdeathsig, which fires when the starting *thread* exits.
-	// netns.NS.Do retires the threads it locks, and one of them could be a
-	// thread that once started a child; keeping this goroutine on its own
-	// locked thread until the very last cleanup keeps the children's parent
-	// thread alive.
-	runtime.LockOSThread()
-	t.Cleanup(runtime.UnlockOSThread)
-
 	sizes := envSizes(t)
 	changes := envInt(t, EnvChanges, 50)
 	budget := envDuration(t, EnvBudget, 35*time.Minute)

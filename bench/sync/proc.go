@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	proc "github.com/svcnet/svcnet/internal/process"
 )
 
 // Proc is one proxy process running in a network namespace. Its output goes to
@@ -23,10 +22,7 @@ type Proc struct {
 	Name    string
 	LogPath string
 	Started time.Time
-	pid     int
-
-	done chan struct{}
-	err  error // exit error, valid after done
+	*proc.Process
 
 	out *lineWriter
 }
@@ -38,45 +34,27 @@ type Sync struct {
 }
 
 // StartProc starts argv inside ns (`ip netns exec`, which execs argv in place,
-// so the pid is the proxy's). The process gets its own process group and
-// SIGKILL if the starting thread dies (callers keep that thread alive: see
-// TestBenchSync).
+// so the pid is the proxy's), through internal/process (own process group,
+// killed with the benchmark).
 func StartProc(ns *netns.NS, name, logPath string, argv ...string) (*Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: open log: %w", name, err)
 	}
 	fmt.Fprintf(f, "=== %s\n", strings.Join(argv, " "))
-	p := &Proc{Name: name, LogPath: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, LogPath: logPath}
 	p.out = &lineWriter{f: f, changed: make(chan struct{})}
 	cmd := ns.Command(argv...)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p.Started = time.Now()
-	if err := cmd.Start(); err != nil {
+	pr, err := proc.Start(cmd)
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: start: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p.pid = cmd.Process.Pid
-	go func() {
-		p.err = cmd.Wait()
-		p.out.close()
-		close(p.done)
-	}()
+	p.Process = pr
+	go func() { <-pr.Done(); p.out.close() }()
 	return p, nil
-}
-
-// Exited reports whether the process has ended, and how.
-func (p *Proc) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		if p.err == nil {
-			return true, errors.New("exited with status 0")
-		}
-		return true, p.err
-	default:
-		return false, nil
-	}
 }
 
 // WaitSync returns the first sync line at or after index from for which ok
@@ -93,7 +71,7 @@ func (p *Proc) WaitSync(ctx context.Context, from int, ok func(Sync) bool) (Sync
 		select {
 		case <-ctx.Done():
 			return Sync{}, 0, fmt.Errorf("%s: waiting for a sync: %w", p.Name, ctx.Err())
-		case <-p.done:
+		case <-p.Done():
 			if syncs, _ := p.out.snapshot(); len(syncs) > from {
 				continue
 			}
@@ -112,7 +90,7 @@ func (p *Proc) Syncs() []Sync {
 
 // Memory returns VmRSS and VmHWM of the process, in bytes.
 func (p *Proc) Memory() (rss, hwm int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: memory: %w", p.Name, err)
 	}
@@ -134,22 +112,10 @@ func parseStatusKB(status []byte, key string) int64 {
 // Stop sends SIGTERM to the process group, SIGKILL after 10s, and waits (at
 // most 5s more) for the exit. It is idempotent.
 func (p *Proc) Stop() error {
-	if done, _ := p.Exited(); done {
-		return nil
+	if err := p.Process.Stop(10*time.Second, 5*time.Second); err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
 	}
-	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("%s (pid %d): still running after SIGKILL", p.Name, p.pid)
-	}
+	return nil
 }
 
 // Tail returns the last n lines of the log.

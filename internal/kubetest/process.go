@@ -2,15 +2,14 @@ package kubetest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
-	"syscall"
 	"time"
+
+	proc "github.com/svcnet/svcnet/internal/process"
 )
 
 // stopTimeout bounds how long a process may take to exit after SIGTERM before it
@@ -20,25 +19,15 @@ const (
 	killTimeout = 5 * time.Second
 )
 
-// process is one child started in its own process group, its output appended to a
-// log file. done is closed once the process has exited and been reaped; err is the
-// exit error, valid after done.
+// process is one child (see internal/process: own process group, killed with
+// the test binary), its output appended to a log file.
 type process struct {
 	name    string
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	err     error
+	*proc.Process
 }
 
-// startProcess starts bin with args, stdout and stderr appended to logPath. The child
-// gets its own process group (so stop reaches anything it forks) and SIGKILL when the
-// test binary dies (Pdeathsig), so a crashed test leaves nothing running.
-//
-// Linux sends Pdeathsig when the *thread* that forked the child exits, and Go
-// retires threads (netns.NS.Do does, by design). So the child is forked from a
-// goroutine locked to its thread until the child has exited: no other goroutine
-// can run on, and retire, that thread meanwhile.
+// startProcess starts bin with args, stdout and stderr appended to logPath.
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -48,74 +37,33 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread is retired with this goroutine
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
+	pr, err := proc.Start(cmd)
+	if err != nil {
 		logf.Close()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return p, nil
+	go func() { <-pr.Done(); logf.Close() }()
+	return &process{name: name, logPath: logPath, Process: pr}, nil
 }
 
 // exited reports whether the process has exited, with its exit error.
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		if p.err == nil {
-			return true, errors.New("exited with status 0")
-		}
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
+func (p *process) exited() (bool, error) { return p.Exited() }
 
-// stop sends SIGTERM to the process group, then SIGKILL after stopTimeout, and waits
-// (bounded) for the process to be reaped. It is idempotent.
+// stop sends SIGTERM to the process group, then SIGKILL after stopTimeout, and
+// waits (bounded) for the process to be reaped. It is idempotent.
 func (p *process) stop() error {
-	if done, _ := p.exited(); done {
-		return nil
+	if err := p.Stop(stopTimeout, killTimeout); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopTimeout):
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(killTimeout):
-		return fmt.Errorf("%s (pid %d): still running %v after SIGKILL", p.name, pgid, killTimeout)
-	}
+	return nil
 }
 
 // kill sends SIGKILL to the process group and waits (bounded) for it to be reaped.
 func (p *process) kill() error {
-	if done, _ := p.exited(); done {
-		return nil
+	if err := p.Kill(killTimeout); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(killTimeout):
-		return fmt.Errorf("%s (pid %d): still running %v after SIGKILL", p.name, p.cmd.Process.Pid, killTimeout)
-	}
+	return nil
 }
 
 // logContains reports whether the process's log contains s.

@@ -34,12 +34,12 @@ func TestCleanup(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		p := c.spawn("proxy", "--cleanup", "-v", "2")
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(15 * time.Second):
 			t.Fatalf("--cleanup run %d did not exit within 15s", i)
 		}
-		if p.err != nil {
-			t.Fatalf("--cleanup run %d: %v\n%s", i, p.err, p.log.String())
+		if p.Err() != nil {
+			t.Fatalf("--cleanup run %d: %v\n%s", i, p.Err(), p.log.String())
 		}
 		got := tables()
 		if strings.Contains(got, "svcnet") {

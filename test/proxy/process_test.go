@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"bytes"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	proc "github.com/svcnet/svcnet/internal/process"
 )
 
 // syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
@@ -34,10 +35,8 @@ func (s *syncBuffer) String() string {
 // proxyProc is one run of `svcnet proxy` in the node namespace.
 type proxyProc struct {
 	args []string
-	cmd  *exec.Cmd
 	log  *syncBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait's result, valid once done is closed
+	*proc.Process
 }
 
 // proxyArgs are the flags every test's proxy gets (the brief's command line,
@@ -76,17 +75,15 @@ func (c *cluster) startProxy(extra ...string) *proxyProc {
 func (c *cluster) spawn(args ...string) *proxyProc {
 	t := c.t
 	t.Helper()
-	p := &proxyProc{args: args, log: &syncBuffer{}, done: make(chan struct{})}
+	p := &proxyProc{args: args, log: &syncBuffer{}}
 	// `ip netns exec` execs svcnet in place: the PID is svcnet's own.
-	p.cmd = c.node.Command(append([]string{svcnetBin}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
+	cmd := c.node.Command(append([]string{svcnetBin}, args...)...)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	pr, err := proc.Start(cmd)
+	if err != nil {
 		t.Fatalf("start svcnet %s: %v", strings.Join(args, " "), err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
+	p.Process = pr
 	c.mu.Lock()
 	c.proxies = append(c.proxies, p)
 	first := !c.dumping
@@ -108,17 +105,17 @@ func (c *cluster) spawn(args ...string) *proxyProc {
 func (p *proxyProc) describe() string {
 	state := "running"
 	select {
-	case <-p.done:
-		state = fmt.Sprintf("exited: %v", p.err)
+	case <-p.Done():
+		state = fmt.Sprintf("exited: %v", p.Err())
 	default:
 	}
-	return fmt.Sprintf("pid %d, %s", p.cmd.Process.Pid, state)
+	return fmt.Sprintf("pid %d, %s", p.Pid(), state)
 }
 
 // running reports whether the process has not exited.
 func (p *proxyProc) running() bool {
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return false
 	default:
 		return true
@@ -129,10 +126,10 @@ func (p *proxyProc) running() bool {
 // the process's exit error (nil for exit status 0).
 func (p *proxyProc) stop(t testing.TB, sig syscall.Signal) error {
 	t.Helper()
-	_ = p.cmd.Process.Signal(sig)
+	_ = p.Signal(sig)
 	select {
-	case <-p.done:
-		return p.err
+	case <-p.Done():
+		return p.Err()
 	case <-time.After(10 * time.Second):
 		p.kill()
 		t.Fatalf("svcnet proxy did not exit within 10s of %v", sig)
@@ -145,11 +142,7 @@ func (p *proxyProc) kill() {
 	if !p.running() {
 		return
 	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-	}
+	_ = p.Kill(10 * time.Second)
 }
 
 // Log lines the tests wait for (klog text format, key=value pairs).
@@ -177,7 +170,7 @@ func (p *proxyProc) waitLog(t testing.TB, timeout time.Duration, from int, re *r
 			}
 		}
 		if !p.running() {
-			t.Fatalf("svcnet proxy exited (%v) before logging %q; log:\n%s", p.err, re, tail(p.log.String(), 60))
+			t.Fatalf("svcnet proxy exited (%v) before logging %q; log:\n%s", p.Err(), re, tail(p.log.String(), 60))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("svcnet proxy did not log %q within %v; log:\n%s", re, timeout, tail(p.log.String(), 60))
