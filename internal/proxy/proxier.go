@@ -66,10 +66,10 @@ type Proxier struct {
 	log     klog.Logger
 	backend *nftables.Backend
 
-	snap     *model.Snapshot
-	nodeCfg  servicetable.NodeConfig
-	entries  map[model.ServiceKey][]*servicetable.ServicePort
-	errs     map[model.ServiceKey]*servicetable.SkipError
+	snap    *model.Snapshot
+	nodeCfg servicetable.NodeConfig
+	// asm holds every Service's entries; dirty the Services to rebuild.
+	asm      *servicetable.Assembler
 	dirty    map[model.ServiceKey]bool
 	triggers []time.Time
 	// reported remembers skip errors already logged, so each is logged once.
@@ -105,8 +105,7 @@ func New(cfg Config, deps Deps) (*Proxier, error) {
 		deps:     deps,
 		log:      log,
 		backend:  nftables.New(deps.Conn, cfg.Families...),
-		entries:  map[model.ServiceKey][]*servicetable.ServicePort{},
-		errs:     map[model.ServiceKey]*servicetable.SkipError{},
+		asm:      servicetable.NewAssembler(servicetable.NodeConfig{}),
 		dirty:    map[model.ServiceKey]bool{},
 		reported: map[string]bool{},
 	}, nil
@@ -304,32 +303,23 @@ func (p *Proxier) table() *servicetable.Table {
 	nc := p.nodeConfig()
 	if !sameNodeConfig(nc, p.nodeCfg) {
 		p.nodeCfg = nc
+		p.asm.SetNode(nc)
 		for _, st := range p.snap.Services() {
 			p.dirty[st.Service.Key()] = true
 		}
-		for k := range p.entries {
-			p.dirty[k] = true
-		}
 	}
 	for k := range p.dirty {
-		for _, sp := range p.entries[k] {
+		for _, sp := range p.asm.Entries(k) {
 			if sp.Protocol != model.ProtocolTCP {
 				p.udpDirty = true
 			}
 		}
-		delete(p.entries, k)
-		delete(p.errs, k)
-		st := p.snap.Service(k)
-		if st == nil || st.Service == nil {
-			continue
+		var ports []*servicetable.ServicePort
+		var serr *servicetable.SkipError
+		if st := p.snap.Service(k); st != nil && st.Service != nil {
+			ports, serr = servicetable.BuildService(st, p.nodeCfg)
 		}
-		ports, serr := servicetable.BuildService(st, p.nodeCfg)
-		if len(ports) > 0 {
-			p.entries[k] = ports
-		}
-		if serr != nil {
-			p.errs[k] = serr
-		}
+		p.asm.Set(k, ports, serr)
 		for _, sp := range ports {
 			if sp.Protocol != model.ProtocolTCP {
 				p.udpDirty = true
@@ -337,15 +327,7 @@ func (p *Proxier) table() *servicetable.Table {
 		}
 	}
 	clear(p.dirty)
-	var all []*servicetable.ServicePort
-	for _, ports := range p.entries {
-		all = append(all, ports...)
-	}
-	var errs []*servicetable.SkipError
-	for _, e := range p.errs {
-		errs = append(errs, e)
-	}
-	return servicetable.Assemble(p.nodeCfg, all, errs)
+	return p.asm.Table()
 }
 
 // sync programs the current model once.

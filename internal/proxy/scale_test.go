@@ -13,12 +13,12 @@ import (
 )
 
 // BenchmarkPartialSync10k measures the user-space cost of one Service change
-// at 10k Services: rebuild its entries, assemble the table, diff and build the
+// at 10k Services: rebuild its entries, update the assembled table, diff and build the
 // transaction (applied to a fake kernel, so the kernel's share is left out).
 func BenchmarkPartialSync10k(b *testing.B) {
 	const n = 10000
 	cfg := servicetable.NodeConfig{NodeName: "node1"}
-	var entries []*servicetable.ServicePort
+	asm := servicetable.NewAssembler(cfg)
 	states := make([]*model.ServiceState, n)
 	for i := range n {
 		name := fmt.Sprintf("svc-%05d", i)
@@ -29,11 +29,11 @@ func BenchmarkPartialSync10k(b *testing.B) {
 				netip.AddrFrom4([4]byte{10, 200, byte(i >> 7), byte(2*i + 1)}).String())}}
 		states[i] = st
 		ports, _ := servicetable.BuildService(st, cfg)
-		entries = append(entries, ports...)
+		asm.Set(st.Service.Key(), ports)
 	}
 	be := nftables.New(nullConn{}, nft.IPv4)
 	ctx := context.Background()
-	if _, err := be.Sync(ctx, servicetable.Assemble(cfg, entries, nil), false); err != nil {
+	if _, err := be.Sync(ctx, asm.Table(), false); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -43,8 +43,8 @@ func BenchmarkPartialSync10k(b *testing.B) {
 		st := *states[j]
 		st.Slices = []*model.EndpointSlice{slice(st.Service.Name, 80, model.ProtocolTCP, fmt.Sprintf("10.201.%d.%d", (i>>8)&255, i&255))}
 		ports, _ := servicetable.BuildService(&st, cfg)
-		entries[j] = ports[0]
-		if _, err := be.Sync(ctx, servicetable.Assemble(cfg, entries, nil), false); err != nil {
+		asm.Set(st.Service.Key(), ports)
+		if _, err := be.Sync(ctx, asm.Table(), false); err != nil {
 			b.Fatal(err)
 		}
 	}

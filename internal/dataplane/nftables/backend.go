@@ -29,10 +29,21 @@ type familyState struct {
 	// clusterIPs are the ClusterIPs the skeleton's cluster-ips set was
 	// rendered from, in table order.
 	clusterIPs []netip.Addr
-	ports      map[string]*servicetable.ServicePort
-	frags      map[string]*fragment
+	// ports holds, by entry ID, the entry last programmed and its fragment.
+	ports map[string]*programmed
+	// epoch numbers partial syncs, to find removed entries without a set.
+	epoch uint64
 	// synced is set after a successful full sync, cleared on any failure.
 	synced bool
+}
+
+// programmed is one Service port entry as last programmed. Its fragment is
+// not kept: rendering is deterministic, so a partial sync renders the old
+// entry again to diff against (a few microseconds per change, against tens of
+// megabytes of retained rules at 10k Services).
+type programmed struct {
+	sp    *servicetable.ServicePort
+	epoch uint64
 }
 
 // New returns a backend programming the given families (both when none given)
@@ -113,13 +124,11 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 	}
 	cips := clusterIPs(ports)
 	skel := renderSkeleton(fc, cips)
-	frags := make(map[string]*fragment, len(ports))
-	pm := make(map[string]*servicetable.ServicePort, len(ports))
+	pm := make(map[string]*programmed, len(ports))
 	want := skel.Clone()
 	for _, sp := range ports {
 		fr := renderService(fc, sp)
-		frags[sp.ID] = fr
-		pm[sp.ID] = sp
+		pm[sp.ID] = &programmed{sp: sp}
 		merge(want, fr)
 	}
 	tx := nft.NewTx(fc.Family, TableName)
@@ -133,11 +142,50 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		}
 	}
 	drift := fs.synced && tx.Len() > 0
-	fs.fc, fs.skeleton, fs.clusterIPs, fs.frags, fs.ports, fs.synced = fc, skel, cips, frags, pm, true
+	fs.fc, fs.skeleton, fs.clusterIPs, fs.ports, fs.synced = fc, skel, cips, pm, true
 	return tx.Len(), drift, nil
 }
 
+// partialSync costs O(entries) pointer comparisons plus the rendering and
+// diff of the entries that changed; it allocates in proportion to the change.
+// fs is updated only once the transaction is applied.
 func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyConfig, ports []*servicetable.ServicePort) (int, error) {
+	epoch := fs.epoch + 1
+	type change struct {
+		id  string
+		old *programmed               // nil: a new entry
+		sp  *servicetable.ServicePort // nil: the entry is gone
+	}
+	var changes []change
+	seen := 0
+	for _, sp := range ports {
+		old := fs.ports[sp.ID]
+		if old != nil {
+			old.epoch = epoch
+			seen++
+			if old.sp == sp {
+				continue
+			}
+		}
+		changes = append(changes, change{id: sp.ID, old: old, sp: sp})
+	}
+	if seen < len(fs.ports) {
+		var gone []string
+		for id, p := range fs.ports {
+			if p.epoch != epoch {
+				gone = append(gone, id)
+			}
+		}
+		slices.Sort(gone)
+		for _, id := range gone {
+			changes = append(changes, change{id: id, old: fs.ports[id]})
+		}
+	}
+	if len(changes) == 0 {
+		fs.epoch = epoch
+		return 0, nil
+	}
+
 	tx := nft.NewTx(fc.Family, TableName)
 	// The skeleton depends only on the config (unchanged in a partial sync)
 	// and the ClusterIPs: reuse it when they are the same.
@@ -148,30 +196,30 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 		diff(tx, fs.skeleton, skel, func(string) bool { return true })
 	}
 	shared := func(n string) bool { _, ok := skel.Sets[n]; return !ok }
-
-	newPorts := make(map[string]*servicetable.ServicePort, len(ports))
-	newFrags := make(map[string]*fragment, len(ports))
-	for _, sp := range ports {
-		newPorts[sp.ID] = sp
-		if old, ok := fs.ports[sp.ID]; ok && old == sp {
-			newFrags[sp.ID] = fs.frags[sp.ID]
-			continue
+	for i := range changes {
+		c := &changes[i]
+		var oldFrag, newFrag *fragment
+		if c.old != nil {
+			oldFrag = renderService(fs.fc, c.old.sp)
 		}
-		fr := renderService(fc, sp)
-		newFrags[sp.ID] = fr
-		diff(tx, fs.frags[sp.ID], fr, shared)
-	}
-	for _, id := range sortedIDs(fs.ports) {
-		if _, ok := newPorts[id]; !ok {
-			diff(tx, fs.frags[id], nil, shared)
+		if c.sp != nil {
+			newFrag = renderService(fc, c.sp)
 		}
+		diff(tx, oldFrag, newFrag, shared)
 	}
 	if tx.Len() > 0 {
 		if err := b.conn.Apply(ctx, tx); err != nil {
 			return 0, fmt.Errorf("apply partial sync of %d ops: %w", tx.Len(), err)
 		}
 	}
-	fs.skeleton, fs.clusterIPs, fs.ports, fs.frags = skel, cips, newPorts, newFrags
+	for _, c := range changes {
+		if c.sp == nil {
+			delete(fs.ports, c.id)
+		} else {
+			fs.ports[c.id] = &programmed{sp: c.sp, epoch: epoch}
+		}
+	}
+	fs.skeleton, fs.clusterIPs, fs.epoch = skel, cips, epoch
 	return tx.Len(), nil
 }
 

@@ -31,26 +31,36 @@ import (
 // one pass over all entries: an entry keeps losing to a winner that itself lost
 // another claim, which keeps the outcome simple to state and order-independent.
 func Assemble(cfg NodeConfig, ports []*ServicePort, errs []*SkipError) *Table {
-	entries := make([]*ServicePort, 0, len(ports))
+	type group struct {
+		ports []*ServicePort
+		errs  []*SkipError
+	}
+	groups := map[model.ServiceKey]*group{}
+	get := func(k model.ServiceKey) *group {
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+		}
+		return g
+	}
 	for _, sp := range ports {
 		if sp != nil {
-			entries = append(entries, sp)
+			g := get(model.ServiceKey{Namespace: sp.Name.Namespace, Name: sp.Name.Name})
+			g.ports = append(g.ports, sp)
 		}
 	}
-	slices.SortStableFunc(entries, compareEntries)
-	out := make([]*SkipError, 0, len(errs))
 	for _, e := range errs {
 		if e != nil {
-			out = append(out, e)
+			g := get(e.Service)
+			g.errs = append(g.errs, e)
 		}
 	}
-	kept, lost := resolveClaims(entries)
-	out = append(out, lost...)
-	slices.SortFunc(out, compareSkipErrors)
-	if len(out) == 0 {
-		out = nil
+	a := NewAssembler(cfg)
+	for k, g := range groups {
+		a.Set(k, g.ports, g.errs...)
 	}
-	return &Table{Node: normalizeNode(cfg), Ports: kept, Errors: out}
+	return a.Table()
 }
 
 // claimKey is something one entry can program on the node. addr is invalid for
@@ -84,14 +94,6 @@ type claim struct {
 	rank  claimRank
 	owner string // who may hold the key more than once: the entry, or its Service for a health check port
 	what  string // the kind, for messages
-}
-
-type winner struct {
-	rank  claimRank
-	index int // entry index in ID order
-	owner string
-	what  string
-	entry *ServicePort
 }
 
 // entryOwner names an entry in messages and as a claim owner.
@@ -133,46 +135,6 @@ func claimsOf(sp *ServicePort) []claim {
 		seen[c.key] = true
 		return false
 	})
-}
-
-// resolveClaims drops the entries (sorted, in ID order) that lose a claim.
-func resolveClaims(entries []*ServicePort) ([]*ServicePort, []*SkipError) {
-	all := make([][]claim, len(entries))
-	wins := map[claimKey]winner{}
-	seenID := map[string]int{}
-	var lost []*SkipError
-	for i, sp := range entries {
-		all[i] = claimsOf(sp)
-		for _, c := range all[i] {
-			w, ok := wins[c.key]
-			if !ok || c.rank < w.rank || c.rank == w.rank && i < w.index {
-				wins[c.key] = winner{rank: c.rank, index: i, owner: c.owner, what: c.what, entry: sp}
-			}
-		}
-	}
-	kept := make([]*ServicePort, 0, len(entries))
-	for i, sp := range entries {
-		if j, dup := seenID[entryOwner(sp)]; dup {
-			lost = append(lost, conflictError(sp, "duplicate entry; "+entryOwner(entries[j])+" kept"))
-			continue
-		}
-		seenID[entryOwner(sp)] = i
-		ok := true
-		for _, c := range all[i] {
-			if w := wins[c.key]; w.owner != c.owner {
-				lost = append(lost, conflictError(sp, c.what+" "+c.key.String()+" already claimed as "+w.what+" by "+entryOwner(w.entry)))
-				ok = false
-				break
-			}
-		}
-		if ok {
-			kept = append(kept, sp)
-		}
-	}
-	if len(kept) == 0 {
-		kept = nil
-	}
-	return kept, lost
 }
 
 func conflictError(sp *ServicePort, reason string) *SkipError {

@@ -18,8 +18,8 @@ import (
 // Build(snap, cfg) equals Assemble(cfg, ports, errs) where ports and errs are
 // the concatenation of BuildService over snap.Services(): the entries of every
 // Service sorted by ID and family, less the entries that lose a frontend claim
-// to another (see Assemble). An incremental proxy may keep per-Service results
-// of BuildService, rebuild only the Services that changed, and Assemble again.
+// to another (see Assemble). An incremental proxy keeps an Assembler, rebuilds
+// only the Services that changed with BuildService and Sets them there.
 func Build(snap *model.Snapshot, cfg NodeConfig) *Table {
 	cfg = normalizeNode(cfg)
 	var ports []*ServicePort

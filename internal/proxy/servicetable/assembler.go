@@ -1,0 +1,281 @@
+package servicetable
+
+import (
+	"slices"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// Assembler keeps the result of Assemble up to date over a changing set of
+// per-Service entries, so that a proxy pays for a change in proportion to
+// what it touches, not to the number of Services.
+//
+// Contract: after any sequence of SetNode and Set calls, Table returns what
+// Assemble(node, ports, errs) returns over the entries and errors of the last
+// Set of every Service (in any order; within one Service, in the order given).
+// Set costs O(claims of the entries it replaces and of their rivals); Table
+// costs O(changed entries × log n) plus a copy of the sorted entry list (it
+// sorts everything again only when more than an eighth of the entries changed).
+// An Assembler is not safe for concurrent use.
+type Assembler struct {
+	node   NodeConfig
+	svcs   map[model.ServiceKey]*asmService
+	claims map[claimKey]*asmClaimants
+	// sorted holds the kept entries in ID-family order as of the last Table
+	// call; changed the entries whose membership may differ since then.
+	sorted  []*ServicePort
+	changed map[*asmEntry]struct{}
+	// lost holds the entries that lose a claim, with their errors.
+	lost map[*asmEntry]struct{}
+}
+
+type asmService struct {
+	entries []*asmEntry
+	// dups are entries given twice (left out, with an error).
+	dups []*asmEntry
+	errs []*SkipError
+}
+
+type asmEntry struct {
+	sp     *ServicePort
+	owner  string
+	claims []claim
+	// kept is the entry's current status; inSorted whether it is in sorted.
+	kept, inSorted bool
+	// err says why the entry is left out (a lost claim, or a duplicate).
+	err *SkipError
+	// removed is set once the entry's Service dropped it.
+	removed bool
+}
+
+// asmClaimants are the entries claiming one key, and the one that wins it
+// (lowest rank, then first entry in ID-family order).
+type asmClaimants struct {
+	list   []asmClaim
+	winner asmClaim
+}
+
+type asmClaim struct {
+	c claim
+	e *asmEntry
+}
+
+// NewAssembler returns an empty Assembler for the node cfg describes.
+func NewAssembler(cfg NodeConfig) *Assembler {
+	return &Assembler{
+		node:    normalizeNode(cfg),
+		svcs:    map[model.ServiceKey]*asmService{},
+		claims:  map[claimKey]*asmClaimants{},
+		changed: map[*asmEntry]struct{}{},
+		lost:    map[*asmEntry]struct{}{},
+	}
+}
+
+// SetNode changes the node the table is for. Entries depend on it: the caller
+// must Set every Service again with entries built for cfg.
+func (a *Assembler) SetNode(cfg NodeConfig) { a.node = normalizeNode(cfg) }
+
+// Entries returns the entries last Set for Service k (kept or not).
+func (a *Assembler) Entries(k model.ServiceKey) []*ServicePort {
+	s := a.svcs[k]
+	if s == nil {
+		return nil
+	}
+	out := make([]*ServicePort, len(s.entries))
+	for i, e := range s.entries {
+		out[i] = e.sp
+	}
+	return out
+}
+
+// Set replaces the entries and errors of Service k (none: the Service is
+// gone). Entries are compared by pointer: passing an unchanged entry again
+// costs its claims, nothing more.
+func (a *Assembler) Set(k model.ServiceKey, ports []*ServicePort, errs ...*SkipError) {
+	affected := map[claimKey]struct{}{}
+	if old := a.svcs[k]; old != nil {
+		for _, e := range old.entries {
+			a.drop(e, affected)
+		}
+		for _, e := range old.dups {
+			delete(a.lost, e)
+		}
+		delete(a.svcs, k)
+	}
+	s := &asmService{}
+	for _, err := range errs {
+		if err != nil {
+			s.errs = append(s.errs, err)
+		}
+	}
+	var fresh []*asmEntry
+	for _, sp := range ports {
+		if sp == nil {
+			continue
+		}
+		e := &asmEntry{sp: sp, owner: entryOwner(sp)}
+		if slices.ContainsFunc(s.entries, func(o *asmEntry) bool { return o.owner == e.owner }) {
+			// A duplicate, which BuildService never returns: the first is kept.
+			e.err = conflictError(sp, "duplicate entry; "+e.owner+" kept")
+			a.lost[e] = struct{}{}
+			s.dups = append(s.dups, e)
+			continue
+		}
+		e.claims = claimsOf(sp)
+		for _, c := range e.claims {
+			cl := a.claims[c.key]
+			if cl == nil {
+				cl = &asmClaimants{}
+				a.claims[c.key] = cl
+			}
+			cl.list = append(cl.list, asmClaim{c, e})
+			affected[c.key] = struct{}{}
+		}
+		s.entries = append(s.entries, e)
+		fresh = append(fresh, e)
+	}
+	if len(s.entries) > 0 || len(s.dups) > 0 || len(s.errs) > 0 {
+		a.svcs[k] = s
+	}
+	// New winners, then the status of every entry that claims a key whose
+	// winner may have changed.
+	recheck := map[*asmEntry]struct{}{}
+	for _, e := range fresh {
+		recheck[e] = struct{}{}
+	}
+	for key := range affected {
+		cl := a.claims[key]
+		if cl == nil {
+			continue
+		}
+		cl.winner = cl.list[0]
+		for _, x := range cl.list[1:] {
+			if beats(x, cl.winner) {
+				cl.winner = x
+			}
+		}
+		for _, x := range cl.list {
+			recheck[x.e] = struct{}{}
+		}
+	}
+	for e := range recheck {
+		a.evaluate(e)
+	}
+}
+
+// drop removes e's claims (noting their keys in affected) and its status.
+func (a *Assembler) drop(e *asmEntry, affected map[claimKey]struct{}) {
+	for _, c := range e.claims {
+		cl := a.claims[c.key]
+		if cl == nil {
+			continue
+		}
+		cl.list = slices.DeleteFunc(cl.list, func(x asmClaim) bool { return x.e == e })
+		if len(cl.list) == 0 {
+			delete(a.claims, c.key)
+		}
+		affected[c.key] = struct{}{}
+	}
+	e.removed, e.kept = true, false
+	delete(a.lost, e)
+	a.changed[e] = struct{}{}
+}
+
+// beats reports whether claim x wins over y: lower rank, then the entry first
+// in ID-family order (Assemble's index order).
+func beats(x, y asmClaim) bool {
+	if x.c.rank != y.c.rank {
+		return x.c.rank < y.c.rank
+	}
+	return compareEntries(x.e.sp, y.e.sp) < 0
+}
+
+// evaluate sets e's status from the winners of its claims: kept when it wins
+// (or shares, as owner) every claim; else lost, with the first claim it loses.
+func (a *Assembler) evaluate(e *asmEntry) {
+	if e.removed {
+		return
+	}
+	kept, err := true, (*SkipError)(nil)
+	for _, c := range e.claims {
+		if w := a.claims[c.key].winner; w.c.owner != c.owner {
+			kept = false
+			err = conflictError(e.sp, c.what+" "+c.key.String()+" already claimed as "+w.c.what+" by "+w.e.owner)
+			break
+		}
+	}
+	e.kept, e.err = kept, err
+	if kept {
+		delete(a.lost, e)
+	} else {
+		a.lost[e] = struct{}{}
+	}
+	a.changed[e] = struct{}{}
+}
+
+// Table returns the assembled table. The result is immutable: later Set calls
+// do not change it.
+func (a *Assembler) Table() *Table {
+	a.applyChanges()
+	var errs []*SkipError
+	for _, s := range a.svcs {
+		errs = append(errs, s.errs...)
+	}
+	for e := range a.lost {
+		errs = append(errs, e.err)
+	}
+	slices.SortFunc(errs, compareSkipErrors)
+	var ports []*ServicePort
+	if len(a.sorted) > 0 {
+		ports = slices.Clone(a.sorted)
+	}
+	return &Table{Node: cloneNode(a.node), Ports: ports, Errors: errs}
+}
+
+// applyChanges brings sorted up to date with the entries' statuses.
+func (a *Assembler) applyChanges() {
+	if len(a.changed) == 0 {
+		return
+	}
+	if len(a.changed) > len(a.sorted)/8+16 {
+		a.sorted = a.sorted[:0]
+		for _, s := range a.svcs {
+			for _, e := range s.entries {
+				e.inSorted = e.kept
+				if e.kept {
+					a.sorted = append(a.sorted, e.sp)
+				}
+			}
+		}
+		for e := range a.changed {
+			e.inSorted = e.kept
+		}
+		slices.SortFunc(a.sorted, compareEntries)
+		clear(a.changed)
+		return
+	}
+	// Removals first: an entry replaced by a new one of the same ID and
+	// family leaves before its successor takes its place.
+	for e := range a.changed {
+		if e.inSorted && !e.kept {
+			if i, found := slices.BinarySearchFunc(a.sorted, e.sp, compareEntries); found && a.sorted[i] == e.sp {
+				a.sorted = slices.Delete(a.sorted, i, i+1)
+			}
+			e.inSorted = false
+		}
+	}
+	for e := range a.changed {
+		if !e.inSorted && e.kept {
+			i, _ := slices.BinarySearchFunc(a.sorted, e.sp, compareEntries)
+			a.sorted = slices.Insert(a.sorted, i, e.sp)
+			e.inSorted = true
+		}
+	}
+	clear(a.changed)
+}
+
+func cloneNode(n NodeConfig) NodeConfig {
+	n.NodePortAddresses = slices.Clone(n.NodePortAddresses)
+	n.ClusterCIDRs = slices.Clone(n.ClusterCIDRs)
+	return n
+}
