@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -96,34 +100,43 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	sel := ServiceSelector(s.opts.ServiceProxyName).String()
-	svcFactory := informers.NewSharedInformerFactoryWithOptions(s.client, s.opts.ResyncPeriod,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-		informers.WithTransform(dropManagedFields))
-	allFactory := informers.NewSharedInformerFactoryWithOptions(s.client, s.opts.ResyncPeriod,
-		informers.WithTransform(dropManagedFields))
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, s.opts.ResyncPeriod,
+		informers.WithTransform(transform))
 
+	// Informers without the factories' default namespace index: nothing looks
+	// objects up by namespace in the caches, and the index costs a set entry
+	// per object.
+	noIndex := cache.Indexers{}
+	bySel := func(o *metav1.ListOptions) { o.LabelSelector = sel }
 	informerList := []struct {
 		name     string
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{"Service", svcFactory.Core().V1().Services().Informer(), s.serviceHandler()},
-		{"EndpointSlice", svcFactory.Discovery().V1().EndpointSlices().Informer(), s.sliceHandler()},
-		{"Node", allFactory.Core().V1().Nodes().Informer(), s.nodeHandler()},
+		{"Service", factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, r, noIndex, bySel)
+		}), s.serviceHandler()},
+		{"EndpointSlice", factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, r, noIndex, bySel)
+		}), s.sliceHandler()},
+		{"Node", factory.InformerFor(&corev1.Node{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredNodeInformer(c, r, noIndex, nil)
+		}), s.nodeHandler()},
 	}
 	if s.opts.Pods {
 		informerList = append(informerList, struct {
 			name     string
 			informer cache.SharedIndexInformer
 			handler  cache.ResourceEventHandler
-		}{"Pod", allFactory.Core().V1().Pods().Informer(), s.podHandler()})
+		}{"Pod", factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, r time.Duration) cache.SharedIndexInformer {
+			return coreinformers.NewFilteredPodInformer(c, metav1.NamespaceAll, r, noIndex, nil)
+		}), s.podHandler()})
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
-		svcFactory.Shutdown()
-		allFactory.Shutdown()
+		factory.Shutdown()
 	}()
 	var synced []cache.DoneChecker
 	for _, i := range informerList {
@@ -133,8 +146,7 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		synced = append(synced, reg.HasSyncedChecker())
 	}
-	svcFactory.Start(runCtx.Done())
-	allFactory.Start(runCtx.Done())
+	factory.Start(runCtx.Done())
 
 	syncCtx := runCtx
 	if s.opts.SyncTimeout > 0 {
@@ -170,13 +182,4 @@ func (s *Source) flush(synced bool) int {
 		}
 	})
 	return len(items)
-}
-
-// dropManagedFields is the informers' transform: managedFields are large and
-// unused, so they are dropped before objects enter the caches.
-func dropManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
