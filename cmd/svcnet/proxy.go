@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ type proxyOptions struct {
 	masqueradeAll    bool
 	healthzAddr      string
 	metricsAddr      string
+	profiling        bool
 	syncPeriod       time.Duration
 	minSyncPeriod    time.Duration
 	serviceProxyName string
@@ -70,6 +72,7 @@ with kube-proxy's names.`,
 	fs.DurationVar(&o.syncPeriod, "sync-period", proxy.DefaultSyncPeriod, "maximum time between full syncs (drift repair)")
 	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", proxy.DefaultMinSyncPeriod, "minimum time between syncs: changes within it are coalesced")
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "serve only Services labelled service.kubernetes.io/service-proxy-name=NAME (default: only unlabelled ones, as kube-proxy)")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
@@ -130,6 +133,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		ProxyHealth:    health,
 		Metrics:        m,
 		Logger:         log,
+		OnSync:         releaseAfterFullSync,
 	})
 	if err != nil {
 		return err
@@ -152,7 +156,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		g.Go(func() error { return health.Run(gctx) })
 	}
 	if o.metricsAddr != "" {
-		g.Go(func() error { return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics")).Run(gctx) })
+		g.Go(func() error {
+			return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics"), o.profiling).Run(gctx)
+		})
 	}
 	err = g.Wait()
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
@@ -216,4 +222,15 @@ func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// releaseAfterFullSync returns the memory of a full sync to the system: it
+// builds the whole ruleset and its netlink batch at once (tens of MB at 10k
+// Services), which is garbage once applied, and full syncs are rare (start,
+// drift). Without it the node agent keeps that peak as resident memory until
+// the runtime's background scavenger gives it back, minutes later.
+func releaseAfterFullSync(r proxy.SyncResult) {
+	if r.Full && r.Err == nil {
+		debug.FreeOSMemory()
+	}
 }

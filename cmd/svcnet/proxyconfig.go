@@ -22,6 +22,7 @@ type kubeProxyConfig struct {
 	NodePortAddresses  []string       `json:"nodePortAddresses"`
 	HealthzBindAddress *string        `json:"healthzBindAddress"`
 	MetricsBindAddress *string        `json:"metricsBindAddress"`
+	EnableProfiling    *bool          `json:"enableProfiling"`
 	Mode               string         `json:"mode"`
 	SyncPeriod         *v1.Duration   `json:"syncPeriod"`
 	MinSyncPeriod      *v1.Duration   `json:"minSyncPeriod"`
@@ -82,6 +83,9 @@ func (c *kubeProxyConfig) applyTo(o *proxyOptions, fs *pflag.FlagSet) {
 	}
 	if c.MetricsBindAddress != nil && !set("metrics-bind-address") {
 		o.metricsAddr = *c.MetricsBindAddress
+	}
+	if c.EnableProfiling != nil && !set("profiling") {
+		o.profiling = *c.EnableProfiling
 	}
 	if c.ClientConnection.Kubeconfig != "" && !set("kubeconfig") && o.state.state == "" {
 		o.state.kubeconfig = c.ClientConnection.Kubeconfig

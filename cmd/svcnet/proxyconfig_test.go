@@ -18,6 +18,7 @@ clusterCIDR: 192.168.0.0/16,fd00:192:168::/56
 hostnameOverride: from-file
 healthzBindAddress: 0.0.0.0:10256
 metricsBindAddress: 127.0.0.1:10249
+enableProfiling: true
 nodePortAddresses: ["172.26.236.0/24"]
 nftables:
   masqueradeAll: true
@@ -40,6 +41,9 @@ conntrack:
 	if cfg.NodeName != "node1" || cfg.SyncPeriod != 45*time.Second || cfg.MinSyncPeriod != 500*time.Millisecond ||
 		!cfg.MasqueradeAll || len(cfg.ClusterCIDRs) != 2 || cfg.NodePortAddresses[0] != "172.26.236.0/24" {
 		t.Fatalf("merged config = %+v", cfg)
+	}
+	if !o.profiling {
+		t.Error("enableProfiling: true did not turn profiling on")
 	}
 
 	for _, tc := range []struct{ body, want string }{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 
 	"k8s.io/klog/v2"
 
@@ -23,8 +24,10 @@ type Server struct {
 
 // NewServer returns a server for m on addr (host:port; "" means
 // DefaultMetricsBindAddress). To disable metrics, as kube-proxy does for an
-// empty --metrics-bind-address, do not run a server at all.
-func NewServer(addr string, m *Metrics, log klog.Logger) *Server {
+// empty --metrics-bind-address, do not run a server at all. With profiling
+// set it also serves Go's profiles under /debug/pprof/, as kube-proxy does
+// with --profiling.
+func NewServer(addr string, m *Metrics, log klog.Logger, profiling bool) *Server {
 	if addr == "" {
 		addr = DefaultMetricsBindAddress
 	}
@@ -33,6 +36,13 @@ func NewServer(addr string, m *Metrics, log klog.Logger) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return &Server{addr: addr, handler: mux, log: log}
 }
 

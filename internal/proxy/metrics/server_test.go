@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 func TestServer(t *testing.T) {
 	m := New()
 	m.ServiceChangesTotal.Inc()
-	s := NewServer("", m, klog.Logger{})
+	s := NewServer("", m, klog.Logger{}, false)
 	if s.addr != DefaultMetricsBindAddress {
 		t.Errorf("default address %q, want %q", s.addr, DefaultMetricsBindAddress)
 	}
@@ -70,10 +71,32 @@ func TestServerRunBindError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	s := NewServer(busy.Addr().String(), New(), klog.Logger{})
+	s := NewServer(busy.Addr().String(), New(), klog.Logger{}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Run(ctx); err == nil || !strings.Contains(err.Error(), busy.Addr().String()) {
 		t.Fatalf("Run on a busy port = %v, want an error naming %s", err, busy.Addr())
+	}
+}
+
+// TestServerProfiling: /debug/pprof/ is served only with profiling on
+// (kube-proxy's --profiling).
+func TestServerProfiling(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv := httptest.NewServer(NewServer("", New(), klog.Logger{}, on).handler)
+		resp, err := srv.Client().Get(srv.URL + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			srv.Close()
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		if want := map[bool]int{false: 404, true: 200}[on]; resp.StatusCode != want {
+			t.Errorf("profiling=%v: GET /debug/pprof/heap = %d, want %d", on, resp.StatusCode, want)
+		}
+		if on && !strings.Contains(string(body), "heap profile") {
+			t.Errorf("profiling on: heap profile body %.200q", body)
+		}
 	}
 }
