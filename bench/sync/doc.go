@@ -27,7 +27,8 @@
 //     --sync-period). Both tools run with their defaults: --min-sync-period 1s,
 //     --sync-period 30s (kube-proxy's nftables mode uses it only as a retry
 //     interval; it resyncs on its own hourly).
-//   - RSS: VmRSS (and VmHWM) of the proxy process after its full sync.
+//   - RSS: VmRSS of the proxy process after its full sync and again after the
+//     last change, and its VmHWM (peak) at the end.
 //
 // Contract: nothing is created in the host's network namespace (loopback
 // sockets of the control plane and the forwarders only); every process and

@@ -55,7 +55,7 @@ func TestFmtDur(t *testing.T) {
 
 func TestSummaryRatiosAndTargets(t *testing.T) {
 	rs := []Result{
-		{Tool: ToolSvcnet, N: 10000, Full: 500 * time.Millisecond, Changes: ms(10, 20, 30), RSS: 80 << 20},
+		{Tool: ToolSvcnet, N: 10000, Full: 500 * time.Millisecond, Changes: ms(10, 20, 30), RSS: 80 << 20, RSSEnd: 90 << 20, HWM: 150 << 20},
 		{Tool: ToolKubeProxy, N: 10000, Full: 11 * time.Second, Changes: ms(3300, 3500, 3800), RSS: 326 << 20},
 		{Tool: ToolSvcnet, N: 1000, Full: 100 * time.Millisecond, Changes: ms(60), RSS: 200 << 20, Timeouts: 1, Err: "boom"},
 	}

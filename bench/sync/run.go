@@ -165,6 +165,9 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 	if err := b.changes(ctx, tool, p, m, chg, first.At, &res); err != nil {
 		return fail("%v", err)
 	}
+	if res.RSSEnd, res.HWM, err = p.Memory(); err != nil {
+		return fail("%v", err)
+	}
 	return res
 }
 
