@@ -25,8 +25,10 @@ type Assembler struct {
 	// call; changed the entries whose membership may differ since then.
 	sorted  []*ServicePort
 	changed map[*asmEntry]struct{}
-	// lost holds the entries that lose a claim, with their errors.
-	lost map[*asmEntry]struct{}
+	// lost holds the entries that lose a claim, with their errors; erred the
+	// Services set with errors (so Table need not visit every Service).
+	lost  map[*asmEntry]struct{}
+	erred map[model.ServiceKey][]*SkipError
 }
 
 type asmService struct {
@@ -68,6 +70,7 @@ func NewAssembler(cfg NodeConfig) *Assembler {
 		claims:  map[claimKey]*asmClaimants{},
 		changed: map[*asmEntry]struct{}{},
 		lost:    map[*asmEntry]struct{}{},
+		erred:   map[model.ServiceKey][]*SkipError{},
 	}
 }
 
@@ -133,6 +136,10 @@ func (a *Assembler) Set(k model.ServiceKey, ports []*ServicePort, errs ...*SkipE
 		}
 		s.entries = append(s.entries, e)
 		fresh = append(fresh, e)
+	}
+	delete(a.erred, k)
+	if len(s.errs) > 0 {
+		a.erred[k] = s.errs
 	}
 	if len(s.entries) > 0 || len(s.dups) > 0 || len(s.errs) > 0 {
 		a.svcs[k] = s
@@ -218,8 +225,8 @@ func (a *Assembler) evaluate(e *asmEntry) {
 func (a *Assembler) Table() *Table {
 	a.applyChanges()
 	var errs []*SkipError
-	for _, s := range a.svcs {
-		errs = append(errs, s.errs...)
+	for _, e := range a.erred {
+		errs = append(errs, e...)
 	}
 	for e := range a.lost {
 		errs = append(errs, e.err)
