@@ -16,16 +16,9 @@ import (
 // namespace. It returns the listening address; the relay and every relayed
 // connection stop when ctx ends.
 func Forward(ctx context.Context, ns *NS, listen, dial string) (string, error) {
-	var l net.Listener
-	err := ns.Do(func() error {
-		var err error
-		// A socket keeps the namespace it was created in, whatever thread
-		// later uses it.
-		l, err = net.Listen("tcp", listen)
-		return err
-	})
+	l, err := Listen(ns, "tcp", listen)
 	if err != nil {
-		return "", fmt.Errorf("forward %s in %s: %w", listen, ns.Path(), err)
+		return "", fmt.Errorf("forward: %w", err)
 	}
 	var wg sync.WaitGroup
 	go func() {

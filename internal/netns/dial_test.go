@@ -1,0 +1,54 @@
+package netns_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+)
+
+// A server on a namespace's loopback is reached from the host's namespace through
+// Dialer, and is not reachable by a plain dial (the host's loopback is another one).
+func TestDialerReachesNamespaceLoopback(t *testing.T) {
+	ns := netnstest.New(t, "dial")
+	l, err := netns.Listen(ns, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("inside"))
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := netns.Dialer(ns)(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(b) != "inside" {
+		t.Fatalf("read %q, %v; want %q", b, err, "inside")
+	}
+	if c, err := (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp", l.Addr().String()); err == nil {
+		// Something on the host's loopback may hold the same port by chance, but it
+		// must not be our server.
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if string(b) == "inside" {
+			t.Fatal("the namespace's server answered a dial from the host's namespace")
+		}
+	}
+}
