@@ -2,6 +2,9 @@
 // (Debian's etcd-server), kube-apiserver and, on request, kube-controller-manager,
 // built from k8s.io/kubernetes by tools/k8s/build.sh. It is a normal package meant to
 // be imported by the _test.go files of other packages (the "kube" test tier).
+// Starting, probing and stopping the processes is internal/kubecluster's; this
+// package adds what is about tests: the tier's skip rules, finding or building the
+// binaries, t.TempDir, t.Cleanup, logs in the test log, and object helpers.
 //
 // Contract:
 //   - Every process listens on 127.0.0.1 only, on ports picked free at start; nothing

@@ -1,18 +1,21 @@
 package kubetest
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/kubecluster"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
+
+// DefaultControllers are the kube-controller-manager controllers started when
+// Options.Controllers is empty: what Services need (EndpointSlices from Pods, and
+// mirrored from custom Endpoints) and nothing else.
+var DefaultControllers = kubecluster.DefaultControllers
 
 // Options configures Start. The zero value starts etcd and kube-apiserver only.
 type Options struct {
@@ -48,92 +51,57 @@ type Env struct {
 	// URL is the apiserver's https://127.0.0.1:port; Token its admin bearer token.
 	URL, Token string
 
-	t    testing.TB
-	opts Options
-	dir  string
-	etcd *etcd
-	api  *apiServer
-	kcm  *process
+	t       testing.TB
+	opts    Options
+	dir     string
+	cluster *kubecluster.Cluster
 	// logged is set once the logs were written to the test log.
 	logged bool
 }
 
-// Start starts etcd, kube-apiserver and (if asked) kube-controller-manager for t,
-// and registers their teardown with t.Cleanup. It skips or fails t by the tier's
+// Start starts etcd, kube-apiserver and (if asked) kube-controller-manager for t
+// (kubecluster.Start on 127.0.0.1, free ports, data under t.TempDir), and
+// registers their teardown with t.Cleanup. It skips or fails t by the tier's
 // rules (see the package doc) and fails t, with the tail of each log, when a
 // component does not become ready within Options.ReadyTimeout.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	etcdBin := checkTier(t)
-	if opts.ServiceClusterIPRange == "" {
-		opts.ServiceClusterIPRange = "10.96.0.0/12"
-	}
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = 90 * time.Second
-	}
 	cmds := []string{"kube-apiserver"}
 	if opts.ControllerManager {
 		cmds = append(cmds, "kube-controller-manager")
 	}
-	binDir, err := k8sBinDir(cmds...)
-	if err != nil {
-		t.Fatalf("kubetest: %v", err)
+	etcdBin, binDir := Binaries(t, cmds...)
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = kubecluster.DefaultReadyTimeout
 	}
 	// TempDir first: its removal is then registered before, so runs after, teardown.
 	e := &Env{t: t, opts: opts, dir: t.TempDir()}
 	t.Cleanup(e.teardown)
 
-	if e.etcd, err = startEtcd(etcdBin, e.dir, opts.ReadyTimeout); err != nil {
-		e.fatalf("start etcd: %v", err)
-	}
-	e.api, err = newAPIServer(filepath.Join(binDir, "kube-apiserver"), e.dir, e.etcd.clientURL, opts)
+	c, err := kubecluster.Start(context.Background(), kubecluster.Options{
+		Dir:                    e.dir,
+		BinDir:                 binDir,
+		EtcdBin:                etcdBin,
+		ControllerManager:      opts.ControllerManager,
+		Controllers:            opts.Controllers,
+		ServiceClusterIPRange:  opts.ServiceClusterIPRange,
+		AdvertiseAddress:       opts.AdvertiseAddress,
+		APIServerFlags:         opts.APIServerFlags,
+		ControllerManagerFlags: opts.ControllerManagerFlags,
+		ReadyTimeout:           opts.ReadyTimeout,
+	})
 	if err != nil {
-		e.fatalf("%v", err)
+		// Start has stopped what it started; every log is still in the temp dir.
+		e.fatalf("%v", withoutLog(err))
 	}
-	if err := e.api.start(opts.ReadyTimeout); err != nil {
-		e.fatalf("start kube-apiserver: %v", err)
-	}
-	if err := e.connect(); err != nil {
-		e.fatalf("%v", err)
-	}
-	if opts.ControllerManager {
-		e.kcm, err = startControllerManager(filepath.Join(binDir, "kube-controller-manager"), e.dir, e.Kubeconfig, opts, opts.ReadyTimeout)
-		if err != nil {
-			e.fatalf("start kube-controller-manager: %v", err)
-		}
+	e.cluster = c
+	e.Kubeconfig, e.URL, e.Token = c.Kubeconfig, c.URL, c.Token
+	e.Config = rest.CopyConfig(c.Config)
+	e.Config.UserAgent = "kubetest"
+	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
+		e.fatalf("client: %v", err)
 	}
 	return e
-}
-
-// connect builds Config, Client and the kubeconfig file once the apiserver has
-// written its serving certificate.
-func (e *Env) connect() error {
-	ca, err := os.ReadFile(e.api.caFile())
-	if err != nil {
-		return fmt.Errorf("apiserver serving certificate: %w", err)
-	}
-	e.URL, e.Token = e.api.url(), e.api.token
-	e.Config = &rest.Config{
-		Host:            e.URL,
-		BearerToken:     e.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
-		QPS:             200,
-		Burst:           400,
-		UserAgent:       "kubetest",
-	}
-	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
-		return fmt.Errorf("client: %w", err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: e.URL, CertificateAuthorityData: ca}
-	kc.AuthInfos["kubetest"] = &clientcmdapi.AuthInfo{Token: e.Token}
-	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "kubetest"}
-	kc.CurrentContext = "kubetest"
-	e.Kubeconfig = filepath.Join(e.dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, e.Kubeconfig); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
-	}
-	return nil
 }
 
 // StopAPIServer stops kube-apiserver gracefully (SIGTERM; SIGKILL after 15s),
@@ -141,7 +109,7 @@ func (e *Env) connect() error {
 // the test that called Start.
 func (e *Env) StopAPIServer() {
 	e.t.Helper()
-	if err := e.api.proc.stop(); err != nil {
+	if err := e.cluster.StopAPIServer(); err != nil {
 		e.fatalf("stop kube-apiserver: %v", err)
 	}
 }
@@ -149,7 +117,7 @@ func (e *Env) StopAPIServer() {
 // KillAPIServer kills kube-apiserver with SIGKILL, as a crash would.
 func (e *Env) KillAPIServer() {
 	e.t.Helper()
-	if err := e.api.proc.kill(); err != nil {
+	if err := e.cluster.KillAPIServer(); err != nil {
 		e.fatalf("kill kube-apiserver: %v", err)
 	}
 }
@@ -159,35 +127,22 @@ func (e *Env) KillAPIServer() {
 // Kubeconfig stay valid.
 func (e *Env) StartAPIServer() {
 	e.t.Helper()
-	if done, _ := e.api.proc.exited(); !done {
-		e.fatalf("StartAPIServer: kube-apiserver is still running")
-	}
-	if err := e.api.start(e.opts.ReadyTimeout); err != nil {
-		e.fatalf("restart kube-apiserver: %v", err)
+	if err := e.cluster.StartAPIServer(context.Background()); err != nil {
+		e.fatalf("restart kube-apiserver: %v", withoutLog(err))
 	}
 }
 
 // Logs returns the tail (n lines) of each component's log, for failure messages.
-func (e *Env) Logs(n int) string {
-	var b strings.Builder
-	for _, p := range e.procs() {
-		fmt.Fprintf(&b, "--- %s (%s), last %d lines:\n%s\n", p.name, p.logPath, n, p.tail(n))
-	}
-	return b.String()
-}
+func (e *Env) Logs(n int) string { return kubecluster.Logs(e.dir, n) }
 
-func (e *Env) procs() []*process {
-	var ps []*process
-	if e.etcd != nil {
-		ps = append(ps, e.etcd.proc)
+// withoutLog drops the log tail of a *kubecluster.StartError (fatalf shows every
+// log anyway).
+func withoutLog(err error) error {
+	var se *kubecluster.StartError
+	if errors.As(err, &se) {
+		return fmt.Errorf("start %s: %w", se.Component, se.Err)
 	}
-	if e.api != nil && e.api.proc != nil {
-		ps = append(ps, e.api.proc)
-	}
-	if e.kcm != nil {
-		ps = append(ps, e.kcm)
-	}
-	return ps
+	return err
 }
 
 // fatalf fails the test with the logs of every component started so far.
@@ -203,10 +158,10 @@ func (e *Env) teardown() {
 	if e.t.Failed() && !e.logged {
 		e.t.Logf("kubetest: test failed; component logs:\n%s", e.Logs(30))
 	}
-	ps := e.procs()
-	for i := len(ps) - 1; i >= 0; i-- {
-		if err := ps[i].kill(); err != nil {
-			e.t.Errorf("kubetest teardown: %v", err)
-		}
+	if e.cluster == nil {
+		return
+	}
+	if err := e.cluster.Kill(); err != nil {
+		e.t.Errorf("kubetest teardown: %v", err)
 	}
 }

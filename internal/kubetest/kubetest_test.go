@@ -25,16 +25,6 @@ func TestRepoRoot(t *testing.T) {
 	}
 }
 
-func TestFailedChecks(t *testing.T) {
-	body := "[+]ping ok\n[-]etcd failed: reason withheld\n[+]log ok\n[-]poststarthook/x failed\nreadyz check failed\n"
-	if got, want := failedChecks(body), "[-]etcd failed: reason withheld; [-]poststarthook/x failed"; got != want {
-		t.Errorf("failedChecks = %q, want %q", got, want)
-	}
-	if got := failedChecks("forbidden\n"); got != "forbidden" {
-		t.Errorf("failedChecks(short body) = %q", got)
-	}
-}
-
 // TestAPIServerRestart starts a control plane, checks default/kubernetes, the
 // kubeconfig file and a restart of the apiserver on the same port and etcd.
 func TestAPIServerRestart(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/kubecluster"
 )
 
 const (
@@ -25,13 +26,28 @@ const (
 	// when set, tools/k8s/build.sh is not run.
 	EnvK8sBin = "SVCNET_K8S_BIN"
 	// EnvEtcd overrides the etcd binary (default: etcd on PATH, then /usr/bin/etcd).
-	EnvEtcd = "SVCNET_ETCD"
+	EnvEtcd = kubecluster.EnvEtcd
 	// buildTimeout bounds tools/k8s/build.sh: a first build takes minutes on 2 cores.
 	buildTimeout = 30 * time.Minute
 )
 
 // requireRoot reports whether SVCNET_REQUIRE_ROOT is set (to anything non-empty).
 func requireRoot() bool { return os.Getenv(EnvRequireRoot) != "" }
+
+// Binaries applies the kube tier's skip rules (see the package doc), then returns
+// the etcd binary and a directory holding every command in cmds (from
+// SVCNET_K8S_BIN, else built by tools/k8s/build.sh, cached). A missing one fails t.
+// It is for tests that start a control plane themselves (with kubecluster) rather
+// than with Start.
+func Binaries(t testing.TB, cmds ...string) (etcdBin, binDir string) {
+	t.Helper()
+	etcdBin = checkTier(t)
+	binDir, err := k8sBinDir(cmds...)
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	return etcdBin, binDir
+}
 
 // checkTier applies the house rule before anything is started: a kube-tier test
 // skips only when SVCNET_REQUIRE_ROOT is unset and it is either not root or asked
@@ -47,27 +63,11 @@ func checkTier(t testing.TB) string {
 			t.Skipf("kube tier: not root and %s unset", EnvRequireRoot)
 		}
 	}
-	etcd, err := findEtcd()
+	etcd, err := kubecluster.FindEtcd()
 	if err != nil {
 		t.Fatalf("kube tier: %v (install Debian etcd-server: make deps)", err)
 	}
 	return etcd
-}
-
-func findEtcd() (string, error) {
-	if p := os.Getenv(EnvEtcd); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("etcd from %s: %w", EnvEtcd, err)
-		}
-		return p, nil
-	}
-	if p, err := exec.LookPath("etcd"); err == nil {
-		return p, nil
-	}
-	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
-		return "/usr/bin/etcd", nil
-	}
-	return "", errors.New("no etcd binary on PATH or at /usr/bin/etcd")
 }
 
 // repoRoot walks up from the working directory to the go.mod of module

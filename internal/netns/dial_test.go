@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,5 +52,39 @@ func TestDialerReachesNamespaceLoopback(t *testing.T) {
 		if string(b) == "inside" {
 			t.Fatal("the namespace's server answered a dial from the host's namespace")
 		}
+	}
+}
+
+// PidsIn finds a process started in a namespace and not one outside it.
+func TestPidsIn(t *testing.T) {
+	ns := netnstest.New(t, "pids")
+	cmd := ns.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	found := false
+	for i := 0; i < 50 && !found; i++ { // `ip netns exec` execs sleep; allow it to get there
+		pids, err := netns.PidsIn(ns.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pids {
+			if p == os.Getpid() {
+				t.Fatal("the test process is not in the namespace but was listed")
+			}
+			found = found || p == cmd.Process.Pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !found {
+		t.Fatalf("pid %d not found in %s", cmd.Process.Pid, ns.Path())
+	}
+	names, err := netns.Names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(names, ns.Name()) {
+		t.Fatalf("Names() = %v, want it to hold %s", names, ns.Name())
 	}
 }

@@ -1,0 +1,55 @@
+package netns
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// PidsIn returns the processes whose network namespace is the one at path (a bind
+// mount under RunDir, or any nsfs path). Processes that exit during the scan are
+// skipped. It never enters the namespace.
+func PidsIn(path string) ([]int, error) {
+	var want unix.Stat_t
+	if err := unix.Stat(path, &want); err != nil {
+		return nil, fmt.Errorf("stat netns %s: %w", path, err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("scan processes: %w", err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil {
+			continue
+		}
+		if st.Dev == want.Dev && st.Ino == want.Ino {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// Names returns the names of the namespaces bind-mounted under RunDir.
+func Names() ([]string, error) {
+	entries, err := os.ReadDir(RunDir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", RunDir, err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
