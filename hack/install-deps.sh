@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # etcd-server: the kube test tier's etcd. nftables, conntrack, iproute2: the kernel
-# tiers and the data plane.
-packages=(etcd-server nftables conntrack iproute2)
+# tiers and the data plane. util-linux: unshare, which gives lab pods their host name.
+packages=(etcd-server nftables conntrack iproute2 util-linux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -33,3 +33,5 @@ install_tool() { # name module@version
   echo "$mod" > "$stamp"
 }
 install_tool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# cnitool drives CNI plugins as a container runtime does (the CNI plugin's tests).
+install_tool cnitool github.com/containernetworking/cni/cnitool@v1.3.1

@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/printers"
@@ -53,20 +50,31 @@ func newGetCommand() *cobra.Command {
 		},
 	}
 	o.src.bind(cmd.Flags())
+	o.bindListFlags(cmd)
+	return cmd
+}
+
+// bindListFlags binds kubectl's listing flags (-n, -A, -o).
+func (o *getOptions) bindListFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "default", "namespace to list")
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list every namespace")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml")
-	return cmd
+}
+
+func (o *getOptions) validateOutput() error {
+	switch o.output {
+	case "", "wide", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("get: unknown output format %q (want wide, json or yaml)", o.output)
 }
 
 func (o *getOptions) run(ctx context.Context, stdout, stderr io.Writer, resource string) error {
 	if err := o.src.validate(); err != nil {
 		return err
 	}
-	switch o.output {
-	case "", "wide", "json", "yaml":
-	default:
-		return fmt.Errorf("get: unknown output format %q (want wide, json or yaml)", o.output)
+	if err := o.validateOutput(); err != nil {
+		return err
 	}
 	var objs *controlplane.Result
 	var invalid []error
@@ -123,49 +131,7 @@ func (o *getOptions) fromCluster(ctx context.Context, resource string) (*control
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var r controlplane.Result
-	lo := metav1.ListOptions{}
-	switch resource {
-	case "services":
-		l, err := client.CoreV1().Services(ns).List(ctx, lo)
-		if err != nil {
-			return nil, fmt.Errorf("listing services: %w", err)
-		}
-		r.Services = ptrs(l.Items, "Service", corev1.SchemeGroupVersion.String())
-	case "endpointslices":
-		l, err := client.DiscoveryV1().EndpointSlices(ns).List(ctx, lo)
-		if err != nil {
-			return nil, fmt.Errorf("listing endpointslices: %w", err)
-		}
-		r.EndpointSlices = ptrs(l.Items, "EndpointSlice", discoveryv1.SchemeGroupVersion.String())
-	case "nodes":
-		l, err := client.CoreV1().Nodes().List(ctx, lo)
-		if err != nil {
-			return nil, fmt.Errorf("listing nodes: %w", err)
-		}
-		r.Nodes = ptrs(l.Items, "Node", corev1.SchemeGroupVersion.String())
-	case "pods":
-		l, err := client.CoreV1().Pods(ns).List(ctx, lo)
-		if err != nil {
-			return nil, fmt.Errorf("listing pods: %w", err)
-		}
-		r.Pods = ptrs(l.Items, "Pod", corev1.SchemeGroupVersion.String())
-	}
-	return &r, nil
-}
-
-// ptrs returns pointers to the items with their TypeMeta set, as kubectl prints them.
-func ptrs[T any, P interface {
-	*T
-	runtime.Object
-}](items []T, kind, apiVersion string) []P {
-	out := make([]P, len(items))
-	for i := range items {
-		p := P(&items[i])
-		p.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersion, kind))
-		out[i] = p
-	}
-	return out
+	return kube.List(ctx, client, ns, resource)
 }
 
 func (o *getOptions) print(w, stderr io.Writer, resource string, r *controlplane.Result) error {

@@ -7,9 +7,15 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/cni"
 )
 
 func main() {
+	if runningAsCNIPlugin() {
+		cni.Main()
+		return
+	}
 	if err := newRootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(exitCode(err))
@@ -23,7 +29,9 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newGetCommand(), newProxyCommand())
+	root.AddCommand(newVersionCommand(), newGetCommand(), newProxyCommand(), newCNICommand())
+	root.AddCommand(newEchoCommand())
+	root.AddCommand(newLabCommand(), newDemoCommand())
 	return root
 }
 

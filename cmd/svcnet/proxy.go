@@ -19,6 +19,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/podroutes"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/metrics"
@@ -43,6 +44,7 @@ type proxyOptions struct {
 	minSyncPeriod    time.Duration
 	serviceProxyName string
 	cleanup          bool
+	podRoutes        bool
 	verbosity        int
 }
 
@@ -74,6 +76,7 @@ with kube-proxy's names.`,
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "serve only Services labelled service.kubernetes.io/service-proxy-name=NAME (default: only unlabelled ones, as kube-proxy)")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
+	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
 }
@@ -93,6 +96,11 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 		log.Info("removed svcnet's nftables tables")
+		n, err := cleanupPodRoutes(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("removed svcnet's pod routes", "routes", n)
 		return nil
 	}
 	cfg, err := o.config(cmd.Flags())
@@ -148,10 +156,24 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	log.Info("starting", "node", cfg.NodeName, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
 		"clusterCIDRs", cfg.ClusterCIDRs, "syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
+	var routes *podroutes.Reconciler
+	if o.podRoutes {
+		k, err := podroutes.NewNetlink()
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		if routes, err = podroutes.New(podroutes.Config{NodeName: cfg.NodeName, Kernel: k, Logger: log.WithName("pod-routes")}); err != nil {
+			return err
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return src(gctx) })
 	g.Go(func() error { return p.Run(gctx) })
 	g.Go(func() error { return svcHealth.Run(gctx) })
+	if routes != nil {
+		g.Go(func() error { return routes.Run(gctx, store) })
+	}
 	if o.healthzAddr != "" {
 		g.Go(func() error { return health.Run(gctx) })
 	}
@@ -233,4 +255,15 @@ func releaseAfterFullSync(r proxy.SyncResult) {
 	if r.Full && r.Err == nil {
 		debug.FreeOSMemory()
 	}
+}
+
+// cleanupPodRoutes removes the routes --pod-routes made (protocol 154), and
+// only those.
+func cleanupPodRoutes(ctx context.Context) (int, error) {
+	k, err := podroutes.NewNetlink()
+	if err != nil {
+		return 0, err
+	}
+	defer k.Close()
+	return podroutes.Cleanup(ctx, k)
 }

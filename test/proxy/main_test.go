@@ -17,12 +17,12 @@
 package proxy_test
 
 import (
+	"github.com/svcnet/svcnet/internal/testbin"
+
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
@@ -63,40 +63,8 @@ func run(m *testing.M) int {
 		buildErr = fmt.Errorf("not built: the kernel tier is skipped")
 		return m.Run()
 	}
-	buildErr = build(svcnetBin)
+	buildErr = testbin.Build(svcnetBin)
 	return m.Run()
-}
-
-// build compiles ./cmd/svcnet from the repository root into out.
-func build(out string) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/svcnet")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/svcnet: %w\n%s", err, strings.TrimSpace(string(b)))
-	}
-	return nil
-}
-
-// repoRoot walks up from the working directory to the directory of go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // needBinary skips t by the kernel tier's rules, and fails it when the

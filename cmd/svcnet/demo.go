@@ -1,0 +1,27 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/lab"
+)
+
+// newDemoCommand is `svcnet demo` (what `make demo` runs): seed 001 on a lab.
+func newDemoCommand() *cobra.Command {
+	o := lab.DemoOptions{}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Seed 001 on a 3-node lab: a LoadBalancer Service through ClusterIP and NodePort, externalTrafficPolicy Cluster then Local",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			o.Out = cmd.OutOrStdout()
+			return lab.Demo(ctx, o)
+		},
+	}
+	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/seed-001/my-nginx.yaml", "seed 001's Service and pods")
+	cmd.Flags().StringVar(&o.Name, "name", "demo", "the lab's name")
+	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave the lab up at the end (remove it with svcnet lab down --name NAME)")
+	return cmd
+}

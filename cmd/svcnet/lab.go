@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/source/file"
+)
+
+// newLabCommand is `svcnet lab`: a whole cluster network on this machine, built
+// from network namespaces (internal/lab).
+func newLabCommand() *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "A multi-node cluster network on this machine, from network namespaces",
+		Long: `svcnet lab builds a cluster network from Linux network namespaces: a fabric
+carrying the node network 172.26.236.0/24, nodes running svcnet proxy, an external
+client (172.26.236.10), and pods wired by svcnet's CNI plugin, each running svcnet
+echo. Nothing is created in the host's network namespace. Needs root.`,
+	}
+	cmd.PersistentFlags().StringVar(&name, "name", "svcnet", "the lab's name; labs of different names stand side by side")
+	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name),
+		labExecCommand(&name), labCurlCommand(&name), labDownCommand(&name))
+	return cmd
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
+// openLab opens the named lab (taking its lock) with a context cancelled by
+// SIGINT or SIGTERM; done releases both.
+func openLab(cmd *cobra.Command, name string) (context.Context, *lab.Lab, func(), error) {
+	ctx, cancel := signalContext(cmd)
+	l, err := lab.Open(ctx, name)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, l, func() { l.Close(); cancel() }, nil
+}
+
+func labUpCommand(name *string) *cobra.Command {
+	o := lab.Options{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Build the lab (a leftover lab of the same name is removed first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			o.Name, o.Progress = *name, cmd.OutOrStdout()
+			l, err := lab.Up(ctx, o)
+			if err != nil {
+				return err
+			}
+			l.Close()
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 3, "number of nodes")
+	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", lab.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
+	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver and kube-controller-manager (default $"+lab.EnvK8sBin+")")
+	cmd.Flags().StringSliceVar(&o.ProxyArgs, "proxy-arg", nil, "extra flag for every node's svcnet proxy (repeatable)")
+	return cmd
+}
+
+func labDownCommand(name *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Remove the lab and everything it made (idempotent; also after a crash)",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return lab.Down(*name) },
+	}
+}
+
+func labApplyCommand(name *string) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or update Services, Pods, EndpointSlices, Endpoints and Namespaces, as kubectl apply",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return errors.New("apply: -f FILE is required")
+			}
+			objs, bad, err := file.ReadManifests(path)
+			if err != nil {
+				return err
+			}
+			ctx, l, done, err := openLab(cmd, *name)
+			if err != nil {
+				return err
+			}
+			defer done()
+			errs := append(bad, l.Apply(ctx, objs)...)
+			for _, e := range errs {
+				fmt.Fprintln(cmd.ErrOrStderr(), "error:", e)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d object(s) applied, %d rejected\n", len(objs)-len(errs)+len(bad), len(errs))
+			if len(errs) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d object(s) not applied", len(errs))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "filename", "f", "", "manifest file or directory")
+	return cmd
+}
+
+func labDeleteCommand(name *string) *cobra.Command {
+	var namespace string
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME",
+		Short: "Delete a Pod (gracefully), Service, EndpointSlice, Endpoints or Namespace",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, err := lab.CanonicalKind(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, l, done, err := openLab(cmd, *name)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := l.Delete(ctx, kind, namespace, args[1], grace); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s/%s deleted\n", kind, namespace, args[1])
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace")
+	cmd.Flags().DurationVar(&grace, "grace-period", 2*time.Second, "a Pod's termination grace period: it stays serving, but not ready, this long")
+	return cmd
+}
+
+func labGetCommand(name *string) *cobra.Command {
+	o := &getOptions{}
+	cmd := &cobra.Command{
+		Use:   "get svc|pods|nodes|endpointslices",
+		Short: "List what the lab's control plane holds, as kubectl get does",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, ok := resources[args[0]]
+			if !ok {
+				return fmt.Errorf("get: unknown resource type %q (want services, endpointslices, nodes or pods)", args[0])
+			}
+			if err := o.validateOutput(); err != nil {
+				return err
+			}
+			ctx, l, done, err := openLab(cmd, *name)
+			if err != nil {
+				return err
+			}
+			defer done()
+			r, err := l.Get(ctx)
+			if err != nil {
+				return err
+			}
+			return o.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, r)
+		},
+	}
+	o.bindListFlags(cmd)
+	return cmd
+}
+
+func labExecCommand(name *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec client|NODE|POD -- COMMAND [ARG...]",
+		Short: "Run a command in the client, a node or a pod (a pod's command sees its own /etc/resolv.conf and hostname)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, l, done, err := openLab(cmd, *name)
+			if err != nil {
+				return err
+			}
+			defer done()
+			p, err := l.Resolve(ctx, args[0])
+			c := l.Command(p, args[1:]...)
+			l.Close() // a long command must not hold the lab's lock
+			if err != nil {
+				return err
+			}
+			c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := c.Run(); err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					return &exitError{code: ee.ExitCode(), err: err}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+}
+
+func labCurlCommand(name *string) *cobra.Command {
+	var count int
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "curl FROM TARGET",
+		Short: "HTTP GET from the client, a node or a pod; print which pod answered and which client address it saw",
+		Long: `FROM is client, a node (node1...) or a pod (NAME or NAMESPACE/NAME).
+TARGET is a URL, HOST[:PORT] (port 80 by default), or svc/NAME[:PORT] (the
+Service's ClusterIP; NAMESPACE/svc/NAME for another namespace).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, l, done, err := openLab(cmd, *name)
+			if err != nil {
+				return err
+			}
+			defer done()
+			from, err := l.Resolve(ctx, args[0])
+			if err != nil {
+				l.Close()
+				return err
+			}
+			url, err := l.TargetURL(ctx, args[1])
+			l.Close()
+			if err != nil {
+				return err
+			}
+			hits, err := l.Curl(ctx, from, url, count, timeout)
+			if err != nil {
+				return err
+			}
+			if failed := lab.PrintHits(cmd.OutOrStdout(), url, hits); failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d request(s) failed", failed, len(hits))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&count, "count", "c", 1, "number of requests, each on a new connection")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Second, "bound of each request")
+	return cmd
+}

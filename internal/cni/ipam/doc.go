@@ -1,0 +1,34 @@
+// Package ipam is the address management of svcnet's CNI plugin: one address
+// per configured subnet for each attachment (container ID + interface name),
+// handed out round robin from a store on disk, as the reference host-local
+// plugin does.
+//
+// # The store: the contract "never leaks" rests on
+//
+// A store is one directory (the plugin's dataDir), owned by one network:
+//
+//	lock                     empty; every operation holds flock(LOCK_EX) on it
+//	                         for its whole duration, so concurrent plugin
+//	                         processes (and goroutines: each Lock opens the file
+//	                         anew) see and change the store one at a time
+//	<address>                one file per allocated address, named by the
+//	                         address in canonical text (192.168.1.2,
+//	                         fd00:192:168:1::2), holding "<containerID>\r\n<ifname>"
+//	                         (host-local's format): the owner of the address
+//	last_reserved_ip.<net>   the address last handed out in subnet <net> ("/"
+//	                         written "_"), where the next search starts
+//	.tmp-*                   a write in progress; under the lock any such file is
+//	                         left over from a crash and is removed
+//
+// An address file is created whole or not at all (written to a .tmp- file,
+// then hard-linked to its name, which fails if the name exists), so an address
+// is never handed out twice and never owned by nobody. Every allocation names
+// its owner, so DEL (release by owner), GC (release every owner not in the
+// valid list) and a failed ADD (release what it reserved) can always find it:
+// nothing is held that no command would free.
+//
+// Allocation order (pure, see Next): the usable addresses of a subnet are all
+// but the network address, the gateway (the first address after it) and, for
+// IPv4, the broadcast address. The search starts after the last reserved
+// address, wraps around once, and takes the first address without a file.
+package ipam

@@ -1,0 +1,110 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// Place is where a lab command runs: the client, a node, or a pod.
+type Place struct {
+	// NS is the namespace's name; Pod is set for a pod.
+	NS  string
+	Pod *corev1.Pod
+}
+
+// Resolve finds "client", "nodeN", or a pod ("NAME" in default, or "NS/NAME").
+func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
+	switch {
+	case where == "client":
+		return Place{NS: l.names.Client()}, nil
+	case NodeIndex(where) > 0:
+		i := NodeIndex(where)
+		if i > l.info.Nodes {
+			return Place{}, fmt.Errorf("%s: not in this lab (node1..node%d)", where, l.info.Nodes)
+		}
+		return Place{NS: l.names.Node(i)}, nil
+	}
+	ns, name := "default", where
+	if i := strings.IndexByte(where, '/'); i >= 0 {
+		ns, name = where[:i], where[i+1:]
+	}
+	p, err := l.cluster.Pod(ctx, ns, name)
+	if err != nil {
+		return Place{}, err
+	}
+	if p == nil || !netns.Exists(l.names.Pod(ns, name)) {
+		return Place{}, fmt.Errorf("%q: no such place: want client, node1..node%d, or a running pod (NAME or NAMESPACE/NAME)", where, l.info.Nodes)
+	}
+	return Place{NS: l.names.Pod(ns, name), Pod: p}, nil
+}
+
+// Command returns argv run in the place, as `ip netns exec` runs it; in a pod it
+// also gets the pod's host name (and, through ip netns exec, its /etc files).
+func (l *Lab) Command(p Place, argv ...string) *exec.Cmd {
+	if p.Pod != nil {
+		argv = podCommand(p.Pod.Name, argv...)
+	}
+	return exec.Command("ip", append([]string{"netns", "exec", p.NS}, argv...)...)
+}
+
+// Dialer returns a dial function whose connections start in the place.
+func (l *Lab) Dialer(p Place) (func(ctx context.Context, network, addr string) (net.Conn, error), func(), error) {
+	ns, err := netns.Open(p.NS)
+	if err != nil {
+		return nil, nil, err
+	}
+	return netns.Dialer(ns), func() { ns.Close() }, nil
+}
+
+// TargetURL turns a curl target into a URL: a URL as is; HOST or HOST:PORT as
+// http://HOST:PORT/; svc/NAME[:PORT] (or NS/svc/NAME) as the Service's first
+// ClusterIP on its first (or the given) port.
+func (l *Lab) TargetURL(ctx context.Context, target string) (string, error) {
+	if strings.Contains(target, "://") {
+		if _, err := url.Parse(target); err != nil {
+			return "", fmt.Errorf("target %q: %w", target, err)
+		}
+		return target, nil
+	}
+	ns, rest := "default", target
+	if i := strings.Index(target, "/svc/"); i > 0 {
+		ns, rest = target[:i], target[i+1:]
+	}
+	if name, ok := strings.CutPrefix(rest, "svc/"); ok {
+		port := ""
+		if i := strings.IndexByte(name, ':'); i >= 0 {
+			name, port = name[:i], name[i+1:]
+		}
+		r, err := l.cluster.Result(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range r.Services {
+			if s.Namespace != ns || s.Name != name {
+				continue
+			}
+			if s.Spec.ClusterIP == "" || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
+				return "", fmt.Errorf("target %q: Service %s/%s has no ClusterIP and port", target, ns, name)
+			}
+			if port == "" {
+				port = strconv.Itoa(int(s.Spec.Ports[0].Port))
+			}
+			return "http://" + net.JoinHostPort(s.Spec.ClusterIP, port) + "/", nil
+		}
+		return "", fmt.Errorf("target %q: Service %s/%s: %w", target, ns, name, errNotFound)
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		host, port = target, "80"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/", nil
+}

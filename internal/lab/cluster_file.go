@@ -1,0 +1,281 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/source/file"
+)
+
+// fileCluster is the embedded control plane. The lab keeps every object it was
+// given in objects/ (one manifest per object; the control plane's allocations in
+// objects/.svcnet-state.json), and publishes the whole cluster as one file,
+// cluster/cluster.yaml, that every node's proxy watches (--state).
+//
+// Publishing in one atomic file means a proxy never sees half an apply; and since
+// the published Services carry the ClusterIPs and node ports the lab allocated, as
+// requests, every proxy's own control plane arrives at the same allocations
+// whatever it saw before.
+type fileCluster struct {
+	names Names
+	cfg   controlplane.Config
+}
+
+func newFileCluster(n Names) *fileCluster {
+	return &fileCluster{names: n, cfg: controlplane.Config{
+		ServiceCIDRs:  []netip.Prefix{ServiceRange},
+		NodePortRange: controlplane.PortRange{First: 30000, Last: 32767},
+	}}
+}
+
+func (c *fileCluster) objectsDir() string  { return c.names.Path("objects") }
+func (c *fileCluster) publishPath() string { return c.names.Path("cluster", "cluster.yaml") }
+
+func (c *fileCluster) ProxyArgs() []string { return []string{"--state", c.publishPath()} }
+
+// objectPath is where one object is kept: objects/KIND.NAMESPACE.NAME.yaml.
+func (c *fileCluster) objectPath(kind, namespace, name string) string {
+	base := kind + "."
+	if namespace != "" {
+		base += namespace + "."
+	}
+	return filepath.Join(c.objectsDir(), base+name+".yaml")
+}
+
+func (c *fileCluster) pathOf(obj runtime.Object) (string, error) {
+	m, err := metaOf(obj)
+	if err != nil {
+		return "", err
+	}
+	return c.objectPath(kindOf(obj), m.GetNamespace(), m.GetName()), nil
+}
+
+func (c *fileCluster) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
+	for _, n := range nodes {
+		if err := c.write(n); err != nil {
+			return err
+		}
+	}
+	return c.publish()
+}
+
+func (c *fileCluster) Apply(_ context.Context, objs []runtime.Object) []error {
+	type undo struct {
+		path string
+		old  []byte // nil: the object did not exist
+	}
+	var undos []undo
+	var errs []error
+	for _, o := range objs {
+		p, err := c.pathOf(o)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		old, err := os.ReadFile(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.write(o); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		undos = append(undos, undo{p, old})
+	}
+	// What the control plane rejects is taken back, as the apiserver would refuse it.
+	l, err := c.load(false)
+	if err != nil {
+		return append(errs, err)
+	}
+	rejected := 0
+	for _, e := range l.Errors {
+		for _, u := range undos {
+			if !strings.HasPrefix(originOf(e), u.path) {
+				continue
+			}
+			errs = append(errs, e)
+			rejected++
+			if u.old == nil {
+				_ = os.Remove(u.path)
+			} else {
+				_ = writeFileAtomic(u.path, u.old)
+			}
+		}
+	}
+	if err := c.publish(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+func originOf(err error) string {
+	var oe *controlplane.ObjectError
+	if errors.As(err, &oe) {
+		return oe.Origin
+	}
+	var de *file.DocError
+	if errors.As(err, &de) {
+		return de.Origin
+	}
+	return ""
+}
+
+func (c *fileCluster) Delete(_ context.Context, kind, namespace, name string) error {
+	p := c.objectPath(kind, namespace, name)
+	if kind == "Namespace" {
+		p = c.objectPath(kind, "", name)
+	}
+	if err := os.Remove(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s %s: not found", kind, qualified(namespace, name))
+		}
+		return err
+	}
+	return c.publish()
+}
+
+func (c *fileCluster) Pod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	b, err := os.ReadFile(c.objectPath("Pod", namespace, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return &p, nil
+}
+
+func (c *fileCluster) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	// Not published until it has a status: an unstarted Pod has no endpoint anyway.
+	return c.write(pod)
+}
+
+func (c *fileCluster) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
+	if err := c.write(pod); err != nil {
+		return err
+	}
+	return c.publish()
+}
+
+func (c *fileCluster) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
+	p, err := c.Pod(ctx, namespace, name)
+	if err != nil || p == nil {
+		return err
+	}
+	now := metav1.NewTime(time.Now())
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	return c.SetPodStatus(ctx, p)
+}
+
+func (c *fileCluster) RemovePod(_ context.Context, namespace, name string) error {
+	if err := os.Remove(c.objectPath("Pod", namespace, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return c.publish()
+}
+
+func (c *fileCluster) Result(context.Context) (*controlplane.Result, error) {
+	l, err := c.load(true)
+	if err != nil {
+		return nil, err
+	}
+	return &l.API, nil
+}
+
+func (c *fileCluster) load(readOnly bool) (*file.Loaded, error) {
+	if err := os.MkdirAll(c.objectsDir(), 0o755); err != nil {
+		return nil, err
+	}
+	return file.Load(file.Options{Path: c.objectsDir(), Config: c.cfg, ReadOnly: readOnly})
+}
+
+// publish writes cluster/cluster.yaml: every object as given, with the Services
+// as the control plane allocated them.
+func (c *fileCluster) publish() error {
+	l, err := c.load(false)
+	if err != nil {
+		return err
+	}
+	resolved := map[string]*corev1.Service{}
+	for _, s := range l.API.Services {
+		resolved[s.Namespace+"/"+s.Name] = s
+	}
+	objs, _, err := file.ReadManifests(c.objectsDir())
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	for _, o := range objs {
+		obj := o.Obj
+		if s, ok := obj.(*corev1.Service); ok {
+			if r := resolved[s.Namespace+"/"+s.Name]; r != nil {
+				obj = r
+			}
+		}
+		b, err := marshal(obj)
+		if err != nil {
+			return err
+		}
+		buf.WriteString("---\n")
+		buf.Write(b)
+	}
+	return writeFileAtomic(c.publishPath(), buf.Bytes())
+}
+
+func (c *fileCluster) write(obj runtime.Object) error {
+	p, err := c.pathOf(obj)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(obj)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(p, b)
+}
+
+// marshal writes obj as YAML with its apiVersion and kind.
+func marshal(obj runtime.Object) ([]byte, error) {
+	obj = obj.DeepCopyObject()
+	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return nil, fmt.Errorf("%s: unknown kind: %w", kindOf(obj), err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	return yaml.Marshal(obj)
+}
+
+func metaOf(obj runtime.Object) (metav1.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetName() == "" {
+		return nil, fmt.Errorf("%s without metadata.name", kindOf(obj))
+	}
+	return m, nil
+}
+
+func qualified(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,269 @@
+//lint:file-ignore SA1019 legacy v1 Endpoints are applied as given, as kubectl applies them
+
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/kubecluster"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/source/kube"
+)
+
+// EnvK8sBin names the directory holding kube-apiserver and kube-controller-manager
+// (tools/k8s/build.sh prints it), for --control-plane kube.
+const EnvK8sBin = "SVCNET_K8S_BIN"
+
+// kubeCluster is a real control plane: etcd, kube-apiserver and
+// kube-controller-manager (EndpointSlices) running detached in the lab's NAME.cp
+// namespace at 172.26.236.176:6443. The lab reaches it by dialing from inside that
+// namespace; the nodes' proxies over the lab network with Dir/kubeconfig. The lab
+// plays the kubelet: it registers Nodes and reports Pod status.
+type kubeCluster struct {
+	c      *kubecluster.Cluster
+	client kubernetes.Interface
+}
+
+func (n Names) kubeDir() string { return n.Path("kube") }
+
+func kubeOptions(n Names, cp *netns.NS) kubecluster.Options {
+	return kubecluster.Options{
+		Dir:     n.kubeDir(),
+		Detach:  true,
+		Dial:    kubecluster.DialFunc(netns.Dialer(cp)),
+		Command: func(name string, args ...string) *exec.Cmd { return cp.Command(append([]string{name}, args...)...) },
+	}
+}
+
+func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string) (cluster, error) {
+	// cp stays open as long as the cluster value: its dialer enters it.
+	cp, err := attach(fabric, n.Control(), "cp", ControlAddr, false)
+	if err != nil {
+		return nil, err
+	}
+	o := kubeOptions(n, cp)
+	o.BinDir = bin
+	o.ControllerManager = true
+	o.ServiceClusterIPRange = ServiceRange.String()
+	o.AdvertiseAddress = ControlAddr.String()
+	o.BindAddress = ControlAddr.String()
+	o.Ports = kubecluster.DefaultPorts
+	o.ServerURL = fmt.Sprintf("https://%s:%d", ControlAddr, kubecluster.DefaultPorts.APIServer)
+	c, err := kubecluster.Start(ctx, o)
+	if err != nil {
+		cp.Close()
+		return nil, err
+	}
+	return &kubeCluster{c: c, client: c.Client}, nil
+}
+
+func attachKubeCluster(ctx context.Context, n Names) (cluster, error) {
+	cp, err := netns.Open(n.Control())
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: control plane: %w", n.Lab, err)
+	}
+	c, err := kubecluster.Attach(ctx, kubeOptions(n, cp))
+	if err != nil {
+		cp.Close()
+		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
+	return &kubeCluster{c: c, client: c.Client}, nil
+}
+
+func (k *kubeCluster) ProxyArgs() []string { return []string{"--kubeconfig", k.c.Kubeconfig} }
+
+func (k *kubeCluster) RegisterNodes(ctx context.Context, nodes []*corev1.Node) error {
+	for _, n := range nodes {
+		st := n.Status
+		created, err := k.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("Node %s: %w", n.Name, err)
+		}
+		created.Status = st
+		if _, err := k.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("Node %s: status: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+func (k *kubeCluster) Apply(ctx context.Context, objs []runtime.Object) []error {
+	var errs []error
+	for _, o := range objs {
+		if err := k.apply(ctx, o); err != nil {
+			m, _ := metaOf(o)
+			errs = append(errs, fmt.Errorf("%s %s: %w", kindOf(o), qualified(m.GetNamespace(), m.GetName()), err))
+		}
+	}
+	return errs
+}
+
+// apply creates obj, or updates the object of its name keeping what the control
+// plane allocated and the user did not ask for (ClusterIPs, node ports), as
+// `kubectl apply` does.
+func (k *kubeCluster) apply(ctx context.Context, obj runtime.Object) error {
+	c := k.client
+	co, up := metav1.CreateOptions{}, metav1.UpdateOptions{}
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		_, err = c.CoreV1().Namespaces().Create(ctx, o, co)
+		if apierrors.IsAlreadyExists(err) {
+			var old *corev1.Namespace
+			if old, err = c.CoreV1().Namespaces().Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+				o.ResourceVersion = old.ResourceVersion
+				_, err = c.CoreV1().Namespaces().Update(ctx, o, up)
+			}
+		}
+	case *corev1.Service:
+		_, err = c.CoreV1().Services(o.Namespace).Create(ctx, o, co)
+		if apierrors.IsAlreadyExists(err) {
+			var old *corev1.Service
+			if old, err = c.CoreV1().Services(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+				keepAllocations(o, old)
+				_, err = c.CoreV1().Services(o.Namespace).Update(ctx, o, up)
+			}
+		}
+	case *corev1.Endpoints:
+		_, err = c.CoreV1().Endpoints(o.Namespace).Create(ctx, o, co)
+		if apierrors.IsAlreadyExists(err) {
+			var old *corev1.Endpoints
+			if old, err = c.CoreV1().Endpoints(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+				o.ResourceVersion = old.ResourceVersion
+				_, err = c.CoreV1().Endpoints(o.Namespace).Update(ctx, o, up)
+			}
+		}
+	case *discoveryv1.EndpointSlice:
+		_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, co)
+		if apierrors.IsAlreadyExists(err) {
+			var old *discoveryv1.EndpointSlice
+			if old, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{}); err == nil {
+				o.ResourceVersion = old.ResourceVersion
+				_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Update(ctx, o, up)
+			}
+		}
+	default:
+		err = errors.New("kind not supported by the lab (want Service, Namespace, EndpointSlice or Endpoints)")
+	}
+	return err
+}
+
+// keepAllocations copies into svc what the apiserver allocated for old and svc
+// leaves unset, and old's resourceVersion.
+func keepAllocations(svc, old *corev1.Service) {
+	svc.ResourceVersion = old.ResourceVersion
+	if svc.Spec.ClusterIP == "" {
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = old.Spec.ClusterIP, old.Spec.ClusterIPs
+	}
+	if len(svc.Spec.IPFamilies) == 0 {
+		svc.Spec.IPFamilies = old.Spec.IPFamilies
+	}
+	if svc.Spec.HealthCheckNodePort == 0 {
+		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
+	}
+	for i := range svc.Spec.Ports {
+		p := &svc.Spec.Ports[i]
+		for _, q := range old.Spec.Ports {
+			if p.NodePort == 0 && q.Port == p.Port && protoOrTCP(q.Protocol) == protoOrTCP(p.Protocol) {
+				p.NodePort = q.NodePort
+			}
+		}
+	}
+}
+
+func protoOrTCP(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+func (k *kubeCluster) Delete(ctx context.Context, kind, namespace, name string) error {
+	c, do := k.client, metav1.DeleteOptions{}
+	switch kind {
+	case "Service":
+		return c.CoreV1().Services(namespace).Delete(ctx, name, do)
+	case "Namespace":
+		return c.CoreV1().Namespaces().Delete(ctx, name, do)
+	case "Endpoints":
+		return c.CoreV1().Endpoints(namespace).Delete(ctx, name, do)
+	case "EndpointSlice":
+		return c.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, do)
+	}
+	return fmt.Errorf("delete %s: kind not supported", kind)
+}
+
+func (k *kubeCluster) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	p, err := k.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return p, err
+}
+
+func (k *kubeCluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	created, err := k.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	pod.ObjectMeta = created.ObjectMeta
+	return nil
+}
+
+func (k *kubeCluster) SetPodStatus(ctx context.Context, pod *corev1.Pod) error {
+	cur, err := k.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !equalStrings(cur.Labels, pod.Labels) || !equalStrings(cur.Annotations, pod.Annotations) {
+		cur.Labels, cur.Annotations = pod.Labels, pod.Annotations
+		if cur, err = k.client.CoreV1().Pods(pod.Namespace).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	cur.Status = pod.Status
+	_, err = k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+	return err
+}
+
+func equalStrings(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (k *kubeCluster) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
+	// Bound to a node, the Pod stays, terminating, until its kubelet (the lab)
+	// deletes it for good.
+	return k.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+}
+
+func (k *kubeCluster) RemovePod(ctx context.Context, namespace, name string) error {
+	zero := int64(0)
+	err := k.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (k *kubeCluster) Result(ctx context.Context) (*controlplane.Result, error) {
+	return kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods)
+}

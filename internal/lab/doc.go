@@ -1,0 +1,25 @@
+// Package lab builds a whole multi-node cluster network on one machine from Linux
+// network namespaces, and runs svcnet on it for real: a fabric (a bridge in its own
+// namespace) carrying the node network of the IP plan, one namespace per node with a
+// real `svcnet proxy`, an external client, and pods wired by svcnet's CNI plugin
+// exactly as a container runtime wires them, each running `svcnet echo`.
+//
+// Layout (NAME is the lab's name, default "svcnet"; a name never contains '.', so one
+// lab's objects are never taken for another's):
+//
+//	namespaces  NAME.fabric  bridge br0 (172.26.236.1, every namespace's default gateway); one veth port per node, client and control plane
+//	            NAME.client  eth0 172.26.236.10/24 (the external client)
+//	            NAME.nodeN   eth0 172.26.236.(176+N)/24; bridge cni0 with 192.168.N.1/24 (CNI)
+//	            NAME.cp      eth0 172.26.236.176/24 (kube control plane only)
+//	            NAME.pod.NS.POD  one per pod; eth0 from the CNI plugin
+//	files       /run/svcnet/lab/NAME/         the lab's state (lab.json, objects/, logs/, ...)
+//	            /etc/netns/NAME.pod.NS.POD/    the pod's resolv.conf, hostname and hosts, which
+//	                                          `ip netns exec` binds over /etc
+//
+// Contract: nothing is created in the host's network namespace (no interface,
+// address, route, rule or nftables table); every lab process runs inside a lab
+// namespace. Down removes everything the lab made, found from the names above and
+// the processes living in those namespaces, so it also works after the lab's CLI or
+// processes were killed (kill -9) half way. Up over a leftover lab of the same name
+// removes it first. Lab commands on one lab are serialised by a file lock.
+package lab

@@ -1,0 +1,276 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// readyTimeout bounds the wait for a pod's server to listen.
+const readyTimeout = 15 * time.Second
+
+// applyPod does what the scheduler, the kubelet and the container runtime do for
+// one Pod: pick its node (spec.nodeName, else round robin), make its namespace
+// through the CNI plugin, run `svcnet echo` in it on every containerPort, and
+// report it running and ready once every TCP port accepts. A Pod that exists is
+// left running; only its labels and annotations are updated, since a Pod's spec is
+// immutable.
+func (l *Lab) applyPod(ctx context.Context, pod *corev1.Pod) error {
+	id := pod.Namespace + "/" + pod.Name
+	old, err := l.cluster.Pod(ctx, pod.Namespace, pod.Name)
+	if err != nil {
+		return err
+	}
+	if old != nil && old.DeletionTimestamp == nil {
+		if pod.Spec.NodeName == "" {
+			pod.Spec.NodeName = old.Spec.NodeName
+		}
+		if !equality.Semantic.DeepEqual(containerPorts(old), containerPorts(pod)) || pod.Spec.NodeName != old.Spec.NodeName {
+			return fmt.Errorf("Pod %s: spec is immutable: delete the pod first (svcnet lab delete pod %s -n %s)", id, pod.Name, pod.Namespace)
+		}
+		old.Labels, old.Annotations = pod.Labels, pod.Annotations
+		return l.cluster.SetPodStatus(ctx, old)
+	}
+	if old != nil {
+		return fmt.Errorf("Pod %s: is terminating; apply it again once it is gone", id)
+	}
+	node, err := l.schedule(pod)
+	if err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	pod.Spec.NodeName = node
+	pod.Status = corev1.PodStatus{}
+	if err := l.cluster.CreatePod(ctx, pod); err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	if err := l.startPod(ctx, pod); err != nil {
+		_ = l.stopPod(ctx, pod)
+		_ = l.cluster.RemovePod(ctx, pod.Namespace, pod.Name)
+		return err
+	}
+	return nil
+}
+
+// containerPorts is the part of a Pod's spec the lab acts on.
+func containerPorts(p *corev1.Pod) [][]corev1.ContainerPort {
+	var out [][]corev1.ContainerPort
+	for _, c := range p.Spec.Containers {
+		out = append(out, c.Ports)
+	}
+	return out
+}
+
+// schedule returns the Pod's node: the one it names (which must exist), else the
+// next in round-robin order.
+func (l *Lab) schedule(pod *corev1.Pod) (string, error) {
+	if n := pod.Spec.NodeName; n != "" {
+		if i := NodeIndex(n); i < 1 || i > l.info.Nodes {
+			return "", fmt.Errorf("spec.nodeName: node %q is not in this lab (node1..node%d)", n, l.info.Nodes)
+		}
+		return n, nil
+	}
+	node := NodeName(l.info.NextNode%l.info.Nodes + 1)
+	l.info.NextNode++
+	return node, writeInfo(l.names, l.info)
+}
+
+func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
+	id := pod.Namespace + "/" + pod.Name
+	nsName := l.names.Pod(pod.Namespace, pod.Name)
+	if netns.Exists(nsName) { // left over from a failed attempt
+		if err := l.stopPod(ctx, pod); err != nil {
+			return err
+		}
+	}
+	nodeNS, err := netns.Open(l.names.Node(NodeIndex(pod.Spec.NodeName)))
+	if err != nil {
+		return fmt.Errorf("Pod %s: node %s: %w", id, pod.Spec.NodeName, err)
+	}
+	defer nodeNS.Close()
+	podNS, err := netns.Create(nsName)
+	if err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	defer podNS.Close()
+	rt := cniRuntime{names: l.names, node: pod.Spec.NodeName, ns: nodeNS}
+	ips, err := rt.add(ctx, pod, nsName)
+	if err != nil {
+		return err
+	}
+	if err := writePodEtc(nsName, pod, ips[0]); err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	tcp, udp := serverPorts(pod)
+	argv := podCommand(pod.Name, l.info.Binary, "echo", "--name", pod.Name, "--node", pod.Spec.NodeName, "--pod-ip", ips[0].String())
+	for _, p := range tcp {
+		argv = append(argv, "--tcp", strconv.Itoa(int(p)))
+	}
+	for _, p := range udp {
+		argv = append(argv, "--udp", strconv.Itoa(int(p)))
+	}
+	logPath := l.names.Path("logs", "pod."+pod.Namespace+"."+pod.Name+".log")
+	if _, err := startDaemon(podNS, logPath, argv...); err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	if err := waitListening(ctx, podNS, ips[0], tcp); err != nil {
+		return fmt.Errorf("Pod %s: not ready: %w (log: %s)", id, err, logPath)
+	}
+	pod.Status = podStatus(ips, NodeAddr(NodeIndex(pod.Spec.NodeName)), pod)
+	return l.cluster.SetPodStatus(ctx, pod)
+}
+
+// podCommand runs argv in a UTS namespace of its own whose host name is the pod's,
+// so that `hostname` in a pod says the pod's name, as in Kubernetes.
+func podCommand(podName string, argv ...string) []string {
+	return append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, podName}, argv...)
+}
+
+// serverPorts are the ports the pod's server listens on: every containerPort, by
+// protocol (SCTP is served as nothing: svcnet echo has no SCTP server).
+func serverPorts(pod *corev1.Pod) (tcp, udp []int32) {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			switch p.Protocol {
+			case corev1.ProtocolUDP:
+				udp = append(udp, p.ContainerPort)
+			case corev1.ProtocolTCP, "":
+				tcp = append(tcp, p.ContainerPort)
+			}
+		}
+	}
+	slices.Sort(tcp)
+	slices.Sort(udp)
+	return slices.Compact(tcp), slices.Compact(udp)
+}
+
+// waitListening waits until every TCP port accepts on the pod's address.
+func waitListening(ctx context.Context, ns *netns.NS, ip netip.Addr, ports []int32) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	dial := netns.Dialer(ns)
+	for _, p := range ports {
+		addr := net.JoinHostPort(ip.String(), strconv.Itoa(int(p)))
+		for {
+			c, err := dial(ctx, "tcp", addr)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("port %d: %w", p, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// podStatus is what the kubelet reports for a started, ready pod.
+func podStatus(ips []netip.Addr, hostIP netip.Addr, pod *corev1.Pod) corev1.PodStatus {
+	now := metav1.Now()
+	st := corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    hostIP.String(),
+		HostIPs:   []corev1.HostIP{{IP: hostIP.String()}},
+		PodIP:     ips[0].String(),
+		StartTime: &now,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	}
+	for _, ip := range ips {
+		st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip.String()})
+	}
+	for _, c := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, Ready: true, Started: ptrTo(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	return st
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// writePodEtc writes the files `ip netns exec` binds over /etc for the pod: the
+// cluster DNS resolver as the kubelet configures it (ClusterFirst), its host name,
+// and /etc/hosts naming it.
+func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr) error {
+	dir := filepath.Join(EtcNetns, nsName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"resolv.conf": fmt.Sprintf("search %s.svc.cluster.local svc.cluster.local cluster.local\nnameserver %s\noptions ndots:5\n", pod.Namespace, ClusterDNS),
+		"hostname":    pod.Name + "\n",
+		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, pod.Name),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopPod stops the pod's processes, unwires it (CNI DEL) and removes its
+// namespace and /etc files. It succeeds when there is nothing left.
+func (l *Lab) stopPod(ctx context.Context, pod *corev1.Pod) error {
+	nsName := l.names.Pod(pod.Namespace, pod.Name)
+	var errs []error
+	errs = append(errs, stopNamespaceProcesses(nsName, 5*time.Second))
+	if i := NodeIndex(pod.Spec.NodeName); i > 0 {
+		if nodeNS, err := netns.Open(l.names.Node(i)); err == nil {
+			errs = append(errs, cniRuntime{names: l.names, node: pod.Spec.NodeName, ns: nodeNS}.del(ctx, pod, nsName))
+			nodeNS.Close()
+		}
+	}
+	if netns.Exists(nsName) {
+		errs = append(errs, netns.DeleteNamed(nsName))
+	}
+	errs = append(errs, os.RemoveAll(filepath.Join(EtcNetns, nsName)))
+	return errors.Join(errs...)
+}
+
+// DeletePod deletes a Pod gracefully, as Kubernetes does: it is marked terminating
+// (its endpoints stay serving but not ready, so proxies stop sending it new
+// connections) while its server keeps running for the grace period; then the
+// server is stopped, the pod unwired and the Pod removed.
+func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace time.Duration) error {
+	pod, err := l.cluster.Pod(ctx, namespace, name)
+	if err != nil {
+		return err
+	}
+	if pod == nil {
+		return fmt.Errorf("Pod %s/%s: not found", namespace, name)
+	}
+	if err := l.cluster.TerminatePod(ctx, namespace, name, int64(grace/time.Second)); err != nil {
+		return fmt.Errorf("Pod %s/%s: %w", namespace, name, err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(grace):
+	}
+	if err := l.stopPod(ctx, pod); err != nil {
+		return fmt.Errorf("Pod %s/%s: %w", namespace, name, err)
+	}
+	return l.cluster.RemovePod(ctx, namespace, name)
+}

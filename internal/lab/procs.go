@@ -1,0 +1,125 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// startDaemon starts argv inside ns as a daemon of the lab: in its own session (so
+// it outlives the command that started it), stdin from /dev/null, stdout and
+// stderr appended to logPath. It returns the pid. Nothing waits for it; Down finds
+// it again by its namespace.
+func startDaemon(ns *netns.NS, logPath string, argv ...string) (int, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns.Name(), err)
+	}
+	defer logf.Close()
+	cmd := ns.Command(argv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns.Name(), err)
+	}
+	pid := cmd.Process.Pid
+	// Reap it if it exits while this process still runs; afterwards init does.
+	go func() { _ = cmd.Wait() }()
+	return pid, nil
+}
+
+// alive reports whether pid is running (and not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == ')' {
+			return i+2 < len(b) && b[i+2] != 'Z'
+		}
+	}
+	return false
+}
+
+// stopPids sends SIGTERM to every pid, waits up to grace for them to exit, then
+// SIGKILLs the rest and waits up to a second more. It returns an error naming
+// the pids still alive after that.
+func stopPids(pids []int, grace time.Duration) error {
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGTERM)
+	}
+	if waitGone(pids, grace) {
+		return nil
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	if waitGone(pids, time.Second) {
+		return nil
+	}
+	var left []int
+	for _, p := range pids {
+		if alive(p) {
+			left = append(left, p)
+		}
+	}
+	return fmt.Errorf("processes %v still running after SIGKILL", left)
+}
+
+func waitGone(pids []int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		gone := true
+		for _, p := range pids {
+			if alive(p) {
+				gone = false
+				break
+			}
+		}
+		if gone {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stopNamespaceProcesses stops every process living in the named namespace.
+func stopNamespaceProcesses(name string, grace time.Duration) error {
+	if !netns.Exists(name) {
+		return nil
+	}
+	all, err := netns.PidsIn(netns.RunDir + "/" + name)
+	if err != nil {
+		return err
+	}
+	// This process may be listed: its main thread can be one that ran code in
+	// the namespace and was retired there (internal/netns never moves it back).
+	pids := slices.DeleteFunc(all, func(p int) bool { return p == os.Getpid() })
+	if err := stopPids(pids, grace); err != nil {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// logTail returns the last n lines of a log file, indented, for error messages.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "  (no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ") + "\n  (log: " + path + ")"
+}

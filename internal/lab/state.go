@@ -1,0 +1,98 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ControlPlane kinds.
+const (
+	ControlPlaneFile = "file" // the embedded control plane over manifests
+	ControlPlaneKube = "kube" // real kube-apiserver + kube-controller-manager
+)
+
+// Info is what a lab remembers about itself (lab.json).
+type Info struct {
+	Name         string `json:"name"`
+	Nodes        int    `json:"nodes"`
+	ControlPlane string `json:"controlPlane"`
+	// Binary is the svcnet binary every lab process runs.
+	Binary string `json:"binary"`
+	// NextNode is the round-robin cursor for Pods that name no node (0-based).
+	NextNode int `json:"nextNode"`
+}
+
+func (n Names) infoPath() string { return n.Path("lab.json") }
+
+// ErrNoLab is returned by commands on a lab that is not up.
+var ErrNoLab = errors.New("lab is not up")
+
+func readInfo(n Names) (*Info, error) {
+	b, err := os.ReadFile(n.infoPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("lab %s: %w (run `svcnet lab up --name %s`)", n.Lab, ErrNoLab, n.Lab)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
+	var in Info
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("lab %s: %s: %w", n.Lab, n.infoPath(), err)
+	}
+	return &in, nil
+}
+
+func writeInfo(n Names, in *Info) error {
+	b, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(n.infoPath(), append(b, '\n'))
+}
+
+// writeFileAtomic writes path through a temporary file and a rename, so readers
+// (and a crash) see the old or the new content, never a torn one.
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// lock takes the lab's exclusive lock (a file beside the state directory, so that
+// Down can remove the directory while holding it). The returned func releases it.
+func lock(n Names) (func(), error) {
+	if err := os.MkdirAll(RunRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
+	f, err := os.OpenFile(filepath.Join(RunRoot, n.Lab+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}

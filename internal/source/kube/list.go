@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+)
+
+// Resources name what List lists.
+const (
+	Services       = "services"
+	EndpointSlices = "endpointslices"
+	Nodes          = "nodes"
+	Pods           = "pods"
+)
+
+// List lists the named resources ("" in namespace: every namespace; Nodes are
+// cluster-scoped) into a Result, each object with its TypeMeta set as kubectl
+// prints it.
+func List(ctx context.Context, client kubernetes.Interface, namespace string, resources ...string) (*controlplane.Result, error) {
+	var r controlplane.Result
+	lo := metav1.ListOptions{}
+	for _, res := range resources {
+		switch res {
+		case Services:
+			l, err := client.CoreV1().Services(namespace).List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing services: %w", err)
+			}
+			r.Services = ptrs(l.Items, "Service", corev1.SchemeGroupVersion.String())
+		case EndpointSlices:
+			l, err := client.DiscoveryV1().EndpointSlices(namespace).List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing endpointslices: %w", err)
+			}
+			r.EndpointSlices = ptrs(l.Items, "EndpointSlice", discoveryv1.SchemeGroupVersion.String())
+		case Nodes:
+			l, err := client.CoreV1().Nodes().List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing nodes: %w", err)
+			}
+			r.Nodes = ptrs(l.Items, "Node", corev1.SchemeGroupVersion.String())
+		case Pods:
+			l, err := client.CoreV1().Pods(namespace).List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing pods: %w", err)
+			}
+			r.Pods = ptrs(l.Items, "Pod", corev1.SchemeGroupVersion.String())
+		default:
+			return nil, fmt.Errorf("list: unknown resource %q", res)
+		}
+	}
+	return &r, nil
+}
+
+// ptrs returns pointers to the items with their TypeMeta set.
+func ptrs[T any, P interface {
+	*T
+	runtime.Object
+}](items []T, kind, apiVersion string) []P {
+	out := make([]P, len(items))
+	for i := range items {
+		p := P(&items[i])
+		p.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersion, kind))
+		out[i] = p
+	}
+	return out
+}

@@ -1,0 +1,43 @@
+// Package testbin builds the svcnet binary for tests that run it as a process
+// (the kernel, e2e and CNI tiers), the same way for all of them.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ModuleRoot walks up from the working directory to the directory of go.mod.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Build compiles ./cmd/svcnet of this module into out.
+func Build(out string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/svcnet")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/svcnet: %w\n%s", err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}

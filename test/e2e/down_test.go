@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+)
+
+// hostState is what the lab must never change in the host's namespace.
+func hostState(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, argv := range [][]string{{"ip", "-br", "addr"}, {"ip", "route", "show", "table", "all"}, {"ip", "rule"}, {"nft", "list", "ruleset"}} {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v: %s", argv, err, out)
+		}
+		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
+	}
+	return b.String()
+}
+
+// labPids returns the processes living in the lab's namespaces.
+func labPids(t *testing.T, name string) []int {
+	t.Helper()
+	all, err := netns.Names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, ns := range all {
+		if strings.HasPrefix(ns, name+".") {
+			p, err := netns.PidsIn(netns.RunDir + "/" + ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids = append(pids, p...)
+		}
+	}
+	return slices.DeleteFunc(pids, func(p int) bool { return p == os.Getpid() })
+}
+
+// The demo killed with kill -9 half way, then `svcnet lab down`: no lab namespace,
+// no lab process, no lab file is left, and the host's addresses, routes, rules and
+// nftables ruleset are as they were before.
+func TestDownAfterKilledDemo(t *testing.T) {
+	netnstest.RequireRoot(t)
+	name := fmt.Sprintf("kill%d", os.Getpid()%100000)
+	t.Cleanup(func() { _ = lab.Down(name) })
+	before := hostState(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	demo := exec.CommandContext(ctx, svcnetBin, "demo", "--name", name, "-f", "../../examples/seed-001/my-nginx.yaml")
+	out, err := demo.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once the pods run and traffic flows: mid-demo, with everything up.
+	sc := bufio.NewScanner(out)
+	killed := false
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "From the external client") {
+			_ = demo.Process.Kill()
+			killed = true
+			break
+		}
+	}
+	_ = demo.Wait()
+	if !killed {
+		t.Fatal("the demo ended before reaching its NodePort step")
+	}
+	pids := labPids(t, name)
+	if len(pids) == 0 {
+		t.Fatal("no lab process found after kill -9: the demo did not get far enough to test down")
+	}
+
+	if out, err := exec.Command(svcnetBin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
+		t.Fatalf("lab down: %v: %s", err, out)
+	}
+	all, err := netns.Names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range all {
+		if strings.HasPrefix(ns, name+".") {
+			t.Errorf("namespace %s left after lab down", ns)
+		}
+	}
+	for _, p := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); !strings.Contains(string(b), ") Z") {
+				t.Errorf("process %d of the lab still runs after lab down", p)
+			}
+		}
+	}
+	for _, path := range []string{lab.Names{Lab: name}.Dir()} {
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s left after lab down", path)
+		}
+	}
+	if after := hostState(t); after != before {
+		t.Errorf("the host's network state changed:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+	// Idempotent.
+	if out, err := exec.Command(svcnetBin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
+		t.Fatalf("second lab down: %v: %s", err, out)
+	}
+}
