@@ -71,7 +71,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 	}
 	nodePort, hcPort := svc.Spec.Ports[0].NodePort, int32(0)
 
-	d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods.", pods[0].Name, svc.Spec.ClusterIP)
+	d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods; when it picks the asking pod itself (hairpin), it also masquerades, so that pod sees its node's gateway address %s.", pods[0].Name, svc.Spec.ClusterIP, Gateway4(NodeIndex(pods[0].Spec.NodeName)))
 	from, err := l.Resolve(ctx, pods[0].Namespace+"/"+pods[0].Name)
 	if err != nil {
 		return err
@@ -177,7 +177,9 @@ func (d *demo) check(ok bool, format string, args ...any) {
 	d.failed = append(d.failed, msg)
 }
 
-func (d *demo) hits(url string, hits []Hit) { PrintHits(indent{d.out}, url, hits) }
+func (d *demo) hits(url string, hits []Hit) {
+	_ = indented(d.out, func(w io.Writer) error { PrintHits(w, url, hits); return nil })
+}
 
 // seedObjects returns my-nginx and its pods (ordered by node) as the control plane
 // holds them.
@@ -223,14 +225,15 @@ func (d *demo) tables(ctx context.Context, l *Lab) error {
 			svcs = append(svcs, s)
 		}
 	}
-	if err := printers.Services(indent{d.out}, svcs, opts); err != nil {
+	if err := indented(d.out, func(w io.Writer) error { return printers.Services(w, svcs, opts) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(d.out)
-	return printers.EndpointSlices(indent{d.out}, r.EndpointSlices, opts)
+	return indented(d.out, func(w io.Writer) error { return printers.EndpointSlices(w, r.EndpointSlices, opts) })
 }
 
-// indent prefixes every line written with four spaces.
+// indent prefixes every line written with four spaces. Writers that write a
+// line in pieces (tables) must write through a buffer first (indented).
 type indent struct{ w io.Writer }
 
 func (i indent) Write(b []byte) (int, error) {
@@ -240,6 +243,16 @@ func (i indent) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// indented runs print into a buffer and writes the result indented.
+func indented(w io.Writer, print func(io.Writer) error) error {
+	var buf bytes.Buffer
+	if err := print(&buf); err != nil {
+		return err
+	}
+	_, err := indent{w}.Write(buf.Bytes())
+	return err
 }
 
 func answeredBy(hits []Hit, pods ...string) bool {

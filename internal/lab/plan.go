@@ -42,10 +42,10 @@ func ValidateName(name string) error {
 // NodeName is the name of node i (1-based).
 func NodeName(i int) string { return fmt.Sprintf("node%d", i) }
 
-// NodeIndex returns i for "nodei", or 0.
+// NodeIndex returns i for "nodei" (i >= 1), or 0.
 func NodeIndex(name string) int {
 	var i int
-	if _, err := fmt.Sscanf(name, "node%d", &i); err != nil || NodeName(i) != name {
+	if _, err := fmt.Sscanf(name, "node%d", &i); err != nil || i < 1 || NodeName(i) != name {
 		return 0
 	}
 	return i
@@ -89,3 +89,6 @@ func (n Names) Pod(namespace, name string) string {
 
 // Owns reports whether a network namespace name belongs to this lab.
 func (n Names) Owns(netnsName string) bool { return strings.HasPrefix(netnsName, n.prefix()) }
+
+// Gateway4 is node i's pod gateway, the address of its cni0 bridge: 192.168.i.1.
+func Gateway4(i int) netip.Addr { return PodCIDR(i).Addr().Next() }
