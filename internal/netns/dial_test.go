@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
-	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -63,6 +63,13 @@ func TestPidsIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// A process in the host's namespace. (Not this test process: its main thread
+	// may have been retired inside a test namespace, which /proc/PID/ns/net shows.)
+	outside := exec.Command("sleep", "30")
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outside.Process.Kill(); _ = outside.Wait() })
 	found := false
 	for i := 0; i < 50 && !found; i++ { // `ip netns exec` execs sleep; allow it to get there
 		pids, err := netns.PidsIn(ns.Path())
@@ -70,8 +77,8 @@ func TestPidsIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range pids {
-			if p == os.Getpid() {
-				t.Fatal("the test process is not in the namespace but was listed")
+			if p == outside.Process.Pid {
+				t.Fatal("a process in the host's namespace was listed")
 			}
 			found = found || p == cmd.Process.Pid
 		}
