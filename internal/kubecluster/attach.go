@@ -1,6 +1,8 @@
 package kubecluster
 
 import (
+	"github.com/svcnet/svcnet/internal/atomicfile"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,7 +37,7 @@ func (c *Cluster) writeState() error {
 	if err != nil {
 		return fmt.Errorf("kubecluster: state: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(c.o.Dir, stateFile), append(b, '\n'), 0o644)
+	return atomicfile.Write(filepath.Join(c.o.Dir, stateFile), append(b, '\n'), 0o644)
 }
 
 func readState(dir string) (*state, error) {

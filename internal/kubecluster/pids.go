@@ -1,6 +1,8 @@
 package kubecluster
 
 import (
+	"github.com/svcnet/svcnet/internal/atomicfile"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -77,20 +79,7 @@ func writePids(dir string, es []pidEntry) error {
 		}
 		return nil
 	}
-	return writeFileAtomic(path, formatPids(es), 0o644)
-}
-
-// writeFileAtomic writes b to a temporary file next to path and renames it there.
-func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, formatPids(es), 0o644)
 }
 
 // procStart returns the start time (clock ticks after boot) of process pid, and

@@ -118,7 +118,12 @@ func (c *fileCluster) Apply(_ context.Context, objs []runtime.Object) []error {
 			}
 		}
 	}
-	if err := c.publish(); err != nil {
+	if rejected > 0 { // what was loaded still holds the rejected objects
+		if l, err = c.load(false); err != nil {
+			return append(errs, err)
+		}
+	}
+	if err := c.publishLoaded(l); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -216,6 +221,11 @@ func (c *fileCluster) publish() error {
 	if err != nil {
 		return err
 	}
+	return c.publishLoaded(l)
+}
+
+// publishLoaded publishes l, a load of objects/ as it is now.
+func (c *fileCluster) publishLoaded(l *file.Loaded) error {
 	resolved := map[string]*corev1.Service{}
 	for _, s := range l.API.Services {
 		resolved[s.Namespace+"/"+s.Name] = s

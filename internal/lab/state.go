@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/atomicfile"
 )
 
 // ControlPlane kinds.
@@ -56,29 +58,8 @@ func writeInfo(n Names, in *Info) error {
 	return writeFileAtomic(n.infoPath(), append(b, '\n'))
 }
 
-// writeFileAtomic writes path through a temporary file and a rename, so readers
-// (and a crash) see the old or the new content, never a torn one.
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+// writeFileAtomic writes a lab file (see package atomicfile).
+func writeFileAtomic(path string, b []byte) error { return atomicfile.Write(path, b, 0o644) }
 
 // lock takes the lab's exclusive lock (a file beside the state directory, so that
 // Down can remove the directory while holding it). The returned func releases it.

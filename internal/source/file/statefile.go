@@ -1,6 +1,8 @@
 package file
 
 import (
+	"github.com/svcnet/svcnet/internal/atomicfile"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,26 +61,7 @@ func writeStateFile(path string, st controlplane.State) error {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".svcnet-state-*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing state %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	return nil
+	return atomicfile.Write(path, b, 0o644)
 }
 
 func isDir(path string) bool {
