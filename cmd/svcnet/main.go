@@ -31,7 +31,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newVersionCommand(), newGetCommand(), newProxyCommand(), newCNICommand())
 	root.AddCommand(newEchoCommand())
-	root.AddCommand(newLabCommand(), newDemoCommand())
+	root.AddCommand(newLabCommand(), newDemoCommand(), newTraceCommand())
 	return root
 }
 

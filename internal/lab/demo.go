@@ -27,6 +27,8 @@ type DemoOptions struct {
 	Out       io.Writer
 	// Keep leaves the lab up at the end.
 	Keep bool
+	// SVG is where the closing trace's diagram is written ("" for none).
+	SVG string
 }
 
 // Demo walks through seed 001 on a 3-node lab: a LoadBalancer Service with pods on
@@ -148,6 +150,9 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 			want = http.StatusServiceUnavailable
 		}
 		d.check(code == want, "node%d answers %d", i, want)
+	}
+	if err := d.traceNodePort(ctx, l, svc, client, node1, o.SVG); err != nil {
+		return err
 	}
 	if len(d.failed) > 0 {
 		return fmt.Errorf("demo: %d check(s) failed: %s", len(d.failed), strings.Join(d.failed, "; "))

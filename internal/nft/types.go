@@ -37,6 +37,11 @@ type Table struct {
 	Name   string
 	Chains map[string]*Chain
 	Sets   map[string]*Set
+	// Handle is the kernel's handle of a table read back from it (0 for a
+	// rendered one). Handles grow with creation, so they order tables by
+	// when their base chains were registered (the simulator needs that for
+	// base chains of equal priority).
+	Handle uint64
 }
 
 // NewTable returns an empty table.
@@ -54,6 +59,7 @@ func (t *Table) SetNames() []string { return sortedKeys(t.Sets) }
 // values and are shared).
 func (t *Table) Clone() *Table {
 	c := NewTable(t.Family, t.Name)
+	c.Handle = t.Handle
 	for n, ch := range t.Chains {
 		cc := *ch
 		cc.Rules = slices.Clone(ch.Rules)

@@ -204,6 +204,8 @@ func suite(t *testing.T, controlPlane string) {
 			}
 		}
 	})
+	t.Run("TraceVerify", func(t *testing.T) { traceScenarios(t, e) })
+
 	t.Run("Multiport", func(t *testing.T) {
 		for _, port := range []int32{80, 8080} {
 			for _, h := range e.curl("client-1", clusterURL(web, port), 4, 2*time.Second) {

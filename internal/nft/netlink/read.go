@@ -11,6 +11,9 @@ import (
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
+// nftaTableHandle is NFTA_TABLE_HANDLE (uapi nf_tables.h), which x/sys/unix lacks.
+const nftaTableHandle = 4
+
 // readAttempts bounds the retries of a Read that raced with another writer.
 const readAttempts = 5
 
@@ -59,9 +62,21 @@ func (c *Conn) Read(ctx context.Context, f nft.Family, name string) (*nft.Table,
 
 func (c *Conn) readOnce(ctx context.Context, f nft.Family, name string) (*nft.Table, error) {
 	fam := nfproto(f)
+	var handle uint64
 	err := c.request(ctx, unix.NFT_MSG_GETTABLE, 0, fam, func(e *enc) {
 		e.str(unix.NFTA_TABLE_NAME, name)
-	}, func(nlMsg) error { return nil })
+	}, func(m nlMsg) error {
+		a, err := payload(m)
+		if err != nil {
+			return err
+		}
+		for a.next() {
+			if a.typ == nftaTableHandle {
+				handle = a.u64()
+			}
+		}
+		return nil
+	})
 	if errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("table %s %s: %w", f, name, nft.ErrNoTable)
 	}
@@ -69,6 +84,7 @@ func (c *Conn) readOnce(ctx context.Context, f nft.Family, name string) (*nft.Ta
 		return nil, fmt.Errorf("get table: %w", err)
 	}
 	t := nft.NewTable(f, name)
+	t.Handle = handle
 
 	// Chains.
 	err = c.request(ctx, unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP, fam, func(e *enc) {

@@ -15,7 +15,9 @@
 //     fixed priority (-100 at prerouting and output, 100 at postrouting and
 //     input), ordered among themselves by their own priority: a nat chain at
 //     priority -150 still runs after a filter chain at -110, as in the kernel.
-//     Chains of equal priority run in (table, chain) name order, and the NAT
+//     Chains of equal priority run the later registered first (tables read
+//     back from the kernel carry their handle, which orders them), else in
+//     (table, chain) name order; and the NAT
 //     hook after filter chains of its own priority.
 //   - NAT. NAT chains are evaluated only for the first packet of a connection
 //     (ct state new) and only until a translation of that kind (destination at

@@ -27,6 +27,9 @@ type Outcome struct {
 	// Probability is the exact probability of ending this way (outcomes with
 	// the same verdict, reject kind, delivery and final packet are merged).
 	Probability *big.Rat
+	// Choices are the random choices of Result's run (true: the `numgen
+	// random` match was taken), for RunChoices.
+	Choices []bool
 }
 
 // Enumerate walks the packet once per combination of `numgen random` choices
@@ -64,7 +67,7 @@ func (s *Simulator) Enumerate(ctx Context, p Packet) ([]Outcome, error) {
 			out[i].Probability.Add(out[i].Probability, r.prob.rat())
 		} else {
 			index[k] = len(out)
-			out = append(out, Outcome{Result: res, Probability: r.prob.rat()})
+			out = append(out, Outcome{Result: res, Probability: r.prob.rat(), Choices: slices.Clone(r.taken)})
 		}
 		last := -1
 		for i := len(r.taken) - 1; i >= 0; i-- {
@@ -78,6 +81,19 @@ func (s *Simulator) Enumerate(ctx Context, p Packet) ([]Outcome, error) {
 		}
 		prefix = append(slices.Clone(r.taken[:last]), false)
 	}
+}
+
+// RunChoices is Run with the random choices of an Outcome (Outcome.Choices)
+// instead of ctx.Rand: it walks the packet down that branch and keeps its
+// effects on state, as Run does. Choices beyond those given take the match.
+func (s *Simulator) RunChoices(ctx Context, p Packet, choices []bool) (Result, error) {
+	st := s.st.clone()
+	res, err := s.simulate(ctx, p, &replay{prefix: choices, prob: prob{num: 1, den: 1}}, st)
+	if err != nil {
+		return Result{}, err
+	}
+	s.st = st
+	return res, nil
 }
 
 // chooser decides `numgen random mod mod` == value. why explains a miss.

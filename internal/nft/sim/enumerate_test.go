@@ -167,3 +167,31 @@ func BenchmarkEnumerateCascade(b *testing.B) {
 		}
 	}
 }
+
+// TestRunChoicesFollowsAnOutcome: running an outcome's choices gives that
+// outcome's result, and remembers its connection for the reply.
+func TestRunChoicesFollowsAnOutcome(t *testing.T) {
+	a := fixtureAddrs(nft.IPv4)
+	s := New(nil, proxyTable(t, a))
+	ctx := a.nodeContext(PathPrerouting, nil)
+	p := a.tcp(ap(a.client, 40000), ap(a.svcA, 80))
+	outs, err := s.Enumerate(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) < 2 {
+		t.Fatalf("want several outcomes, got %d", len(outs))
+	}
+	last := outs[len(outs)-1]
+	res, err := s.RunChoices(ctx, p, last.Choices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Final != last.Result.Final {
+		t.Fatalf("RunChoices ended as %s, want %s", res.Final, last.Result.Final)
+	}
+	flows := s.Flows()
+	if len(flows) != 1 || flows[0].ReplySrc != last.Result.Final.Dst {
+		t.Fatalf("flows %+v, want one to %s", flows, last.Result.Final.Dst)
+	}
+}

@@ -25,9 +25,14 @@ type baseChain struct {
 	chain *nft.Chain
 }
 
+// compareBase orders base chains as the kernel runs them: by priority; at
+// equal priority the later registered first (nf_hook_entries_grow inserts a
+// new hook before those of its priority), which for tables read back from
+// the kernel is the higher table handle; else by table and chain name.
 func compareBase(a, b baseChain) int {
 	return cmp.Or(
 		cmp.Compare(a.chain.Hook.Priority, b.chain.Hook.Priority),
+		cmp.Compare(b.table.Handle, a.table.Handle),
 		cmp.Compare(a.table.Name, b.table.Name),
 		cmp.Compare(a.chain.Name, b.chain.Name),
 	)

@@ -152,3 +152,19 @@ func (l *Loaded) apply(store *model.Store) {
 		tx.SetSynced(true)
 	})
 }
+
+// FromResult converts a control plane's result (for example one listed from a
+// real API server) to the model as Load does, keeping the Services of
+// proxyName ("" for those without the service-proxy-name label).
+func FromResult(res controlplane.Result, proxyName string) *Loaded {
+	l := &Loaded{API: res, proxyName: proxyName}
+	l.convert()
+	return l
+}
+
+// Snapshot returns the load as one synced model snapshot.
+func (l *Loaded) Snapshot() *model.Snapshot {
+	store := model.NewStore()
+	l.apply(store)
+	return store.Snapshot()
+}

@@ -1,0 +1,37 @@
+package lab
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/source/file"
+	"github.com/svcnet/svcnet/internal/trace"
+)
+
+// TraceNetwork returns the lab's cluster state and its network as the tracer
+// sees it: every node, pod and the client with its network namespace (so the
+// tracer reads each node's rules from its kernel and can send probes), the
+// node network, and the fabric's gateway.
+func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network, error) {
+	res, err := l.Get(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap := file.FromResult(*res, "").Snapshot()
+	nsOf := map[string]string{"client": l.names.Client()}
+	for i := 1; i <= l.info.Nodes; i++ {
+		nsOf[NodeName(i)] = l.names.Node(i)
+	}
+	for _, p := range snap.Pods() {
+		if !p.HostNetwork {
+			nsOf[p.Namespace+"/"+p.Name] = l.names.Pod(p.Namespace, p.Name)
+		}
+	}
+	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": ClientAddr}, Gateway, nsOf)
+	net.NodeNetworks = []netip.Prefix{NodeNetwork}
+	return snap, net, nil
+}
+
+// ClusterCIDRs are the lab proxies' --cluster-cidr.
+func ClusterCIDRs() []netip.Prefix { return []netip.Prefix{PodNetwork} }

@@ -1,0 +1,13 @@
+// Package trace explains what a cluster does to one packet: every hop (sender,
+// nodes, receiver), every netfilter hook, chain and rule that decided
+// something, every rewrite as a before → after tuple, the endpoint choice with
+// each candidate's probability, the routing decisions between places, and the
+// reply's way back through conntrack's reverse translations.
+//
+// The engine is the packet simulator (package nft/sim) run over each node's
+// ruleset (read back from the kernel on a live node, or rendered from the
+// cluster state exactly as svcnet proxy renders it), joined by a model of the
+// cluster network (nodes, pod CIDR routes, bridges). Verification against the
+// kernel (package nft/nftrace) sends a real probe with nftrace set and compares
+// the kernel's trace events with the simulated steps.
+package trace

@@ -1,0 +1,78 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/cni/hostport"
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/nft/netlink"
+	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+)
+
+// RenderedRules renders each node's ruleset from the cluster state exactly
+// as svcnet proxy programs it (NodePorts on the node's addresses, pod traffic
+// detected by clusterCIDRs). hostPort tables are the CNI plugin's runtime
+// state and are not rendered.
+func RenderedRules(snap *model.Snapshot, net *Network, clusterCIDRs []netip.Prefix) RulesFunc {
+	return func(node string) ([]*nft.Table, error) {
+		nd := net.Node(node)
+		if nd == nil {
+			return nil, fmt.Errorf("node %s: not in the cluster state", node)
+		}
+		cfg := servicetable.NodeConfig{NodeName: node, Zone: nd.Zone, NodePortAddresses: nd.Addrs, ClusterCIDRs: clusterCIDRs}
+		return nftables.Render(servicetable.Build(snap, cfg)), nil
+	}
+}
+
+// KernelTables are the tables the tracer reads back from a live node.
+var KernelTables = []string{nftables.TableName, hostport.TableName}
+
+// KernelRules reads each node's ruleset back from the kernel, in the network
+// namespace nsOf names for it ("" for the caller's own namespace). Tables
+// that do not exist are skipped; a node with none of them is an error.
+func KernelRules(ctx context.Context, nsOf func(node string) (string, error)) RulesFunc {
+	return func(node string) ([]*nft.Table, error) {
+		name, err := nsOf(node)
+		if err != nil {
+			return nil, err
+		}
+		var conn *netlink.Conn
+		if name == "" {
+			conn, err = netlink.New()
+		} else {
+			ns, oerr := netns.Open(name)
+			if oerr != nil {
+				return nil, fmt.Errorf("node %s: %w", node, oerr)
+			}
+			defer ns.Close()
+			conn, err = netlink.New(ns)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", node, err)
+		}
+		defer conn.Close()
+		var out []*nft.Table
+		for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+			for _, tn := range KernelTables {
+				t, err := conn.Read(ctx, f, tn)
+				if errors.Is(err, nft.ErrNoTable) {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("node %s: %w", node, err)
+				}
+				out = append(out, t)
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("node %s: no svcnet table in namespace %q: is svcnet proxy running there?", node, name)
+		}
+		return out, nil
+	}
+}

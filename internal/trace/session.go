@@ -1,0 +1,101 @@
+package trace
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/nft"
+)
+
+// Rules modes: where the tracer takes each node's ruleset from.
+const (
+	// RulesAuto reads the kernel of every node whose network namespace is
+	// known (Network.NetNS) and renders the others.
+	RulesAuto = "auto"
+	// RulesKernel reads every node's ruleset back from its kernel.
+	RulesKernel = "kernel"
+	// RulesRendered renders every node's ruleset from the cluster state.
+	RulesRendered = "rendered"
+)
+
+// Options are one trace's settings beyond the request.
+type Options struct {
+	// Rules is RulesAuto (default), RulesKernel or RulesRendered.
+	Rules string
+	// ClusterCIDRs detect pod traffic in rendered rulesets (svcnet proxy
+	// --cluster-cidr); empty means the nodes' pod CIDRs.
+	ClusterCIDRs []netip.Prefix
+	// Verbose keeps rules that did not match.
+	Verbose bool
+	// Endpoint picks the endpoint to follow (see Start.Endpoint).
+	Endpoint netip.AddrPort
+}
+
+// NewEngine returns an engine over the cluster state and network with the
+// rules mode of opts.
+func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Options) (*Engine, error) {
+	cidrs := opts.ClusterCIDRs
+	if len(cidrs) == 0 {
+		for _, nd := range net.Nodes {
+			cidrs = append(cidrs, nd.PodCIDRs...)
+		}
+	}
+	rendered := RenderedRules(snap, net, cidrs)
+	kernel := KernelRules(ctx, func(node string) (string, error) {
+		if ns, ok := net.NetNS[node]; ok {
+			return ns, nil
+		}
+		return "", fmt.Errorf("node %s: its network namespace is unknown (the kernel's rules can be read in a lab, or on the node itself)", node)
+	})
+	e := &Engine{Net: net, Verbose: opts.Verbose}
+	switch opts.Rules {
+	case RulesRendered:
+		e.Rules, e.RulesSource = rendered, "rendered from the cluster state as svcnet proxy renders them"
+	case RulesKernel:
+		e.Rules, e.RulesSource = kernel, "read back from each node's kernel"
+	case "", RulesAuto:
+		var live, off []string
+		for _, nd := range net.Nodes {
+			if _, ok := net.NetNS[nd.Name]; ok {
+				live = append(live, nd.Name)
+			} else {
+				off = append(off, nd.Name)
+			}
+		}
+		e.Rules = func(node string) ([]*nft.Table, error) {
+			if slices.Contains(live, node) {
+				return kernel(node)
+			}
+			return rendered(node)
+		}
+		switch {
+		case len(off) == 0:
+			e.RulesSource = "read back from each node's kernel"
+		case len(live) == 0:
+			e.RulesSource = "rendered from the cluster state as svcnet proxy renders them"
+		default:
+			e.RulesSource = fmt.Sprintf("kernel (%s), rendered (%s)", strings.Join(live, ", "), strings.Join(off, ", "))
+		}
+	default:
+		return nil, fmt.Errorf("rules %q: want %s, %s or %s", opts.Rules, RulesAuto, RulesKernel, RulesRendered)
+	}
+	return e, nil
+}
+
+// Run resolves ask against the cluster state and traces it.
+func Run(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Trace, error) {
+	e, err := NewEngine(ctx, snap, net, opts)
+	if err != nil {
+		return nil, err
+	}
+	st, req, err := Resolve(snap, net, ask)
+	if err != nil {
+		return nil, err
+	}
+	st.Endpoint = opts.Endpoint
+	return e.Trace(st, req)
+}

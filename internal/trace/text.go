@@ -1,0 +1,176 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteText prints the trace for humans: the request, each hop with its
+// netfilter steps (hook, chain, rule and its text), rewrites as before ⇒
+// after, the endpoint choice, routing, the reply, the verdict and a summary.
+func WriteText(w io.Writer, tr *Trace) error {
+	b := &strings.Builder{}
+	r := tr.Request
+	fmt.Fprintf(b, "trace %s", r.Packet)
+	if r.Service != "" {
+		fmt.Fprintf(b, "  (Service %s", r.Service)
+		if r.Frontend != "" {
+			fmt.Fprintf(b, ", %s", r.Frontend)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(b, "  from %s to %s; rules: %s\n", r.From, r.To, r.Rules)
+	if r.EphemeralPort {
+		fmt.Fprintf(b, "  source port %d is ephemeral: picked by the tracer from %d-%d, as the kernel picks one (ip_local_port_range)\n",
+			r.Packet.Src.Port(), ephemeralLow, ephemeralHigh)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(b, "  note: %s\n", n)
+	}
+	n := 0
+	for _, h := range tr.Hops {
+		n++
+		writeHop(b, n, h, tr.Choice)
+	}
+	if len(tr.Reply) > 0 {
+		b.WriteString("\nreply (conntrack translates it back):\n")
+		for _, h := range tr.Reply {
+			n++
+			writeHop(b, n, h, nil)
+		}
+	}
+	fmt.Fprintf(b, "\nverdict: %s at %s: %s\n", tr.Verdict.Kind, tr.Verdict.Place, tr.Verdict.Reason)
+	fmt.Fprintf(b, "summary: %s\n", summaryText(tr))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeHop(b *strings.Builder, n int, h Hop, choice *Choice) {
+	fmt.Fprintf(b, "\n%2d. %s", n, h.Place)
+	var attrs []string
+	if h.Place.Addr.IsValid() {
+		attrs = append(attrs, h.Place.Addr.String())
+	}
+	if h.Place.NetNS != "" {
+		attrs = append(attrs, "netns "+h.Place.NetNS)
+	}
+	if h.In != "" {
+		attrs = append(attrs, "in on "+h.In)
+	}
+	if len(attrs) > 0 {
+		fmt.Fprintf(b, " (%s)", strings.Join(attrs, ", "))
+	}
+	b.WriteString("\n")
+	verb := "arrives"
+	if h.In == "" {
+		verb = "sends"
+	}
+	fmt.Fprintf(b, "    %-9s %s\n", verb, h.Arrive)
+	for _, s := range h.Steps {
+		writeStep(b, s)
+	}
+	for _, rw := range h.Rewrites {
+		fmt.Fprintf(b, "    %-9s %s  ⇒  %s\n", rw.Kind, rw.Before, rw.After)
+		fmt.Fprintf(b, "              at %s by %s", rw.Hook, rw.By)
+		if rw.Mark != 0 {
+			fmt.Fprintf(b, ", asked for by mark 0x%x", rw.Mark)
+		}
+		b.WriteString("\n")
+	}
+	if choice != nil && h.Place.Kind == PlaceNode && h.Place.Name == choice.Node {
+		writeChoice(b, choice)
+	}
+	if h.Route != nil {
+		fmt.Fprintf(b, "    %-9s %s → %s", "route", h.Route.Text, h.Route.Next)
+		if h.Route.Link != "" {
+			fmt.Fprintf(b, " [%s]", h.Route.Link)
+		}
+		b.WriteString("\n")
+	}
+	if h.Leave != nil && *h.Leave != h.Arrive {
+		fmt.Fprintf(b, "    %-9s %s\n", "leaves", *h.Leave)
+	}
+	if h.End != "" {
+		fmt.Fprintf(b, "    %-9s %s\n", "end", h.End)
+	}
+}
+
+// writeStep prints one netfilter step; a rule's text follows on its own line.
+func writeStep(b *strings.Builder, s Step) {
+	switch s.Action {
+	case "hook":
+		fmt.Fprintf(b, "    %-11s hook\n", s.Hook)
+		return
+	case "chain":
+		fmt.Fprintf(b, "    %-11s   %s %s (%s)\n", s.Hook, s.Table, s.Chain, s.Detail)
+		return
+	case "route":
+		fmt.Fprintf(b, "    %-11s   %s\n", "routing", s.Detail)
+		return
+	}
+	where := s.Chain
+	if s.Rule >= 0 {
+		where = fmt.Sprintf("%s #%d", s.Chain, s.Rule)
+	}
+	line := s.Action
+	if s.Target != "" {
+		line += " " + s.Target
+	}
+	if s.Detail != "" {
+		line += ": " + s.Detail
+	}
+	fmt.Fprintf(b, "    %-11s     %s  %s\n", s.Hook, where, line)
+	if s.Text != "" && s.Action != "no-match" {
+		fmt.Fprintf(b, "    %-11s       rule: %s\n", "", s.Text)
+	}
+}
+
+func writeChoice(b *strings.Builder, c *Choice) {
+	fmt.Fprintf(b, "    %-9s %s, %s endpoints", "endpoint", c.Service, c.Set)
+	if c.Affinity != "" {
+		fmt.Fprintf(b, "; %s", c.Affinity)
+	}
+	b.WriteString(":\n")
+	for _, cand := range c.Candidates {
+		mark := " "
+		if cand.Chosen {
+			mark = "✓"
+		}
+		where := ""
+		if cand.Pod != "" {
+			where = fmt.Sprintf("pod %s on %s", cand.Pod, cand.Node)
+		}
+		if cand.Terminating {
+			where += " (terminating)"
+		}
+		fmt.Fprintf(b, "              %s %-6s %-24s %s\n", mark, cand.Probability, cand.Endpoint, where)
+	}
+}
+
+// summaryText counts rewrites and hops in words.
+func summaryText(tr *Trace) string {
+	var kinds []string
+	for _, h := range tr.Hops {
+		for _, rw := range h.Rewrites {
+			kinds = append(kinds, fmt.Sprintf("%s at %s", rw.Kind, h.Place.Name))
+		}
+	}
+	s := fmt.Sprintf("%d rewrite%s on the way in", tr.Summary.Rewrites, plural(tr.Summary.Rewrites))
+	if len(kinds) > 0 {
+		s += " (" + strings.Join(kinds, ", ") + ")"
+	}
+	if len(tr.Reply) > 0 {
+		s += fmt.Sprintf(", %d reversed by conntrack on the way back", tr.Summary.ReplyRewrites)
+	}
+	s += fmt.Sprintf("; %d node hop%s", tr.Summary.NodeHops, plural(tr.Summary.NodeHops))
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,323 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/nft/nftrace"
+)
+
+// Report is the outcome of a verification: the trace of the path the kernel
+// took, what the probe saw, and every difference between the simulated
+// steps and the kernel's trace events, hop by hop.
+type Report struct {
+	Trace       *Trace     `json:"trace"`
+	Probe       string     `json:"probe"`
+	Checks      []HopCheck `json:"checks"`
+	Differences []string   `json:"differences,omitempty"`
+}
+
+// HopCheck compares one node pass of the packet or its reply.
+type HopCheck struct {
+	Node      string   `json:"node"`
+	Direction string   `json:"direction"` // "request" or "reply"
+	Expected  []string `json:"expected"`
+	Kernel    []string `json:"kernel"`
+	OK        bool     `json:"ok"`
+}
+
+// OK reports whether the kernel took the traced path.
+func (r *Report) OK() bool { return len(r.Differences) == 0 }
+
+// Write prints the comparison.
+func (r *Report) Write(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "verify: probe %s: %s\n", r.Trace.Request.Packet, r.Probe)
+	for _, c := range r.Checks {
+		mark := "ok"
+		if !c.OK {
+			mark = "DIFFERS"
+		}
+		fmt.Fprintf(b, "  %-8s %-7s %d kernel trace events, %s\n", c.Node, c.Direction, len(c.Kernel), mark)
+		if !c.OK {
+			fmt.Fprintf(b, "    simulated:\n")
+			for _, l := range c.Expected {
+				fmt.Fprintf(b, "      %s\n", l)
+			}
+			fmt.Fprintf(b, "    kernel:\n")
+			for _, l := range c.Kernel {
+				fmt.Fprintf(b, "      %s\n", l)
+			}
+		}
+	}
+	for _, d := range r.Differences {
+		fmt.Fprintf(b, "  difference: %s\n", d)
+	}
+	if r.OK() {
+		fmt.Fprintf(b, "verify: the kernel took the same chains, rules and rewrites (%d node passes checked)\n", len(r.Checks))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// collectFor bounds the wait for trace events after the probe.
+const (
+	collectQuiet = 300 * time.Millisecond
+	collectMax   = 20000
+	collectTime  = 3 * time.Second
+)
+
+// Verify traces ask, sends the packet for real from the sender's namespace
+// with nftrace set on every node it can cross, reads the kernel's trace
+// events, and compares them with the simulated steps of the path the kernel
+// took (the endpoint the kernel chose picks among the traced candidates).
+// Every place's network namespace must be known (Network.NetNS).
+func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Report, error) {
+	e, err := NewEngine(ctx, snap, net, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.Rules = memoRules(e.Rules)
+	st, req, err := Resolve(snap, net, ask)
+	if err != nil {
+		return nil, err
+	}
+	st.Endpoint = opts.Endpoint
+	first, err := e.Trace(st, req)
+	if err != nil {
+		return nil, err
+	}
+	cands := []*Trace{first}
+	if first.Choice != nil && !opts.Endpoint.IsValid() {
+		for _, c := range first.Choice.Candidates[1:] {
+			ep, err := netip.ParseAddrPort(c.Endpoint)
+			if err != nil {
+				continue
+			}
+			s := st
+			s.Endpoint = ep
+			tr, err := e.Trace(s, req)
+			if err != nil {
+				return nil, err
+			}
+			cands = append(cands, tr)
+		}
+	}
+	senderNS := net.NetNS[st.From.Name]
+	if senderNS == "" {
+		return nil, fmt.Errorf("verify: the network namespace of %s is unknown (give --netns %s=NETNS)", st.From, st.From.Name)
+	}
+
+	// Arm every node any candidate crosses, listening before arming.
+	matches := map[string][]nftrace.Match{}
+	for _, tr := range cands {
+		for node, ms := range traceMatches(tr) {
+			matches[node] = appendNew(matches[node], ms...)
+		}
+	}
+	nodes := sortedKeys(matches)
+	listeners := map[string]*nftrace.Listener{}
+	var armed []*nftrace.Armed
+	defer func() {
+		for _, a := range armed {
+			a.Close()
+		}
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	table := fmt.Sprintf("svcnet-trace-%d", os.Getpid())
+	handles := map[string]map[string]nftrace.Handles{}
+	for _, node := range nodes {
+		name := net.NetNS[node]
+		if name == "" {
+			return nil, fmt.Errorf("verify: the network namespace of node %s is unknown (give --netns %s=NETNS)", node, node)
+		}
+		ns, err := netns.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+		}
+		l, err := nftrace.Listen(ns)
+		if err != nil {
+			ns.Close()
+			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+		}
+		listeners[node] = l
+		a, err := nftrace.Arm(ns, table, matches[node])
+		if err != nil {
+			ns.Close()
+			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+		}
+		armed = append(armed, a)
+		handles[node], err = readHandles(ns)
+		ns.Close()
+		if err != nil {
+			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+		}
+	}
+
+	rep := &Report{}
+	rep.Probe, err = probe(ctx, senderNS, st.Packet)
+	if err != nil {
+		return nil, err
+	}
+	events, err := collectAll(ctx, nodes, listeners)
+	if err != nil {
+		return nil, err
+	}
+
+	// The candidate whose simulated steps the kernel's events match best.
+	best, bestScore := 0, -1
+	var bestChecks []HopCheck
+	for i, tr := range cands {
+		checks := compareTrace(tr, events, handles)
+		score := 0
+		for _, c := range checks {
+			if c.OK {
+				score++
+			}
+		}
+		if score > bestScore {
+			best, bestScore, bestChecks = i, score, checks
+		}
+	}
+	rep.Trace, rep.Checks = cands[best], bestChecks
+	if rep.Trace.Choice != nil {
+		for i := range rep.Trace.Choice.Candidates {
+			c := &rep.Trace.Choice.Candidates[i]
+			c.Chosen = c.Endpoint == chosenOf(rep.Trace)
+		}
+	}
+	for _, c := range rep.Checks {
+		if !c.OK {
+			rep.Differences = append(rep.Differences, fmt.Sprintf("node %s (%s): the kernel's chains, rules or verdicts differ from the simulation", c.Node, c.Direction))
+		}
+	}
+	if want := expectedProbe(rep.Trace); want != "" && !strings.HasPrefix(rep.Probe, want) {
+		rep.Differences = append(rep.Differences, fmt.Sprintf("the probe %s, but the trace says %s", rep.Probe, rep.Trace.Verdict.Kind))
+	}
+	return rep, nil
+}
+
+// collectAll reads every node's trace events at once; a node whose events
+// stop (or never start: a candidate the kernel did not take) ends by the
+// bound, which is not an error.
+func collectAll(ctx context.Context, nodes []string, listeners map[string]*nftrace.Listener) (map[string][]nftrace.Event, error) {
+	type res struct {
+		node string
+		evs  []nftrace.Event
+		err  error
+	}
+	ch := make(chan res, len(nodes))
+	cctx, cancel := context.WithTimeout(ctx, collectTime)
+	defer cancel()
+	for _, node := range nodes {
+		go func() {
+			evs, err := listeners[node].Collect(cctx, collectQuiet, collectMax)
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				err = nil
+			}
+			ch <- res{node, evs, err}
+		}()
+	}
+	out := map[string][]nftrace.Event{}
+	var errs []error
+	for range nodes {
+		r := <-ch
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("verify: node %s: trace events: %w", r.node, r.err))
+		}
+		out[r.node] = r.evs
+	}
+	return out, errors.Join(errs...)
+}
+
+// chosenOf returns the endpoint the trace followed.
+func chosenOf(tr *Trace) string {
+	for _, h := range tr.Hops {
+		for _, rw := range h.Rewrites {
+			if rw.Kind == RewriteDNAT {
+				return rw.After.Dst.String()
+			}
+		}
+	}
+	return ""
+}
+
+// expectedProbe is how a real connection ends for the trace's verdict.
+func expectedProbe(tr *Trace) string {
+	switch tr.Verdict.Kind {
+	case Delivered:
+		if tr.Request.Packet.Proto == "udp" {
+			return "answered"
+		}
+		return "connected"
+	case Rejected:
+		return "refused"
+	case Dropped, Filtered:
+		if tr.Request.Packet.Proto == "udp" {
+			return "no answer"
+		}
+		return "timed out"
+	}
+	return ""
+}
+
+// memoRules reads each node's rules once.
+func memoRules(f RulesFunc) RulesFunc {
+	cache := map[string][]*nft.Table{}
+	return func(node string) ([]*nft.Table, error) {
+		if t, ok := cache[node]; ok {
+			return t, nil
+		}
+		t, err := f(node)
+		if err == nil {
+			cache[node] = t
+		}
+		return t, err
+	}
+}
+
+// readHandles reads the rule handles of the tables the tracer compares, by
+// family and table ("ip svcnet").
+func readHandles(ns *netns.NS) (map[string]nftrace.Handles, error) {
+	out := map[string]nftrace.Handles{}
+	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+		for _, t := range KernelTables {
+			h, err := nftrace.RuleHandles(ns, f, t)
+			if err != nil {
+				continue // no such table
+			}
+			out[f.String()+" "+t] = h
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func appendNew(l []nftrace.Match, ms ...nftrace.Match) []nftrace.Match {
+	for _, m := range ms {
+		if !slices.Contains(l, m) {
+			l = append(l, m)
+		}
+	}
+	return l
+}

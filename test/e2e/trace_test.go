@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/trace"
+)
+
+// traceScenarios runs svcnet trace --verify over the lab: for each scenario
+// a real probe crosses the lab with nftrace set, and the kernel's own trace
+// must show the chains, rules and verdicts the tracer simulated, on every
+// node the packet and its reply cross; the verdict must be the expected one.
+func traceScenarios(t *testing.T, e *env) {
+	np := func(name string) int32 { return e.service(name).Spec.Ports[0].NodePort }
+	web := e.service("web")
+	for _, tc := range []struct {
+		name, from, to, proto string
+		want                  trace.VerdictKind
+		rewrites              int // on the way in; -1: not checked
+		clientKept            bool
+	}{
+		{"ClusterIP from a pod, endpoint anywhere", "client-1", "default/web", "", trace.Delivered, -1, false},
+		{"ClusterIP from a pod on another node", "client-3", "default/solo", "", trace.Delivered, 1, true},
+		{"ClusterIP from a pod on the endpoint's node", "local-2", "default/solo", "", trace.Delivered, 1, true},
+		{"ClusterIP from a node", "node3", "default/solo", "", trace.Delivered, -1, false},
+		{"NodePort, node with an endpoint, Cluster", "client", fmt.Sprintf("node2:%d", np("solo-np")), "", trace.Delivered, 2, false},
+		{"NodePort, node without endpoint, Cluster", "client", fmt.Sprintf("node1:%d", np("solo-np")), "", trace.Delivered, 2, false},
+		{"NodePort, node with an endpoint, Local", "client", fmt.Sprintf("node2:%d", np("local-etp")), "", trace.Delivered, 1, true},
+		{"NodePort, node without endpoint, Local", "client", fmt.Sprintf("node1:%d", np("local-etp")), "", trace.Dropped, 0, false},
+		{"NodePort on every node's pods", "client", fmt.Sprintf("node3:%d", np("web-np")), "", trace.Delivered, 2, false},
+		{"externalIP from a pod (ETP Cluster: masqueraded)", "client-1", "203.0.113.10:80", "", trace.Delivered, 2, false},
+		{"hairpin: the endpoint to its own Service", "solo", "default/solo", "", trace.Delivered, 2, false},
+		{"no endpoints: rejected", "client-1", "default/empty", "", trace.Rejected, 0, false},
+		{"unknown port of a ClusterIP: rejected", "client-1", web.Spec.ClusterIP + ":81", "", trace.Rejected, 0, false},
+		{"internalTrafficPolicy Local without local endpoint: dropped", "client-1", "default/local-itp", "", trace.Dropped, 0, false},
+		{"session affinity", "client-1", "default/web-sticky", "", trace.Delivered, -1, false},
+		{"UDP to a ClusterIP", "client-1", "default/dns:dns-udp", "", trace.Delivered, -1, false},
+		{"pod to pod on another node", "client-1", "default/web-2:80", "", trace.Delivered, 0, true},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			snap, net, err := e.l.TraceNetwork(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := trace.Verify(e.ctx, snap, net, trace.Ask{From: tc.from, To: tc.to, Proto: tc.proto}, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			_ = trace.WriteText(&out, rep.Trace)
+			_ = rep.Write(&out)
+			if !rep.OK() {
+				t.Fatalf("the kernel disagrees: %v\n%s", rep.Differences, out.String())
+			}
+			tr := rep.Trace
+			if tr.Verdict.Kind != tc.want {
+				t.Fatalf("verdict %s (%s), want %s\n%s", tr.Verdict.Kind, tr.Verdict.Reason, tc.want, out.String())
+			}
+			if tc.rewrites >= 0 && tr.Summary.Rewrites != tc.rewrites {
+				t.Errorf("%d rewrites on the way in, want %d\n%s", tr.Summary.Rewrites, tc.rewrites, out.String())
+			}
+			if tc.want == trace.Delivered {
+				if len(tr.Reply) == 0 {
+					t.Errorf("no reply path\n%s", out.String())
+				}
+				last := tr.Hops[len(tr.Hops)-1]
+				if kept := last.Arrive.Src.Addr() == tr.Request.Packet.Src.Addr(); kept != tc.clientKept && tc.rewrites >= 0 {
+					t.Errorf("client address kept at the receiver: %v, want %v\n%s", kept, tc.clientKept, out.String())
+				}
+			}
+		})
+	}
+}
