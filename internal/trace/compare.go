@@ -10,12 +10,13 @@ import (
 	"github.com/svcnet/svcnet/internal/nft/nftrace"
 )
 
-// snatIn reports whether any hop rewrote the source (masquerade: the kernel
-// picks the new source port at random, so later matches leave it open).
+// snatIn reports whether any hop masqueraded the packet: the kernel picks
+// the new source port at random (fully-random), even when the address stays
+// the same, so later matches leave the port open.
 func snatIn(hops []Hop) bool {
 	for _, h := range hops {
-		for _, rw := range h.Rewrites {
-			if rw.Kind == RewriteSNAT {
+		for _, s := range h.Steps {
+			if s.Action == "masquerade" {
 				return true
 			}
 		}
