@@ -132,7 +132,7 @@ rendered from the cluster state as svcnet proxy renders them elsewhere.`,
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			snap, err := loadSnapshot(ctx, src)
+			snap, err := loadSnapshot(ctx, src, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -196,8 +196,9 @@ func runTrace(ctx context.Context, w io.Writer, snap *model.Snapshot, net *trace
 	return nil
 }
 
-// loadSnapshot reads the cluster state from manifests or an API server.
-func loadSnapshot(ctx context.Context, src stateFlags) (*model.Snapshot, error) {
+// loadSnapshot reads the cluster state from manifests or an API server;
+// manifest objects the control plane left out are reported to stderr.
+func loadSnapshot(ctx context.Context, src stateFlags, stderr io.Writer) (*model.Snapshot, error) {
 	if src.state != "" {
 		cfg, err := src.controlPlaneConfig()
 		if err != nil {
@@ -206,6 +207,9 @@ func loadSnapshot(ctx context.Context, src stateFlags) (*model.Snapshot, error) 
 		l, err := file.Load(file.Options{Path: src.state, Config: cfg, ReadOnly: true})
 		if err != nil {
 			return nil, err
+		}
+		for _, e := range l.Errors {
+			fmt.Fprintf(stderr, "warning: %v\n", e)
 		}
 		return l.Snapshot(), nil
 	}

@@ -3,6 +3,8 @@ package conntrack
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // IANA protocol numbers (the same values as unix.IPPROTO_*).
@@ -195,13 +197,8 @@ func normAddrPort(ap netip.AddrPort) netip.AddrPort {
 }
 
 func protoName(p uint8) string {
-	switch p {
-	case ProtoTCP:
-		return "tcp"
-	case ProtoUDP:
-		return "udp"
-	case ProtoSCTP:
-		return "sctp"
+	if n, ok := nft.ProtoName(p); ok {
+		return n
 	}
 	return fmt.Sprintf("proto(%d)", p)
 }

@@ -238,13 +238,8 @@ func renderPrefix(p netip.Prefix) string {
 }
 
 func protoName(p uint8) string {
-	switch p {
-	case ProtoTCP:
-		return "tcp"
-	case ProtoUDP:
-		return "udp"
-	case ProtoSCTP:
-		return "sctp"
+	if n, ok := ProtoName(p); ok {
+		return n
 	}
 	return strconv.Itoa(int(p))
 }

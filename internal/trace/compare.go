@@ -55,7 +55,8 @@ func arrivalMatch(t Tuple) nftrace.Match {
 	if t.Dst.Addr().Is6() {
 		f = nft.IPv6
 	}
-	return nftrace.Match{Family: f, Proto: protoNumbers[t.Proto],
+	proto, _ := nft.ProtoNumber(t.Proto)
+	return nftrace.Match{Family: f, Proto: proto,
 		Src: netip.PrefixFrom(t.Src.Addr(), t.Src.Addr().BitLen()), Dst: netip.PrefixFrom(t.Dst.Addr(), t.Dst.Addr().BitLen()),
 		Sport: t.Src.Port(), Dport: t.Dst.Port()}
 }
@@ -187,7 +188,7 @@ func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool
 		states = append(states, *h.Leave)
 	}
 	is := func(e nftrace.Packet) bool {
-		if protoNumbers[h.Arrive.Proto] != e.Proto {
+		if p, _ := nft.ProtoNumber(h.Arrive.Proto); p != e.Proto {
 			return false
 		}
 		if e.Proto == nft.ProtoTCP {

@@ -259,7 +259,7 @@ func simPacket(t Tuple) (sim.Packet, error) {
 	if t.Dst.Addr().Is6() {
 		p.Family = nft.IPv6
 	}
-	proto, ok := protoNumbers[t.Proto]
+	proto, ok := nft.ProtoNumber(t.Proto)
 	if !ok {
 		return sim.Packet{}, fmt.Errorf("protocol %q: want tcp, udp or sctp: %w", t.Proto, ErrTrace)
 	}
@@ -267,13 +267,9 @@ func simPacket(t Tuple) (sim.Packet, error) {
 	return p, nil
 }
 
-var protoNumbers = map[string]uint8{"tcp": nft.ProtoTCP, "udp": nft.ProtoUDP, "sctp": nft.ProtoSCTP}
-
 func protoString(n uint8) string {
-	for k, v := range protoNumbers {
-		if v == n {
-			return k
-		}
+	if name, ok := nft.ProtoName(n); ok {
+		return name
 	}
 	return fmt.Sprintf("proto-%d", n)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // Ask is a trace request as a user writes it.
@@ -52,7 +53,7 @@ func Resolve(snap *model.Snapshot, net *Network, a Ask) (Start, Request, error) 
 	if a.Proto != "" {
 		proto = strings.ToLower(a.Proto)
 	}
-	if _, ok := protoNumbers[proto]; !ok {
+	if _, ok := nft.ProtoNumber(proto); !ok {
 		return Start{}, req, fmt.Errorf("--proto %q: want tcp, udp or sctp", a.Proto)
 	}
 	if dst.Addr().Is6() != from.Addr.Is6() {

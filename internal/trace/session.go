@@ -88,14 +88,40 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 
 // Run resolves ask against the cluster state and traces it.
 func Run(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Trace, error) {
+	e, st, req, err := prepare(ctx, snap, net, ask, opts)
+	if err != nil {
+		return nil, err
+	}
+	return e.Trace(st, req)
+}
+
+// prepare makes the engine (reading each node's rules at most once) and
+// resolves the request.
+func prepare(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Engine, Start, Request, error) {
 	e, err := NewEngine(ctx, snap, net, opts)
 	if err != nil {
-		return nil, err
+		return nil, Start{}, Request{}, err
 	}
+	e.Rules = memoRules(e.Rules)
 	st, req, err := Resolve(snap, net, ask)
 	if err != nil {
-		return nil, err
+		return nil, Start{}, Request{}, err
 	}
 	st.Endpoint = opts.Endpoint
-	return e.Trace(st, req)
+	return e, st, req, nil
+}
+
+// memoRules reads each node's rules once.
+func memoRules(f RulesFunc) RulesFunc {
+	cache := map[string][]*nft.Table{}
+	return func(node string) ([]*nft.Table, error) {
+		if t, ok := cache[node]; ok {
+			return t, nil
+		}
+		t, err := f(node)
+		if err == nil {
+			cache[node] = t
+		}
+		return t, err
+	}
 }

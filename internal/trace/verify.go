@@ -83,16 +83,10 @@ const (
 // took (the endpoint the kernel chose picks among the traced candidates).
 // Every place's network namespace must be known (Network.NetNS).
 func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Report, error) {
-	e, err := NewEngine(ctx, snap, net, opts)
+	e, st, req, err := prepare(ctx, snap, net, ask, opts)
 	if err != nil {
 		return nil, err
 	}
-	e.Rules = memoRules(e.Rules)
-	st, req, err := Resolve(snap, net, ask)
-	if err != nil {
-		return nil, err
-	}
-	st.Endpoint = opts.Endpoint
 	first, err := e.Trace(st, req)
 	if err != nil {
 		return nil, err
@@ -159,7 +153,10 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			return nil, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 		armed = append(armed, a)
-		handles[node], err = readHandles(ns)
+		tables, err := e.Rules(node)
+		if err == nil {
+			handles[node], err = readHandles(ns, tables)
+		}
 		ns.Close()
 		if err != nil {
 			return nil, fmt.Errorf("verify: node %s: %w", node, err)
@@ -273,33 +270,16 @@ func expectedProbe(tr *Trace) string {
 	return ""
 }
 
-// memoRules reads each node's rules once.
-func memoRules(f RulesFunc) RulesFunc {
-	cache := map[string][]*nft.Table{}
-	return func(node string) ([]*nft.Table, error) {
-		if t, ok := cache[node]; ok {
-			return t, nil
-		}
-		t, err := f(node)
-		if err == nil {
-			cache[node] = t
-		}
-		return t, err
-	}
-}
-
-// readHandles reads the rule handles of the tables the tracer compares, by
-// family and table ("ip svcnet").
-func readHandles(ns *netns.NS) (map[string]nftrace.Handles, error) {
+// readHandles reads the rule handles of the node's tables (those the tracer
+// read its rules from), by family and table ("ip svcnet").
+func readHandles(ns *netns.NS, tables []*nft.Table) (map[string]nftrace.Handles, error) {
 	out := map[string]nftrace.Handles{}
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
-		for _, t := range KernelTables {
-			h, err := nftrace.RuleHandles(ns, f, t)
-			if err != nil {
-				continue // no such table
-			}
-			out[f.String()+" "+t] = h
+	for _, t := range tables {
+		h, err := nftrace.RuleHandles(ns, t.Family, t.Name)
+		if err != nil {
+			return nil, err
 		}
+		out[t.Family.String()+" "+t.Name] = h
 	}
 	return out, nil
 }

@@ -205,6 +205,7 @@ func suite(t *testing.T, controlPlane string) {
 		}
 	})
 	t.Run("TraceVerify", func(t *testing.T) { traceScenarios(t, e) })
+	t.Run("TraceCommand", func(t *testing.T) { traceCommand(t, e) })
 
 	t.Run("Multiport", func(t *testing.T) {
 		for _, port := range []int32{80, 8080} {

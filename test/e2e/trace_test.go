@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -72,5 +75,46 @@ func traceScenarios(t *testing.T, e *env) {
 				}
 			}
 		})
+	}
+}
+
+// traceCommand runs the acceptance commands as a
+// user runs them, through the binary: `svcnet lab trace client SERVICE
+// --verify` passes, and `-o svg` gives an SVG that renders. The CLI takes the
+// lab's lock, so the suite's handle lets go of it meanwhile.
+func traceCommand(t *testing.T, e *env) {
+	name := e.l.Names().Lab
+	e.l.Close()
+	defer func() {
+		l, err := lab.Open(e.ctx, name)
+		if err != nil {
+			t.Fatalf("reopen the lab: %v", err)
+		}
+		e.l = l
+		t.Cleanup(l.Close)
+	}()
+	out, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "--verify").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "verify: the kernel took the same chains, rules and rewrites") {
+		t.Fatalf("svcnet lab trace --verify: %v\n%s", err, out)
+	}
+	for _, want := range []string{"(Service default/web-np, NodePort)", "DNAT ", "endpoint  default/web-np:80/tcp", "un-DNAT", "summary: 2 rewrites"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("lab trace output lacks %q", want)
+		}
+	}
+	svg, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "-o", "svg").Output()
+	if err != nil {
+		t.Fatalf("svcnet lab trace -o svg: %v", err)
+	}
+	png := filepath.Join(t.TempDir(), "trace.png")
+	svgFile := filepath.Join(t.TempDir(), "trace.svg")
+	if err := os.WriteFile(svgFile, svg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(e.ctx, "rsvg-convert", "-o", png, svgFile).CombinedOutput(); err != nil {
+		t.Fatalf("rsvg-convert: %v\n%s", err, out)
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 10000 {
+		t.Fatalf("rendered PNG: %v, %d bytes", err, st.Size())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // Packet is the packet as the first event of a base chain's run reported
@@ -177,13 +179,10 @@ func ctStateString(s uint32) string {
 }
 
 func protoName(p uint8) string {
+	if n, ok := nft.ProtoName(p); ok {
+		return n
+	}
 	switch p {
-	case unix.IPPROTO_TCP:
-		return "tcp"
-	case unix.IPPROTO_UDP:
-		return "udp"
-	case unix.IPPROTO_SCTP:
-		return "sctp"
 	case unix.IPPROTO_ICMP:
 		return "icmp"
 	case unix.IPPROTO_ICMPV6:

@@ -227,13 +227,8 @@ func (a Action) String() string {
 }
 
 func protoName(p uint8) string {
-	switch p {
-	case nft.ProtoTCP:
-		return "tcp"
-	case nft.ProtoUDP:
-		return "udp"
-	case nft.ProtoSCTP:
-		return "sctp"
+	if n, ok := nft.ProtoName(p); ok {
+		return n
 	}
 	return fmt.Sprintf("proto %d", p)
 }

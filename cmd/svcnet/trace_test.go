@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/trace"
+)
+
+// traceState is the tracer's scenario fixture: three dual-stack nodes, pods
+// and a Service per feature.
+const traceState = "../../internal/trace/testdata/cluster"
+
+func traceArgs(extra ...string) []string {
+	return append([]string{"trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108",
+		"--from", "172.26.236.10:40000", "--to", "node1:30080"}, extra...)
+}
+
+// TestTraceCommandOutputs: `svcnet trace` over manifests, in each output
+// format, for a NodePort request from outside the cluster.
+func TestTraceCommandOutputs(t *testing.T) {
+	out, errOut, code := run(t, traceArgs()...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"(Service default/np, NodePort)", "rules: rendered", "DNAT ", "SNAT ", "un-SNAT", "un-DNAT",
+		"endpoint  default/np:80/tcp", "verdict: delivered", "summary: 2 rewrites on the way in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, errOut, code = run(t, traceArgs("-o", "json")...)
+	if code != 0 {
+		t.Fatalf("json: exit %d: %s", code, errOut)
+	}
+	var tr trace.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if tr.Verdict.Kind != trace.Delivered || tr.Summary.Rewrites != 2 || tr.Request.Packet.Src.Port() != 40000 || tr.Request.EphemeralPort {
+		t.Errorf("json trace: verdict %s, %d rewrites, packet %s (ephemeral %v)", tr.Verdict.Kind, tr.Summary.Rewrites, tr.Request.Packet, tr.Request.EphemeralPort)
+	}
+
+	out, errOut, code = run(t, traceArgs("-o", "svg")...)
+	if code != 0 {
+		t.Fatalf("svg: exit %d: %s", code, errOut)
+	}
+	dec := xml.NewDecoder(strings.NewReader(out))
+	root := ""
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("svg is not XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	if root != "svg" || !strings.Contains(out, "DNAT") {
+		t.Errorf("svg output: root <%s>, DNAT shown: %v", root, strings.Contains(out, "DNAT"))
+	}
+
+	out, errOut, code = run(t, traceArgs("-o", "mermaid")...)
+	if code != 0 || !strings.HasPrefix(out, "sequenceDiagram") {
+		t.Errorf("mermaid: exit %d (%s), output starts %.40q", code, errOut, out)
+	}
+}
+
+// TestTraceCommandBadInput: errors name what did not resolve, or why
+// --verify cannot run.
+func TestTraceCommandBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "--state", traceState, "--from", "client-1", "--to", "default/nope"}, `to "default/nope": not a Service, pod`},
+		{[]string{"trace", "--state", traceState, "--from", "nowhere", "--to", "default/web"}, `from "nowhere"`},
+		{[]string{"trace", "--state", traceState, "--from", "client-1", "--to", "default/web", "-o", "png"}, `--output "png"`},
+		{[]string{"trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108", "--from", "client-1", "--to", "default/web", "--verify"}, "network namespace"},
+	} {
+		_, errOut, code := run(t, tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want it to say %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
