@@ -10,7 +10,7 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps k8s test unit lint demo clean bench-sync
+.PHONY: all build deps k8s coredns test unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
 
 all: build
 
@@ -24,6 +24,11 @@ deps:
 k8s:
 	@tools/k8s/build.sh >/dev/null
 
+# CoreDNS built from its Go module (tools/coredns), for the DNS differential test
+# and benchmark; cached like the Kubernetes components.
+coredns:
+	@tools/coredns/build.sh >/dev/null
+
 lint: deps
 	@unformatted=$$(gofmt -l cmd internal); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -35,9 +40,18 @@ unit:
 
 # Every tier. Root tests must not skip here: SVCNET_REQUIRE_ROOT=1 turns a skip
 # into a failure.
-test: deps lint k8s build
-	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) \
+test: deps lint k8s coredns build
+	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz
+
+# The DNS query path under coverage-guided fuzzing, bounded: FUZZ_TIME per
+# target (go test -fuzz takes one target of one package at a time). The seed
+# corpora also run as plain tests in `make test` and `make unit`.
+FUZZ_TIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZ_TIME) ./internal/dns
+	$(GO) test -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZ_TIME) ./internal/dns/zone
 
 # Rule-programming benchmark: svcnet proxy vs kube-proxy (nftables mode) at 1k, 10k
 # and 30k Services on one real control plane; prints a table with ratios
@@ -45,6 +59,28 @@ test: deps lint k8s build
 bench-sync: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
 	  $(GO) test ./bench/sync -run '^TestBenchSync$$' -count=1 -timeout 40m -v
+
+# LoadBalancer failover benchmark: 20 node failures and 20 agent kills of the
+# IP's owner in a 3-node lab, a client request every 10 ms; prints p50 and max of
+# the time to the first success again (bench/failover; a few minutes).
+bench-failover: deps build
+	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
+	  $(GO) test ./bench/failover -run '^TestBenchFailover$$' -count=1 -timeout 30m -v
+
+# svcnet dns vs CoreDNS at 10k Services, each pinned to one core; prints
+# queries/s, p50/p99 and the ratio (bench/dns; about 3 minutes).
+bench-dns: deps k8s coredns build
+	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
+	  $(GO) test ./bench/dns -run '^TestBenchDNS$$' -count=1 -timeout 20m -v
+
+# The data path of svcnet proxy and of upstream kube-proxy (nftables and iptables
+# modes), taking turns on one kube-control-plane lab, against direct pod traffic at
+# 1, 1000 and 10000 Services: keep-alive and new-connection rates and connect
+# p50/p99 per path, ratios to direct, svcnet >= kube-proxy nftables as a target
+# (bench/datapath; bounded by 15 minutes).
+bench-datapath: deps k8s build
+	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
+	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 20m -v
 
 demo: deps build
 	@hack/demo.sh

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # etcd-server: the kube test tier's etcd. nftables, conntrack, iproute2: the kernel
 # tiers and the data plane. util-linux: unshare, which gives lab pods their host name.
 # librsvg2-bin: rsvg-convert, which renders the tracer's SVG diagrams in its tests.
-packages=(etcd-server nftables conntrack iproute2 util-linux librsvg2-bin)
+# iptables: upstream kube-proxy's iptables mode in the data-path benchmark.
+packages=(etcd-server nftables conntrack iproute2 util-linux librsvg2-bin iptables)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,15 +18,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/svcnet/svcnet/bench/benchenv"
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/netns"
-	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 // Environment of TestBenchSync.
 const (
-	// EnvBench enables the benchmark (make bench-sync sets it).
-	EnvBench = "SVCNET_BENCH"
 	// EnvSizes is a comma-separated list of Service counts (default 1000,10000,30000).
 	EnvSizes = "SVCNET_BENCH_SIZES"
 	// EnvChanges is the number of single-Service changes per run (default 50).
@@ -37,8 +35,6 @@ const (
 	// EnvBudget bounds the whole benchmark (default 35m; go test's -timeout must
 	// be larger).
 	EnvBudget = "SVCNET_BENCH_BUDGET"
-	// EnvSvcnet names a prebuilt svcnet binary (default: built from this tree).
-	EnvSvcnet = "SVCNET_BENCH_SVCNET"
 	// EnvOut, when set, is a file the final report is also written to.
 	EnvOut = "SVCNET_BENCH_OUT"
 	// EnvLogDir, when set, keeps the proxies' logs and kubeconfigs there
@@ -58,21 +54,18 @@ const (
 // kube-proxy (nftables mode), see the package doc. It skips unless
 // SVCNET_BENCH is set.
 func TestBenchSync(t *testing.T) {
-	if os.Getenv(EnvBench) == "" {
-		t.Skipf("benchmark: set %s=1 to run it (make bench-sync)", EnvBench)
-	}
-	netnstest.RequireRoot(t)
+	benchenv.RootGate(t, "bench-sync")
 	start := time.Now()
 	sizes := envSizes(t)
-	changes := envInt(t, EnvChanges, 50)
-	budget := envDuration(t, EnvBudget, 35*time.Minute)
+	changes := benchenv.Int(t, EnvChanges, 50, 0)
+	budget := benchenv.Duration(t, EnvBudget, 35*time.Minute)
 	deadline := start.Add(budget)
 	var tools []Tool
 	for _, name := range envList(EnvTools, ToolSvcnet+","+ToolKubeProxy) {
 		switch name {
 		case "none": // population only
 		case ToolSvcnet:
-			tools = append(tools, Svcnet(svcnetBinary(t)))
+			tools = append(tools, Svcnet(benchenv.SvcnetBinary(t)))
 		case ToolKubeProxy:
 			tools = append(tools, KubeProxy(k8sBinary(t, "kube-proxy")))
 		default:
@@ -248,20 +241,6 @@ func fastClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
 	return c
 }
 
-// svcnetBinary builds svcnet from this tree (or takes EnvSvcnet).
-func svcnetBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv(EnvSvcnet); p != "" {
-		return p
-	}
-	out := filepath.Join(t.TempDir(), "svcnet")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/svcnet/svcnet/cmd/svcnet")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build svcnet: %v\n%s", err, b)
-	}
-	return out
-}
-
 // k8sBinary returns the path of an upstream binary from SVCNET_K8S_BIN, or
 // builds it with tools/k8s/build.sh (cached).
 func k8sBinary(t *testing.T, name string) string {
@@ -327,30 +306,4 @@ func envList(key, def string) []string {
 		}
 	}
 	return out
-}
-
-func envInt(t *testing.T, key string, def int) int {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("%s: bad count %q", key, v)
-	}
-	return n
-}
-
-func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s: bad duration %q", key, v)
-	}
-	return d
 }

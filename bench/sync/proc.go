@@ -119,17 +119,7 @@ func (p *Proc) Stop() error {
 }
 
 // Tail returns the last n lines of the log.
-func (p *Proc) Tail(n int) string {
-	b, err := os.ReadFile(p.LogPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *Proc) Tail(n int) string { return proc.LogTail(p.LogPath, n) }
 
 // lineWriter splits the process output into lines, appends them to the log and
 // keeps the sync lines. os/exec calls Write from one goroutine at a time (the

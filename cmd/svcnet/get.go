@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/printers"
@@ -23,6 +24,7 @@ var resources = map[string]string{
 	"endpointslices": "endpointslices", "endpointslice": "endpointslices",
 	"nodes": "nodes", "node": "nodes", "no": "nodes",
 	"pods": "pods", "pod": "pods", "po": "pods",
+	"ipaddresspools": "ipaddresspools", "ipaddresspool": "ipaddresspools", "svcpool": "ipaddresspools",
 }
 
 type getOptions struct {
@@ -35,16 +37,16 @@ type getOptions struct {
 func newGetCommand() *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get services|endpointslices|nodes|pods",
+		Use:   "get services|endpointslices|nodes|pods|ipaddresspools",
 		Short: "List what the control plane holds, as kubectl get does",
-		Long: "List Services, EndpointSlices, Nodes or Pods from a cluster (--kubeconfig) or from\n" +
+		Long: "List Services, EndpointSlices, Nodes, Pods or IPAddressPools from a cluster (--kubeconfig) or from\n" +
 			"manifests run through the embedded control plane (--state). Invalid objects in the\n" +
 			"manifests are reported on stderr and the command exits 1; the valid ones are printed.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, ok := resources[args[0]]
 			if !ok {
-				return fmt.Errorf("get: unknown resource type %q (want services, endpointslices, nodes or pods)", args[0])
+				return fmt.Errorf("get: unknown resource type %q (want services, endpointslices, nodes, pods or ipaddresspools)", args[0])
 			}
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), res)
 		},
@@ -131,6 +133,21 @@ func (o *getOptions) fromCluster(ctx context.Context, resource string) (*control
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if resource == "ipaddresspools" {
+		cfg, err := kube.RESTConfig(o.src.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic client: %w", err)
+		}
+		pools, err := kube.ListPools(ctx, dyn)
+		if err != nil {
+			return nil, err
+		}
+		return &controlplane.Result{Pools: pools}, nil
+	}
 	return kube.List(ctx, client, ns, resource)
 }
 
@@ -152,13 +169,16 @@ func (o *getOptions) print(w, stderr io.Writer, resource string, r *controlplane
 	case "pods":
 		s := filter(r.Pods, inNS)
 		items, table = objects(s), func() error { return printers.Pods(w, s, popts) }
+	case "ipaddresspools":
+		s := r.Pools
+		items, table = objects(s), func() error { return printers.Pools(w, s, popts) }
 	}
 	if o.output == "json" || o.output == "yaml" {
 		return printers.List(w, o.output, items)
 	}
 	if len(items) == 0 {
 		where := " in " + o.namespace + " namespace"
-		if o.allNamespaces || resource == "nodes" {
+		if o.allNamespaces || resource == "nodes" || resource == "ipaddresspools" {
 			where = ""
 		}
 		fmt.Fprintf(stderr, "No resources found%s.\n", where)

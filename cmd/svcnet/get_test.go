@@ -130,3 +130,24 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+// With seed 001's pool, my-nginx gets the seed's EXTERNAL-IP 172.26.236.180,
+// and `get ipaddresspools` lists the pool as the CRD's printer columns do.
+func TestGetSeed001WithPool(t *testing.T) {
+	dir := seedCopy(t)
+	b, err := os.ReadFile("../../examples/seed-001/pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pool.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "get", "svc", "--state", dir)
+	if code != 0 || !regexp.MustCompile(`(?m)^my-nginx\s+LoadBalancer\s+\S+\s+172\.26\.236\.180\s+80:\d+/TCP`).MatchString(out) {
+		t.Fatalf("exit %d, stderr %s; want my-nginx with EXTERNAL-IP 172.26.236.180 in:\n%s", code, errOut, out)
+	}
+	out, errOut, code = run(t, "get", "ipaddresspools", "--state", dir)
+	if code != 0 || !regexp.MustCompile(`^NAME\s+MODE\s+ADDRESSES\s+AUTO-ASSIGN\s+AGE\nlab\s+l2\s+172\.26\.236\.180-172\.26\.236\.199\s+true\s+\S+\n$`).MatchString(out) {
+		t.Fatalf("exit %d, stderr %s; want the lab pool in:\n%s", code, errOut, out)
+	}
+}

@@ -71,7 +71,8 @@ func labUpCommand(name *string) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 3, "number of nodes")
 	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", lab.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
-	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver and kube-controller-manager (default $"+lab.EnvK8sBin+")")
+	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy (default $"+lab.EnvK8sBin+")")
+	cmd.Flags().StringVar(&o.Proxy, "proxy", lab.ProxySvcnet, `the nodes' Service proxy: "`+lab.ProxySvcnet+`", or upstream kube-proxy "`+lab.ProxyKubeProxyNFTables+`" or "`+lab.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
 	cmd.Flags().StringSliceVar(&o.ProxyArgs, "proxy-arg", nil, "extra flag for every node's svcnet proxy (repeatable)")
 	return cmd
 }

@@ -32,6 +32,8 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newVersionCommand(), newGetCommand(), newProxyCommand(), newCNICommand())
 	root.AddCommand(newEchoCommand())
 	root.AddCommand(newLabCommand(), newDemoCommand(), newTraceCommand())
+	root.AddCommand(newLBCommand())
+	root.AddCommand(newDNSCommand(), newResolveCommand())
 	return root
 }
 

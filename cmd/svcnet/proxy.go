@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
-	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/podroutes"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -45,6 +44,8 @@ type proxyOptions struct {
 	serviceProxyName string
 	cleanup          bool
 	podRoutes        bool
+	dataPlane        string
+	announce         announceOptions
 	verbosity        int
 }
 
@@ -58,7 +59,12 @@ func proxyCommand(o *proxyOptions) *cobra.Command {
 		Long: `svcnet proxy turns Services and EndpointSlices into nftables rules on this
 node (tables "ip svcnet" and "ip6 svcnet") and keeps them right as they change.
 It serves /healthz and /livez, healthCheckNodePorts, and Prometheus metrics
-with kube-proxy's names.`,
+with kube-proxy's names.
+
+With --data-plane none it programs no Service at all (no nftables table, no
+healthCheckNodePort) and runs only --pod-routes and --announce, beside another
+Service proxy such as kube-proxy; /healthz then answers 200 once the state is
+synced and the node known.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -77,6 +83,8 @@ with kube-proxy's names.`,
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
+	fs.StringVar(&o.dataPlane, "data-plane", dataPlaneNFTables, `Service data plane: "nftables" programs Services; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
+	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
 }
@@ -87,27 +95,20 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	conn, err := openNFTables()
-	if err != nil {
-		return err
-	}
 	if o.cleanup {
-		if err := proxy.Cleanup(ctx, conn); err != nil {
-			return err
-		}
-		log.Info("removed svcnet's nftables tables")
-		n, err := cleanupPodRoutes(ctx)
-		if err != nil {
-			return err
-		}
-		log.Info("removed svcnet's pod routes", "routes", n)
-		return nil
+		return runCleanup(ctx, log)
 	}
 	cfg, err := o.config(cmd.Flags())
 	if err != nil {
 		return err
 	}
 	if err := o.state.validate(); err != nil {
+		return err
+	}
+	if err := o.announce.validate(); err != nil {
+		return err
+	}
+	if err := o.validateDataPlane(); err != nil {
 		return err
 	}
 
@@ -122,29 +123,18 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		Probes: m,
 		Logger: log.WithName("healthz"),
 	})
-	svcHealth := healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
-		NodeName: cfg.NodeName,
-		Health:   health,
-		Logger:   log.WithName("service-health"),
-	})
-	ct, err := conntrack.NewNetlink()
-	if err != nil {
-		return fmt.Errorf("conntrack: %w", err)
-	}
-	defer ct.Close()
-	p, err := proxy.New(cfg, proxy.Deps{
-		Store:          store,
-		Conn:           conn,
-		InterfaceAddrs: interfaceAddrs,
-		Conntrack:      ct,
-		ServiceHealth:  svcHealth,
-		ProxyHealth:    health,
-		Metrics:        m,
-		Logger:         log,
-		OnSync:         releaseAfterFullSync,
-	})
-	if err != nil {
-		return err
+	// The Service data plane, or with --data-plane none what stands for it:
+	// healthy once the state is synced.
+	dataPlane := []func(context.Context) error{func(ctx context.Context) error {
+		return reportSynced(ctx, store, health, cfg.Families)
+	}}
+	if o.dataPlane == dataPlaneNFTables {
+		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, log)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		dataPlane = runners
 	}
 	src, err := o.source(store, log)
 	if err != nil {
@@ -154,7 +144,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	for i, f := range cfg.Families {
 		fams[i] = f.String()
 	}
-	log.Info("starting", "node", cfg.NodeName, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
+	log.Info("starting", "node", cfg.NodeName, "dataPlane", o.dataPlane, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
 		"clusterCIDRs", cfg.ClusterCIDRs, "syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
 	var routes *podroutes.Reconciler
 	if o.podRoutes {
@@ -169,10 +159,14 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return src(gctx) })
-	g.Go(func() error { return p.Run(gctx) })
-	g.Go(func() error { return svcHealth.Run(gctx) })
+	for _, run := range dataPlane {
+		g.Go(func() error { return run(gctx) })
+	}
 	if routes != nil {
 		g.Go(func() error { return routes.Run(gctx, store) })
+	}
+	if o.announce.mode == "l2" {
+		g.Go(func() error { return o.announce.runSpeaker(gctx, store, cfg.NodeName, log) })
 	}
 	if o.healthzAddr != "" {
 		g.Go(func() error { return health.Run(gctx) })
@@ -187,6 +181,24 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return nil
 	}
 	return err
+}
+
+// runCleanup is --cleanup: it removes svcnet's nftables tables and pod routes.
+func runCleanup(ctx context.Context, log klog.Logger) error {
+	conn, err := openNFTables()
+	if err != nil {
+		return err
+	}
+	if err := proxy.Cleanup(ctx, conn); err != nil {
+		return err
+	}
+	log.Info("removed svcnet's nftables tables")
+	n, err := cleanupPodRoutes(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("removed svcnet's pod routes", "routes", n)
+	return nil
 }
 
 // source returns the run function of the configured source of state.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -36,6 +37,21 @@ func (f *stateFlags) validate() error {
 		return fmt.Errorf("no source of state: give --state FILE (manifests) or --kubeconfig FILE (a cluster)")
 	}
 	return nil
+}
+
+// inCluster reports whether neither source is named and this process runs in a
+// Pod (KUBERNETES_SERVICE_HOST is set), so the cluster's in-cluster config is
+// the source, as for any controller deployed in the cluster.
+func (f *stateFlags) inCluster() bool {
+	return f.kubeconfig == "" && f.state == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}
+
+// validateInCluster is validate, accepting no flags inside a Pod (inCluster).
+func (f *stateFlags) validateInCluster() error {
+	if f.inCluster() {
+		return nil
+	}
+	return f.validate()
 }
 
 // controlPlaneConfig parses the embedded control plane's flags.

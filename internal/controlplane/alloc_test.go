@@ -170,7 +170,7 @@ func TestStability(t *testing.T) {
 	}
 	first := run(t, objs...)
 	second := runWith(t, DefaultConfig(), first.State, objs...)
-	if diff := cmp.Diff(first, second); diff != "" {
+	if diff := cmp.Diff(first, second, sameErrorText); diff != "" {
 		t.Errorf("same manifests and State gave a different Result (-first +second):\n%s", diff)
 	}
 	// More Services, placed before and after the others in name order: nothing moves.

@@ -59,6 +59,8 @@ type ServiceAlloc struct {
 	// NodePorts maps "PROTOCOL/port" (e.g. "TCP/80") to the node port.
 	NodePorts           map[string]int32 `json:"nodePorts,omitempty"`
 	HealthCheckNodePort int32            `json:"healthCheckNodePort,omitempty"`
+	// LoadBalancerIPs are the IPs svcnet lb gave it from a pool of addresses.
+	LoadBalancerIPs []string `json:"loadBalancerIPs,omitempty"`
 }
 
 // ObjectError is why one object was left out. Error() reads like

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"net/netip"
 	"testing"
 	"time"
@@ -144,3 +145,6 @@ func slicesOf(res Result, ns, name string) []*discoveryv1.EndpointSlice {
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// sameErrorText compares errors (which hold unexported fields) by their text.
+var sameErrorText = cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })

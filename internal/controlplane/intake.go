@@ -5,12 +5,15 @@ package controlplane
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // Kinds the control plane handles.
@@ -40,7 +43,13 @@ type intake struct {
 	namespaces []entry[*corev1.Namespace]
 	endpoints  []entry[*corev1.Endpoints]
 	slices     []entry[*discoveryv1.EndpointSlice]
-	errs       errorSink
+	pools      []entry[*pool.IPAddressPool]
+	// lbStatus is each given Service's status.loadBalancer as written, before
+	// create clears it (see assignLoadBalancers).
+	lbStatus map[string]corev1.LoadBalancerStatus
+	// origins maps "Kind/namespace/name" to the origin of the object.
+	origins map[string]string
+	errs    errorSink
 }
 
 // errorSink collects ObjectErrors with the input position of their object.
@@ -61,8 +70,8 @@ func (s *errorSink) add(idx int, origin, kind string, m metav1.Object, err error
 // get "default", as kubectl and the apiserver would give them. The second object
 // with the same kind, namespace and name is an ErrDuplicate naming the first's origin.
 func readObjects(objs []Object) *intake {
-	in := &intake{}
 	firstOrigin := map[string]string{}
+	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, origins: firstOrigin}
 	for i, o := range objs {
 		kind, m, ok := classify(o.Obj)
 		if !ok {
@@ -80,6 +89,12 @@ func readObjects(objs []Object) *intake {
 		in.add(i, o.Origin, m)
 	}
 	return in
+}
+
+// originOf returns the origin of the given object of kind ("namespace/name" key).
+func (in *intake) originOf(kind, key string) string {
+	ns, name, _ := strings.Cut(key, "/")
+	return in.origins[kind+"/"+ns+"/"+name]
 }
 
 // classify deep-copies obj and defaults its namespace. ok is false for a kind the
@@ -101,6 +116,8 @@ func classify(obj runtime.Object) (kind string, m metav1.Object, ok bool) {
 		return kindNode, o.DeepCopy(), true
 	case *corev1.Namespace:
 		return kindNamespace, o.DeepCopy(), true
+	case *pool.IPAddressPool:
+		return kindIPAddressPool, o.DeepCopy(), true
 	}
 	m = &metav1.ObjectMeta{}
 	kind = obj.GetObjectKind().GroupVersionKind().Kind
@@ -132,6 +149,9 @@ func (in *intake) add(i int, origin string, m metav1.Object) {
 	switch o := m.(type) {
 	case *corev1.Service:
 		in.services = append(in.services, entry[*corev1.Service]{i, origin, o})
+		if len(o.Status.LoadBalancer.Ingress) > 0 {
+			in.lbStatus[serviceKey(o)] = *o.Status.LoadBalancer.DeepCopy()
+		}
 	case *corev1.Pod:
 		in.pods = append(in.pods, entry[*corev1.Pod]{i, origin, o})
 	case *corev1.Node:
@@ -142,5 +162,7 @@ func (in *intake) add(i int, origin string, m metav1.Object) {
 		in.endpoints = append(in.endpoints, entry[*corev1.Endpoints]{i, origin, o})
 	case *discoveryv1.EndpointSlice:
 		in.slices = append(in.slices, entry[*discoveryv1.EndpointSlice]{i, origin, o})
+	case *pool.IPAddressPool:
+		in.pools = append(in.pools, entry[*pool.IPAddressPool]{i, origin, o})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // Result is the cluster as the API would hold it after the control plane has
@@ -25,8 +27,13 @@ type Result struct {
 	Nodes          []*corev1.Node
 	// Namespaces are the given ones plus the system ones the apiserver creates.
 	Namespaces []*corev1.Namespace
+	// Pools are the valid IPAddressPools (svcnet lb's), sorted by name.
+	Pools []*pool.IPAddressPool
 	// Errors are the objects left out, in input order.
 	Errors []*ObjectError
+	// Warnings are about objects kept but not fully served: a LoadBalancer Service
+	// still pending its IP (the reason names the pool), as its Events would say.
+	Warnings []*ObjectError
 	// State is what to persist: the allocations of the Services still present.
 	State State
 }
@@ -52,6 +59,8 @@ func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 	admitPodTopology(res.Pods, res.Nodes)
 	res.Namespaces = prepareNamespaces(in)
 	res.EndpointSlices = buildSlices(in, res.Services, res.Pods, res.Nodes)
+	res.Pools = preparePools(in)
+	assignLoadBalancers(in, &res, prev, &res.State)
 	if cfg.Validate() != nil {
 		res.State.Created = prev.Created // as the allocations: unchanged
 	} else {
@@ -59,6 +68,7 @@ func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 		stampCreated(prev.Created, now, kindNode, res.Nodes, res.State.Created)
 		stampCreated(prev.Created, now, kindNamespace, res.Namespaces, res.State.Created)
 		stampCreated(prev.Created, now, kindEndpointSlice, res.EndpointSlices, res.State.Created)
+		stampCreated(prev.Created, now, kindIPAddressPool, res.Pools, res.State.Created)
 	}
 	slices.SortStableFunc(in.errs.list, func(a, b indexedError) int { return cmp.Compare(a.idx, b.idx) })
 	for _, e := range in.errs.list {

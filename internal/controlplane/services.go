@@ -137,6 +137,7 @@ func compareServicePriority(a, b *corev1.Service) int {
 func copyAlloc(a ServiceAlloc) ServiceAlloc {
 	a.ClusterIPs = slices.Clone(a.ClusterIPs)
 	a.NodePorts = maps.Clone(a.NodePorts)
+	a.LoadBalancerIPs = slices.Clone(a.LoadBalancerIPs)
 	return a
 }
 

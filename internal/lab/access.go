@@ -50,10 +50,15 @@ func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
 // Command returns argv run in the place, as `ip netns exec` runs it; in a pod it
 // also gets the pod's host name (and, through ip netns exec, its /etc files).
 func (l *Lab) Command(p Place, argv ...string) *exec.Cmd {
+	return l.CommandContext(context.Background(), p, argv...)
+}
+
+// CommandContext is Command, killed when ctx ends.
+func (l *Lab) CommandContext(ctx context.Context, p Place, argv ...string) *exec.Cmd {
 	if p.Pod != nil {
 		argv = podCommand(p.Pod.Name, argv...)
 	}
-	return exec.Command("ip", append([]string{"netns", "exec", p.NS}, argv...)...)
+	return netns.CommandIn(ctx, p.NS, argv...)
 }
 
 // Dialer returns a dial function whose connections start in the place.

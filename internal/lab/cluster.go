@@ -66,6 +66,7 @@ func kindOf(obj runtime.Object) string {
 // Kinds `lab delete` takes, by the names kubectl accepts.
 var deleteKinds = map[string]string{
 	"pod": "Pod", "pods": "Pod", "po": "Pod",
+	"ipaddresspool": "IPAddressPool", "ipaddresspools": "IPAddressPool", "svcpool": "IPAddressPool",
 	"service": "Service", "services": "Service", "svc": "Service",
 	"endpointslice": "EndpointSlice", "endpointslices": "EndpointSlice",
 	"endpoints": "Endpoints", "ep": "Endpoints",

@@ -15,10 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -143,7 +143,7 @@ func originOf(err error) string {
 
 func (c *fileCluster) Delete(_ context.Context, kind, namespace, name string) error {
 	p := c.objectPath(kind, namespace, name)
-	if kind == "Namespace" {
+	if kind == "Namespace" || kind == pool.Kind { // cluster-scoped
 		p = c.objectPath(kind, "", name)
 	}
 	if err := os.Remove(p); err != nil {
@@ -267,7 +267,7 @@ func (c *fileCluster) write(obj runtime.Object) error {
 // marshal writes obj as YAML with its apiVersion and kind.
 func marshal(obj runtime.Object) ([]byte, error) {
 	obj = obj.DeepCopyObject()
-	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	gvks, _, err := file.Scheme.ObjectKinds(obj)
 	if err != nil || len(gvks) == 0 {
 		return nil, fmt.Errorf("%s: unknown kind: %w", kindOf(obj), err)
 	}

@@ -7,16 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/kubecluster"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/source/kube"
 )
@@ -46,7 +51,7 @@ func kubeOptions(n Names, cp *netns.NS) kubecluster.Options {
 	}
 }
 
-func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string) (cluster, error) {
+func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string) (*kubeCluster, error) {
 	// cp stays open as long as the cluster value: its dialer enters it.
 	cp, err := attach(fabric, n.Control(), "cp", ControlAddr, false)
 	if err != nil {
@@ -65,7 +70,7 @@ func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string
 		cp.Close()
 		return nil, err
 	}
-	return &kubeCluster{c: c, client: c.Client}, nil
+	return newKubeCluster(c)
 }
 
 func attachKubeCluster(ctx context.Context, n Names) (cluster, error) {
@@ -78,7 +83,22 @@ func attachKubeCluster(ctx context.Context, n Names) (cluster, error) {
 		cp.Close()
 		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
 	}
-	return &kubeCluster{c: c, client: c.Client}, nil
+	return newKubeCluster(c)
+}
+
+// clientQPS is the client-side rate limit of the lab's own API calls, above
+// kubecluster's default (200/s) so that the apiserver, not the client, bounds
+// a large Apply.
+const clientQPS = 2000
+
+func newKubeCluster(c *kubecluster.Cluster) (*kubeCluster, error) {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = clientQPS, 2*clientQPS
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: %w", err)
+	}
+	return &kubeCluster{c: c, client: client}, nil
 }
 
 func (k *kubeCluster) ProxyArgs() []string { return []string{"--kubeconfig", k.c.Kubeconfig} }
@@ -98,15 +118,36 @@ func (k *kubeCluster) RegisterNodes(ctx context.Context, nodes []*corev1.Node) e
 	return nil
 }
 
+// applyWorkers bounds the API calls Apply makes at once.
+const applyWorkers = 8
+
+// Apply applies objs, which come sorted by applyOrder: objects of one order do
+// not depend on each other, so each run of them is applied by up to
+// applyWorkers calls at once, and the runs one after the other. Errors are
+// returned in the objects' order.
 func (k *kubeCluster) Apply(ctx context.Context, objs []runtime.Object) []error {
-	var errs []error
-	for _, o := range objs {
-		if err := k.apply(ctx, o); err != nil {
-			m, _ := metaOf(o)
-			errs = append(errs, fmt.Errorf("%s %s: %w", kindOf(o), qualified(m.GetNamespace(), m.GetName()), err))
+	errs := make([]error, len(objs))
+	for start := 0; start < len(objs); {
+		end := start + 1
+		for end < len(objs) && applyOrder(objs[end]) == applyOrder(objs[start]) {
+			end++
 		}
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, applyWorkers)
+		for i := start; i < end; i++ {
+			slots <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				if err := k.apply(ctx, objs[i]); err != nil {
+					m, _ := metaOf(objs[i])
+					errs[i] = fmt.Errorf("%s %s: %w", kindOf(objs[i]), qualified(m.GetNamespace(), m.GetName()), err)
+				}
+			})
+		}
+		wg.Wait()
+		start = end
 	}
-	return errs
+	return slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 // apply creates obj, or updates the object of its name keeping what the control
@@ -153,8 +194,10 @@ func (k *kubeCluster) apply(ctx context.Context, obj runtime.Object) error {
 				_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Update(ctx, o, up)
 			}
 		}
+	case *pool.IPAddressPool:
+		err = k.applyPool(ctx, o)
 	default:
-		err = errors.New("kind not supported by the lab (want Service, Namespace, EndpointSlice or Endpoints)")
+		err = errors.New("kind not supported by the lab (want Service, Namespace, EndpointSlice, Endpoints or IPAddressPool)")
 	}
 	return err
 }
@@ -200,6 +243,12 @@ func (k *kubeCluster) Delete(ctx context.Context, kind, namespace, name string) 
 		return c.CoreV1().Endpoints(namespace).Delete(ctx, name, do)
 	case "EndpointSlice":
 		return c.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, name, do)
+	case pool.Kind:
+		dyn, err := dynamic.NewForConfig(k.c.Config)
+		if err != nil {
+			return err
+		}
+		return dyn.Resource(poolResource).Delete(ctx, name, do)
 	}
 	return fmt.Errorf("delete %s: kind not supported", kind)
 }
@@ -265,5 +314,16 @@ func (k *kubeCluster) RemovePod(ctx context.Context, namespace, name string) err
 }
 
 func (k *kubeCluster) Result(ctx context.Context) (*controlplane.Result, error) {
-	return kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods)
+	r, err := kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(k.c.Config)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	if r.Pools, err = kube.ListPools(ctx, dyn); err != nil {
+		return nil, err
+	}
+	return r, nil
 }

@@ -33,8 +33,9 @@ type DemoOptions struct {
 
 // Demo walks through seed 001 on a 3-node lab: a LoadBalancer Service with pods on
 // node2 and node3 only, reached from a pod through its ClusterIP and from an
-// external client through node1's NodePort, first with externalTrafficPolicy
-// Cluster, then Local. Every step says what it shows and checks it; Demo returns
+// external client through node1's NodePort and through its LoadBalancer IP
+// 172.26.236.180 (given by svcnet lb, announced by ARP), first with
+// externalTrafficPolicy Cluster, then Local. Every step says what it shows and checks it; Demo returns
 // an error naming each check that failed. The lab is removed at the end unless
 // Keep.
 func Demo(ctx context.Context, o DemoOptions) (err error) {
@@ -88,6 +89,9 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 	}
 	d.hits(url, hits)
 	d.check(answeredBy(hits, pods[0].Name, pods[1].Name), "every request answered, by both pods")
+	if err := d.clusterDNS(ctx, l, from, svc); err != nil {
+		return err
+	}
 
 	client := Place{NS: l.names.Client()}
 	node1 := fmt.Sprintf("http://%s:%d/", NodeAddr(1), nodePort)
@@ -99,6 +103,9 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 	d.hits(node1, hits)
 	d.check(answeredBy(hits, pods[0].Name, pods[1].Name), "every request answered, by both pods")
 	d.check(allClients(hits, NodeAddr(1).String()), "the pods saw node1's address %s, not the client's", NodeAddr(1))
+	if err := d.loadBalancer(ctx, l, svc, pods, client); err != nil {
+		return err
+	}
 
 	d.say("Switch my-nginx to externalTrafficPolicy Local: each node sends external traffic only to its own pods and keeps the client's address.")
 	local := svc.DeepCopy()
@@ -111,9 +118,15 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		return err
 	}
 	hcPort = svc.Spec.HealthCheckNodePort
-	d.say("The control plane gave it healthCheckNodePort %d; wait until node2's proxy serves it.", hcPort)
-	if err := waitHealth(ctx, l, client, 2, hcPort); err != nil {
-		return err
+	d.say("The control plane gave it healthCheckNodePort %d; wait until every node's proxy serves it (so all have the new policy): 503 on node1, 200 on node2 and node3.", hcPort)
+	for i := 1; i <= 3; i++ {
+		want := http.StatusOK
+		if i == 1 {
+			want = http.StatusServiceUnavailable
+		}
+		if err := waitHealth(ctx, l, client, i, hcPort, want); err != nil {
+			return err
+		}
 	}
 	d.say("From the client to node1's NodePort: node1 has no local pod, so it drops the traffic (the requests time out).")
 	hits, err = l.Curl(ctx, client, node1, 3, time.Second)
@@ -132,6 +145,9 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		}
 		d.hits(u, hits)
 		d.check(answeredBy(hits, pods[i].Name) && allClients(hits, ClientAddr.String()), "answered by %s, client %s kept", pods[i].Name, ClientAddr)
+	}
+	if err := d.loadBalancer(ctx, l, svc, pods, client); err != nil {
+		return err
 	}
 	d.say("The healthCheckNodePort %d tells a load balancer which nodes to use: 503 on node1 (no local endpoint), 200 on node2 and node3.", hcPort)
 	for i := 1; i <= 3; i++ {
@@ -223,7 +239,7 @@ func (d *demo) tables(ctx context.Context, l *Lab) error {
 		return err
 	}
 	opts := printers.Options{Now: time.Now()}
-	d.say("The Service and its EndpointSlice, as `kubectl get svc` and `kubectl get endpointslices` show them in the seed (EXTERNAL-IP stays <pending> until svcnet lb assigns one):")
+	d.say("The Service and its EndpointSlice, as `kubectl get svc` and `kubectl get endpointslices` show them in the seed (EXTERNAL-IP from svcnet lb's pool):")
 	var svcs []*corev1.Service
 	for _, s := range r.Services {
 		if s.Namespace == "default" {
@@ -314,15 +330,15 @@ func waitAnswer(ctx context.Context, l *Lab, from Place, url string) error {
 }
 
 // waitHealth waits (bounded) until node i serves healthCheckNodePort port with 200.
-func waitHealth(ctx context.Context, l *Lab, from Place, i int, port int32) error {
+func waitHealth(ctx context.Context, l *Lab, from Place, i int, port int32, want int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, _, err := healthGet(ctx, l, from, i, port)
-		if err == nil && code == http.StatusOK {
+		if err == nil && code == want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node%d: healthCheckNodePort %d not 200 after 30s (%d, %v)", i, port, code, err)
+			return fmt.Errorf("node%d: healthCheckNodePort %d not %d after 30s (%d, %v)", i, port, want, code, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -2,7 +2,18 @@
 // network namespaces, and runs svcnet on it for real: a fabric (a bridge in its own
 // namespace) carrying the node network of the IP plan, one namespace per node with a
 // real `svcnet proxy`, an external client, and pods wired by svcnet's CNI plugin
-// exactly as a container runtime wires them, each running `svcnet echo`.
+// exactly as a container runtime wires them, each running `svcnet echo`. Cluster
+// DNS is a pod too: kube-system/svcnet-dns on node1 runs `svcnet dns` behind the
+// Service kube-system/kube-dns at 10.96.0.10, which every pod's resolv.conf names
+// (see dns.go).
+//
+// Node proxy (Options.Proxy, `lab up --proxy`): svcnet proxy by default. On the
+// kube control plane the nodes can run upstream kube-proxy instead, in nftables
+// or iptables mode (from $SVCNET_K8S_BIN), with `svcnet proxy --data-plane none`
+// beside it for what kube-proxy does not do: the routes to other nodes' pod
+// CIDRs and the layer-2 speaker; it programs no nftables table. Lab.SetProxy
+// swaps the proxy of a running lab, removing the old one's rules first
+// (nodeagents.go, proxyswap.go).
 //
 // Layout (NAME is the lab's name, default "svcnet"; a name never contains '.', so one
 // lab's objects are never taken for another's):
@@ -10,7 +21,7 @@
 //	namespaces  NAME.fabric  bridge br0 (172.26.236.1, every namespace's default gateway); one veth port per node, client and control plane
 //	            NAME.client  eth0 172.26.236.10/24 (the external client)
 //	            NAME.nodeN   eth0 172.26.236.(176+N)/24; bridge cni0 with 192.168.N.1/24 (CNI)
-//	            NAME.cp      eth0 172.26.236.176/24 (kube control plane only)
+//	            NAME.cp      eth0 172.26.236.176/24, routes to every node's pod CIDR (kube control plane only)
 //	            NAME.pod.NS.POD  one per pod; eth0 from the CNI plugin
 //	files       /run/svcnet/lab/NAME/         the lab's state (lab.json, objects/, logs/, ...)
 //	            /etc/netns/NAME.pod.NS.POD/    the pod's resolv.conf, hostname and hosts, which

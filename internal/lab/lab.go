@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,9 +38,14 @@ type Options struct {
 	Progress io.Writer
 	// ProxyArgs are extra flags for every node's svcnet proxy.
 	ProxyArgs []string
-	// K8sBin is the directory of kube-apiserver and kube-controller-manager, for
-	// ControlPlaneKube; default $SVCNET_K8S_BIN.
+	// K8sBin is the directory of kube-apiserver, kube-controller-manager and
+	// kube-proxy, for ControlPlaneKube; default $SVCNET_K8S_BIN.
 	K8sBin string
+	// Proxy is the nodes' Service proxy: ProxySvcnet (default), or upstream
+	// kube-proxy, ProxyKubeProxyNFTables or ProxyKubeProxyIPTables, which need
+	// ControlPlaneKube. Beside kube-proxy every node still runs svcnet proxy
+	// --data-plane none for the pod routes and the layer-2 speaker.
+	Proxy string
 }
 
 // Open opens a lab that is up, taking its lock until Close.
@@ -109,10 +113,19 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if o.ControlPlane != ControlPlaneFile && o.ControlPlane != ControlPlaneKube {
 		return nil, fmt.Errorf("lab %s: --control-plane %q: want %s or %s", o.Name, o.ControlPlane, ControlPlaneFile, ControlPlaneKube)
 	}
+	if o.Proxy == "" {
+		o.Proxy = ProxySvcnet
+	}
+	if err := checkProxy(o.Name, o.Proxy, o.ControlPlane); err != nil {
+		return nil, err
+	}
 	if o.ControlPlane == ControlPlaneKube && o.K8sBin == "" {
 		if o.K8sBin = os.Getenv(EnvK8sBin); o.K8sBin == "" {
 			return nil, fmt.Errorf("lab %s: --control-plane kube needs kube-apiserver and kube-controller-manager: give --k8s-bin DIR or set %s (`make k8s` builds them; tools/k8s/build.sh prints the directory)", o.Name, EnvK8sBin)
 		}
+	}
+	if err := checkKubeProxyBinary(o.Name, o.Proxy, o.K8sBin); err != nil {
+		return nil, err
 	}
 	if o.Binary == "" {
 		if o.Binary, err = os.Executable(); err != nil {
@@ -147,7 +160,8 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
 		}
 	}
-	info := &Info{Name: n.Lab, Nodes: o.Nodes, ControlPlane: o.ControlPlane, Binary: o.Binary}
+	info := &Info{Name: n.Lab, Nodes: o.Nodes, ControlPlane: o.ControlPlane, Binary: o.Binary, ProxyArgs: o.ProxyArgs,
+		Proxy: o.Proxy, K8sBin: o.K8sBin}
 	if err := writeInfo(n, info); err != nil {
 		return nil, err
 	}
@@ -178,8 +192,19 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	if o.ControlPlane == ControlPlaneKube {
 		progress("control plane: etcd, kube-apiserver and kube-controller-manager in %s at %s", n.Control(), ControlAddr)
-		if l.cluster, err = startKubeCluster(ctx, n, fabric, o.K8sBin); err != nil {
+		kc, err := startKubeCluster(ctx, n, fabric, o.K8sBin)
+		if err != nil {
 			return nil, err
+		}
+		l.cluster = kc
+		// Pods reach the API server directly (svcnet dns watches it), as in a
+		// cluster whose control plane is routed to the pod network.
+		if err := routePodCIDRs(n.Control(), o.Nodes); err != nil {
+			return nil, err
+		}
+		progress("control plane: svcnet lb controller in %s", n.Control())
+		if err := kc.installLB(ctx, n, o.Binary); err != nil {
+			return nil, fmt.Errorf("lab %s: svcnet lb: %w", n.Lab, err)
 		}
 	} else {
 		progress("control plane: svcnet's embedded control plane, publishing %s", newFileCluster(n).publishPath())
@@ -192,17 +217,19 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.cluster.RegisterNodes(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("lab %s: register nodes: %w", n.Lab, err)
 	}
-	pids := make([]int, o.Nodes+1)
-	for i := 1; i <= o.Nodes; i++ {
-		progress("node %s: starting svcnet proxy", NodeName(i))
-		if pids[i], err = l.startProxy(i, o.ProxyArgs); err != nil {
-			return nil, err
-		}
+	progress("load balancer: pool %s (%s), layer-2 speakers in every node's proxy", PoolName, PoolRange)
+	if err := l.applyDefaultPool(ctx); err != nil {
+		return nil, err
 	}
-	for i := 1; i <= o.Nodes; i++ {
-		if err := l.waitProxy(ctx, i, pids[i]); err != nil {
-			return nil, err
-		}
+	progress("cluster DNS: Service %s/%s at %s, svcnet dns in pod %s/%s on %s", DNSNamespace, DNSService, ClusterDNS, DNSNamespace, DNSPod, NodeName(1))
+	if err := l.startClusterDNS(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.startNodes(ctx, progress); err != nil {
+		return nil, err
+	}
+	if err := l.waitClusterDNS(ctx); err != nil {
+		return nil, err
 	}
 	progress("lab %q is up: %d nodes, client %s", n.Lab, o.Nodes, ClientAddr)
 	return l, nil
@@ -225,56 +252,6 @@ func labNode(i int) *corev1.Node {
 				Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
 		},
 	}
-}
-
-// startProxy starts svcnet proxy in node i's namespace and returns its pid.
-func (l *Lab) startProxy(i int, extra []string) (int, error) {
-	ns, err := netns.Open(l.names.Node(i))
-	if err != nil {
-		return 0, err
-	}
-	defer ns.Close()
-	argv := append([]string{l.info.Binary, "proxy"}, l.cluster.ProxyArgs()...)
-	argv = append(argv, "--hostname-override", NodeName(i), "--pod-routes",
-		"--cluster-cidr", PodNetwork.String(), "--v", "1")
-	argv = append(argv, extra...)
-	return startDaemon(ns, l.proxyLog(i), argv...)
-}
-
-func (l *Lab) proxyLog(i int) string { return l.names.Path("logs", NodeName(i)+".proxy.log") }
-
-// waitProxy waits until node i's proxy (pid) answers /healthz with 200: it has
-// synced. It fails at once, with the end of its log, if the proxy exits.
-func (l *Lab) waitProxy(ctx context.Context, i, pid int) error {
-	ns, err := netns.Open(l.names.Node(i))
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns)}, Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://%s:10256/healthz", NodeAddr(i))
-	deadline := time.Now().Add(60 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		if !alive(pid) {
-			return fmt.Errorf("node %s: svcnet proxy exited:\n%s", NodeName(i), logTail(l.proxyLog(i), 10))
-		}
-		resp, err := hc.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("node %s: svcnet proxy not healthy after 60s: %v:\n%s", NodeName(i), last, logTail(l.proxyLog(i), 10))
 }
 
 // leftovers reports whether anything of the lab exists.

@@ -24,8 +24,9 @@ const readyTimeout = 15 * time.Second
 
 // applyPod does what the scheduler, the kubelet and the container runtime do for
 // one Pod: pick its node (spec.nodeName, else round robin), make its namespace
-// through the CNI plugin, run `svcnet echo` in it on every containerPort, and
-// report it running and ready once every TCP port accepts. A Pod that exists is
+// through the CNI plugin, run its process in it (see podArgv: `svcnet echo` on
+// every containerPort, or `svcnet dns`), and report it running and ready once it
+// serves (see waitPodReady). A Pod that exists is
 // left running; only its labels and annotations are updated, since a Pod's spec is
 // immutable.
 func (l *Lab) applyPod(ctx context.Context, pod *corev1.Pod) error {
@@ -113,19 +114,12 @@ func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := writePodEtc(nsName, pod, ips[0]); err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
-	tcp, udp := serverPorts(pod)
-	argv := podCommand(pod.Name, l.info.Binary, "echo", "--name", pod.Name, "--node", pod.Spec.NodeName, "--pod-ip", ips[0].String())
-	for _, p := range tcp {
-		argv = append(argv, "--tcp", strconv.Itoa(int(p)))
-	}
-	for _, p := range udp {
-		argv = append(argv, "--udp", strconv.Itoa(int(p)))
-	}
 	logPath := l.names.Path("logs", "pod."+pod.Namespace+"."+pod.Name+".log")
-	if _, err := startDaemon(podNS, logPath, argv...); err != nil {
+	pid, err := startDaemon(podNS, logPath, podCommand(pod.Name, l.podArgv(pod, ips[0])...)...)
+	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
-	if err := waitListening(ctx, podNS, ips[0], tcp); err != nil {
+	if err := l.waitPodReady(ctx, podNS, pod, ips[0], pid, logPath); err != nil {
 		return fmt.Errorf("Pod %s: not ready: %w (log: %s)", id, err, logPath)
 	}
 	pod.Status = podStatus(ips, NodeAddr(NodeIndex(pod.Spec.NodeName)), pod)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // startDaemon starts argv inside ns as a daemon of the lab: in its own session (so
@@ -113,13 +114,5 @@ func stopNamespaceProcesses(name string, grace time.Duration) error {
 
 // logTail returns the last n lines of a log file, indented, for error messages.
 func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "  (no log: " + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "  " + strings.Join(lines, "\n  ") + "\n  (log: " + path + ")"
+	return "  " + strings.ReplaceAll(process.LogTail(path, n), "\n", "\n  ") + "\n  (log: " + path + ")"
 }

@@ -26,6 +26,13 @@ type Info struct {
 	ControlPlane string `json:"controlPlane"`
 	// Binary is the svcnet binary every lab process runs.
 	Binary string `json:"binary"`
+	// ProxyArgs are the extra flags of every node's svcnet proxy (Options.ProxyArgs).
+	ProxyArgs []string `json:"proxyArgs,omitempty"`
+	// Proxy is the nodes' Service proxy (Options.Proxy; "" is ProxySvcnet, as
+	// in labs made before it existed).
+	Proxy string `json:"proxy,omitempty"`
+	// K8sBin is the directory of the Kubernetes binaries (kube control plane).
+	K8sBin string `json:"k8sBin,omitempty"`
 	// NextNode is the round-robin cursor for Pods that name no node (0-based).
 	NextNode int `json:"nextNode"`
 }

@@ -7,6 +7,7 @@
 package netns
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -134,7 +135,19 @@ func (n *NS) Do(fn func() error) error {
 // Command returns a command that runs argv inside the named namespace through
 // `ip netns exec`, which also bind-mounts /etc/netns/NAME files as iproute2 does.
 func (n *NS) Command(argv ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", n.name}, argv...)...)
+	return CommandIn(context.Background(), n.name, argv...)
+}
+
+// CommandContext is Command, killed when ctx ends (exec.CommandContext).
+func (n *NS) CommandContext(ctx context.Context, argv ...string) *exec.Cmd {
+	return CommandIn(ctx, n.name, argv...)
+}
+
+// CommandIn returns a command, killed when ctx ends, that runs argv inside the
+// namespace named name (under RunDir) through `ip netns exec`, for callers that
+// hold the name rather than an open NS.
+func CommandIn(ctx context.Context, name string, argv ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", name}, argv...)...)
 }
 
 // onFreshThread runs fn in a new goroutine locked to its thread and never
@@ -161,4 +174,14 @@ func unmountAndRemove(target string) error {
 		return err
 	}
 	return nil
+}
+
+// DoNamed runs fn in the named namespace as Do does, opening and closing it.
+func DoNamed(name string, fn func() error) error {
+	ns, err := Open(name)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	return ns.Do(fn)
 }

@@ -5,46 +5,23 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 
 	"github.com/svcnet/svcnet/internal/model"
+
+	"github.com/svcnet/svcnet/internal/logtest"
 )
 
 // logSink collects log lines for assertions.
-type logSink struct {
-	mu    sync.Mutex
-	lines []string
-}
+type logSink struct{ logtest.Sink }
 
-func (l *logSink) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, args)
-	}, funcr.Options{})
-}
+func (l *logSink) logger() logr.Logger { return l.Logger(0) }
 
-func (l *logSink) count(substrs ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-next:
-	for _, line := range l.lines {
-		for _, s := range substrs {
-			if !strings.Contains(line, s) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
-}
+func (l *logSink) count(substrs ...string) int { return l.Count(substrs...) }
 
 func localNode1() []netip.Prefix {
 	return []netip.Prefix{netip.MustParsePrefix("172.26.236.177/24"), netip.MustParsePrefix("fd00:26:236::177/64"), netip.MustParsePrefix("192.168.1.1/24")}
@@ -93,7 +70,7 @@ func TestSyncAddChangeDelete(t *testing.T) {
 		fr("fd00:192:168:2::/64", "fd00:26:236::178", Protocol),
 		fr("fd00:192:168:3::/64", "fd00:26:236::179", Protocol))
 	if log.count("pod route skipped", `"node1"`, "own pod CIDRs") != 1 {
-		t.Errorf("own node not reported once: %q", log.lines)
+		t.Errorf("own node not reported once: %q", log.Lines())
 	}
 
 	// node3 changes address, node2 is deleted.
@@ -105,15 +82,15 @@ func TestSyncAddChangeDelete(t *testing.T) {
 		fr("192.168.3.0/24", "172.26.236.190", Protocol),
 		fr("fd00:192:168:3::/64", "fd00:26:236::179", Protocol))
 	if log.count("pod route replaced", "192.168.3.0/24") != 1 || log.count("pod route deleted", "192.168.2.0/24") != 1 {
-		t.Errorf("changes not logged: %q", log.lines)
+		t.Errorf("changes not logged: %q", log.Lines())
 	}
 	// A repeated sync of the same state logs nothing new.
-	before := len(log.lines)
+	before := len(log.Lines())
 	if err := r.Sync(ctx, nodes); err != nil {
 		t.Fatal(err)
 	}
-	if len(log.lines) != before {
-		t.Errorf("idle sync logged %q", log.lines[before:])
+	if len(log.Lines()) != before {
+		t.Errorf("idle sync logged %q", log.Lines()[before:])
 	}
 }
 
@@ -148,7 +125,7 @@ func TestSyncAdoptsAndNeverTouchesForeign(t *testing.T) {
 		t.Errorf("kernel calls %q, want %q", ops, wantOps)
 	}
 	if log.count("pod route skipped", `"node4"`, "not svcnet's") != 1 || log.count("pod route skipped", `"node2"`, "not svcnet's", "fd00:192:168:2::/64") != 1 {
-		t.Errorf("conflicts not reported: %q", log.lines)
+		t.Errorf("conflicts not reported: %q", log.Lines())
 	}
 	// Cleanup removes exactly svcnet's routes.
 	n, err := Cleanup(context.Background(), f)
@@ -264,7 +241,7 @@ func TestRunFollowsStore(t *testing.T) {
 	})
 	eventually(t, "all four routes", func() bool { return len(f.Table()) == 4 })
 	if log.count("retrying") == 0 {
-		t.Errorf("no retry logged: %q", log.lines)
+		t.Errorf("no retry logged: %q", log.Lines())
 	}
 	store.Update(func(tx *model.Txn) { tx.DeleteNode("node3") })
 	eventually(t, "node3's routes to go", func() bool {

@@ -6,8 +6,10 @@ package process
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -108,4 +110,18 @@ func (p *Process) Kill(wait time.Duration) error {
 	case <-time.After(wait):
 		return fmt.Errorf("pid %d: still running %v after SIGKILL", p.Pid(), wait)
 	}
+}
+
+// LogTail returns the last n lines of the log file at path, for error
+// messages about a child; when the file cannot be read, the error's text.
+func LogTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,7 +1,9 @@
 package process
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -75,5 +77,45 @@ func TestSurvivesRetiredThreads(t *testing.T) {
 func TestStartError(t *testing.T) {
 	if _, err := Start(exec.Command("/nonexistent/binary")); err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(p, []byte("a\nb\nc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := LogTail(p, 2); got != "b\nc" {
+		t.Errorf("LogTail(2) = %q, want %q", got, "b\nc")
+	}
+	if got := LogTail(p, 10); got != "a\nb\nc" {
+		t.Errorf("LogTail(10) = %q", got)
+	}
+	if got := LogTail(filepath.Join(t.TempDir(), "none"), 2); !strings.Contains(got, "no such file") {
+		t.Errorf("missing file: %q, want the read error", got)
+	}
+}
+
+func TestStatTicks(t *testing.T) {
+	// A command name with spaces and a parenthesis; utime 1234, stime 56.
+	stat := "4242 (kube proxy) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 56 0 0 20 0 12 0 100 1000 200"
+	n, err := statTicks(stat)
+	if err != nil || n != 1290 {
+		t.Errorf("statTicks = %d, %v; want 1290", n, err)
+	}
+	for _, bad := range []string{"", "4242 kube-proxy S 1", "1 (x) S 1 2"} {
+		if _, err := statTicks(bad); err == nil {
+			t.Errorf("statTicks(%q): no error", bad)
+		}
+	}
+}
+
+func TestCPUTime(t *testing.T) {
+	d, err := CPUTime(os.Getpid())
+	if err != nil || d < 0 {
+		t.Errorf("CPUTime(self) = %v, %v", d, err)
+	}
+	if _, err := CPUTime(-1); err == nil {
+		t.Error("CPUTime(-1): no error")
 	}
 }

@@ -41,3 +41,32 @@ func Build(out string) error {
 	}
 	return nil
 }
+
+// FromEnv returns the svcnet binary to run: the file named by the environment
+// variable env when it is set (it must be an executable file), else
+// ./cmd/svcnet of this module built into dir.
+func FromEnv(env, dir string) (string, error) {
+	if env != "" {
+		if p := os.Getenv(env); p != "" {
+			return Executable(p)
+		}
+	}
+	out := filepath.Join(dir, "svcnet")
+	if err := Build(out); err != nil {
+		return "", fmt.Errorf("svcnet binary: %w", err)
+	}
+	return out, nil
+}
+
+// Executable returns path when it names an executable file, else an error
+// saying why not.
+func Executable(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("binary: %w", err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("binary %s: not an executable file", path)
+	}
+	return path, nil
+}

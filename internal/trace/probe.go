@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -41,7 +42,7 @@ func probe(ctx context.Context, nsName string, t Tuple) (string, error) {
 				outcome = "refused (TCP reset)"
 			case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 				outcome = "unreachable (ICMP)"
-			case ctx.Err() != nil:
+			case isTimeout(ctx, err):
 				outcome = "timed out (dropped)"
 			default:
 				outcome = "failed: " + err.Error()
@@ -73,6 +74,15 @@ func probe(ctx context.Context, nsName string, t Tuple) (string, error) {
 		return fmt.Errorf("probe: protocol %s is not supported by --verify (tcp and udp are)", t.Proto)
 	})
 	return outcome, err
+}
+
+// isTimeout tells whether a dial ended by the probe's deadline. The dialer
+// arms the socket with the context's deadline, and the poller's timer can
+// fire ("i/o timeout") before the context's own timer has marked ctx done, so
+// ctx.Err() alone misses it.
+func isTimeout(ctx context.Context, err error) bool {
+	var ne net.Error
+	return ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // reuseAddr lets the probe bind its source port again soon after an earlier

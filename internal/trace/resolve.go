@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/lb/speaker"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -74,8 +75,13 @@ func Resolve(snap *model.Snapshot, net *Network, a Ask) (Start, Request, error) 
 	req.Packet = Tuple{Proto: proto, Src: netip.AddrPortFrom(from.Addr, sport), Dst: dst}
 	st := Start{From: from, Packet: req.Packet, Entry: a.Node}
 	if from.Kind == PlaceExternal && st.Entry == "" && net.NodeByAddr(dst.Addr()) == nil && len(net.Nodes) > 0 {
-		st.Entry = net.Nodes[0].Name
-		req.Notes = append(req.Notes, fmt.Sprintf("%s is not a node address: assuming it reaches %s (give --node to pick the node that answers for it)", dst.Addr(), st.Entry))
+		if owner := speaker.Owners(speaker.Config{IsDefault: true}, snap, nil)[dst.Addr()]; owner != "" && net.Node(owner) != nil {
+			st.Entry = owner
+			req.Notes = append(req.Notes, fmt.Sprintf("%s is a LoadBalancer IP that %s answers ARP/NDP for (svcnet lb's owner hash over the eligible nodes, every speaker assumed alive; --node overrides)", dst.Addr(), owner))
+		} else {
+			st.Entry = net.Nodes[0].Name
+			req.Notes = append(req.Notes, fmt.Sprintf("%s is not a node address: assuming it reaches %s (give --node to pick the node that answers for it)", dst.Addr(), st.Entry))
+		}
 	}
 	return st, req, nil
 }

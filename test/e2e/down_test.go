@@ -50,6 +50,32 @@ func labPids(t *testing.T, name string) []int {
 	return slices.DeleteFunc(pids, func(p int) bool { return p == os.Getpid() })
 }
 
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z")
+}
+
+// checkLabGone fails t for every namespace of lab name and every process of
+// pids (the lab's, found before `down`) that is left.
+func checkLabGone(t *testing.T, name string, pids []int) {
+	t.Helper()
+	all, err := netns.Names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range all {
+		if strings.HasPrefix(ns, name+".") {
+			t.Errorf("namespace %s left after lab down", ns)
+		}
+	}
+	for _, p := range pids {
+		if running(p) {
+			t.Errorf("process %d of the lab still runs after lab down", p)
+		}
+	}
+}
+
 // The demo killed with kill -9 half way, then `svcnet lab down`: no lab namespace,
 // no lab process, no lab file is left, and the host's addresses, routes, rules and
 // nftables ruleset are as they were before.
@@ -91,22 +117,7 @@ func TestDownAfterKilledDemo(t *testing.T) {
 	if out, err := exec.Command(svcnetBin, "lab", "down", "--name", name).CombinedOutput(); err != nil {
 		t.Fatalf("lab down: %v: %s", err, out)
 	}
-	all, err := netns.Names()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range all {
-		if strings.HasPrefix(ns, name+".") {
-			t.Errorf("namespace %s left after lab down", ns)
-		}
-	}
-	for _, p := range pids {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
-			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); !strings.Contains(string(b), ") Z") {
-				t.Errorf("process %d of the lab still runs after lab down", p)
-			}
-		}
-	}
+	checkLabGone(t, name, pids)
 	for _, path := range []string{lab.Names{Lab: name}.Dir()} {
 		if _, err := os.Stat(path); err == nil {
 			t.Errorf("%s left after lab down", path)

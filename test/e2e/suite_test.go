@@ -17,8 +17,8 @@ import (
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/echo"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/labtest"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
-	"github.com/svcnet/svcnet/internal/source/file"
 )
 
 // env is one lab with the fixture applied.
@@ -35,34 +35,14 @@ func newEnv(t *testing.T, controlPlane string) *env {
 	netnstest.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
-	name := fmt.Sprintf("e2e%d-%s", os.Getpid()%100000, controlPlane)
-	t.Cleanup(func() {
-		if err := lab.Down(name); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-	})
-	l, err := lab.Up(ctx, lab.Options{Name: name, Nodes: 3, ControlPlane: controlPlane, Binary: svcnetBin, Progress: testWriter{t}})
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	t.Cleanup(l.Close)
-	e := &env{t: t, ctx: ctx, l: l}
-	e.apply("fixture.yaml")
-	return e
+	l := labtest.Up(t, ctx, lab.Options{Name: labtest.Name("e2e") + "-" + controlPlane, Nodes: 3,
+		ControlPlane: controlPlane, Binary: svcnetBin, Progress: testWriter{t}}, "fixture.yaml")
+	return &env{t: t, ctx: ctx, l: l}
 }
 
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Logf("%s", b); return len(b), nil }
-
-func (e *env) apply(path string) {
-	e.t.Helper()
-	objs, bad, err := file.ReadManifests(path)
-	if err != nil || len(bad) > 0 {
-		e.t.Fatalf("read %s: %v %v", path, err, bad)
-	}
-	e.applyObjects(objs...)
-}
 
 func (e *env) applyObjects(objs ...controlplane.Object) {
 	e.t.Helper()
@@ -186,12 +166,29 @@ func onlyKeys(m map[string]int, allowed ...string) error {
 func suite(t *testing.T, controlPlane string) {
 	e := newEnv(t, controlPlane)
 	web := e.service("web")
-	// The proxies program what was applied within their min-sync-period.
-	e.eventually("web reachable", func() error {
-		h := e.curl("client-1", clusterURL(web, 80), 1, time.Second)[0]
-		return h.Err
-	})
 	webPods := []string{"web-1", "web-2", "web-3"}
+	// The proxies program what was applied within their min-sync-period, and
+	// the pods become endpoints one by one as they turn ready: wait until every
+	// node's proxy sends to all of web's pods before any scenario runs (a
+	// proxy that programmed the first endpoint and has the others waiting
+	// behind its min-sync-period answers, but from one pod only).
+	for _, from := range []string{"client-1", "web-2", "client-3"} {
+		e.eventually("web answers "+from+" from each of its pods", func() error {
+			seen := map[string]bool{}
+			for _, h := range e.curl(from, clusterURL(web, 80), 15, time.Second) {
+				if h.Err != nil {
+					return h.Err
+				}
+				seen[h.Reply.Pod] = true
+			}
+			for _, p := range webPods {
+				if !seen[p] {
+					return fmt.Errorf("no answer from %s yet (answered: %v)", p, seen)
+				}
+			}
+			return nil
+		})
+	}
 
 	t.Run("ClusterIPFromEveryNode", func(t *testing.T) {
 		for _, from := range []string{"client-1", "web-2", "client-3"} {
@@ -204,8 +201,10 @@ func suite(t *testing.T, controlPlane string) {
 			}
 		}
 	})
+	t.Run("DNS", func(t *testing.T) { dnsScenarios(t, e) })
 	t.Run("TraceVerify", func(t *testing.T) { traceScenarios(t, e) })
 	t.Run("TraceCommand", func(t *testing.T) { traceCommand(t, e) })
+	t.Run("LoadBalancer", func(t *testing.T) { lbScenarios(t, e) })
 
 	t.Run("Multiport", func(t *testing.T) {
 		for _, port := range []int32{80, 8080} {
@@ -444,12 +443,20 @@ func TestServicesFileControlPlane(t *testing.T) { suite(t, lab.ControlPlaneFile)
 // registers Nodes and reports Pod status as kubelets do; EndpointSlices come from
 // the controller manager.
 func TestServicesKubeControlPlane(t *testing.T) {
+	requireKubeTier(t)
+	suite(t, lab.ControlPlaneKube)
+}
+
+// requireKubeTier applies the house rule for the kube tier: root, and
+// $SVCNET_K8S_BIN naming the Kubernetes binaries; skip only when
+// SVCNET_REQUIRE_ROOT is unset.
+func requireKubeTier(t *testing.T) {
+	t.Helper()
 	netnstest.RequireRoot(t)
 	if os.Getenv(lab.EnvK8sBin) == "" {
 		if os.Getenv(netnstest.EnvRequireRoot) == "" {
 			t.Skipf("kube tier: %s unset (make test sets it)", lab.EnvK8sBin)
 		}
-		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver and kube-controller-manager (tools/k8s/build.sh prints it)", lab.EnvK8sBin)
+		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", lab.EnvK8sBin)
 	}
-	suite(t, lab.ControlPlaneKube)
 }

@@ -42,6 +42,9 @@ func traceScenarios(t *testing.T, e *env) {
 		{"session affinity", "client-1", "default/web-sticky", "", trace.Delivered, -1, false},
 		{"UDP to a ClusterIP", "client-1", "default/dns:dns-udp", "", trace.Delivered, -1, false},
 		{"pod to pod on another node", "client-1", "default/web-2:80", "", trace.Delivered, 0, true},
+		{"LoadBalancer IP from the client, to its ARP owner", "client", "default/web-lb", "", trace.Delivered, 2, false},
+		{"LoadBalancer IP, Local: the owner has the endpoint", "client", "default/local-etp", "", trace.Delivered, 1, true},
+		{"LoadBalancer IP outside loadBalancerSourceRanges: filtered", "client", "default/web-lb-ranges", "", trace.Filtered, 0, false},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			snap, net, err := e.l.TraceNetwork(e.ctx)

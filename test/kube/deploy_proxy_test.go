@@ -16,26 +16,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
@@ -63,8 +55,11 @@ var proxyDaemonSets = []struct {
 	// kubeProxyPorts: healthz and metrics on kube-proxy's ports (replacement), or
 	// on others (beside kube-proxy, which holds them on the same host network).
 	kubeProxyPorts bool
+	// announce: the layer-2 speaker runs (--announce=l2, NET_RAW added):
+	// replacement mode, where svcnet serves the LoadBalancer IPs.
+	announce bool
 }{
-	{name: "svcnet-proxy", configMap: "svcnet-proxy", kubeProxyPorts: true},
+	{name: "svcnet-proxy", configMap: "svcnet-proxy", kubeProxyPorts: true, announce: true},
 	{name: "svcnet-proxy-beside", configMap: "svcnet-proxy-beside", proxyName: "svcnet"},
 }
 
@@ -156,7 +151,7 @@ func (idx manifestIndex) get(t *testing.T, kind, namespace, name string, into an
 	t.Helper()
 	m, ok := idx[kind+" "+objKey(namespace, name)]
 	if !ok {
-		t.Errorf("deploy/proxy has no %s %s", kind, objKey(namespace, name))
+		t.Errorf("the manifests have no %s %s", kind, objKey(namespace, name))
 		return false
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m.obj.Object, into, true); err != nil {
@@ -205,7 +200,7 @@ func TestDeployProxyManifests(t *testing.T) {
 				t.Errorf("selector %s is also DaemonSet %s's: each would adopt the other's Pods", sel, other)
 			}
 			selectors[sel] = want.name
-			checkProxyDaemonSet(t, idx, &ds, want.configMap, want.proxyName, want.kubeProxyPorts)
+			checkProxyDaemonSet(t, idx, &ds, want.configMap, want.proxyName, want.kubeProxyPorts, want.announce)
 		})
 	}
 }
@@ -266,7 +261,7 @@ func checkProxyClusterRole(t *testing.T, role *rbacv1.ClusterRole) {
 
 // checkProxyDaemonSet checks one DaemonSet's Pod template, and the proxy.yaml it
 // mounts from ConfigMap configMap.
-func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, configMap, proxyName string, kubeProxyPorts bool) {
+func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, configMap, proxyName string, kubeProxyPorts, announce bool) {
 	spec := ds.Spec.Template.Spec
 	if ds.Spec.Selector == nil || !labelsMatch(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels) || len(ds.Spec.Selector.MatchExpressions) > 0 {
 		t.Errorf("selector %+v does not select template labels %v", ds.Spec.Selector, ds.Spec.Template.Labels)
@@ -297,8 +292,8 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 	if c.Image != proxyImage {
 		t.Errorf("image %q, want %q", c.Image, proxyImage)
 	}
-	checkProxySecurity(t, spec.SecurityContext, c.SecurityContext)
-	checkProxyCommand(t, c, proxyName)
+	checkProxySecurity(t, spec.SecurityContext, c.SecurityContext, announce)
+	checkProxyCommand(t, c, proxyName, announce)
 	checkProxyResources(t, c.Resources)
 	checkProxyVolumes(t, idx, spec, c)
 
@@ -354,8 +349,9 @@ func containerPort(c corev1.Container, p intstr.IntOrString) int {
 }
 
 // checkProxySecurity: not privileged; all capabilities dropped, NET_ADMIN the only
-// one added; read-only root filesystem; no privilege escalation.
-func checkProxySecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1.SecurityContext) {
+// one added, and NET_RAW too with the layer-2 speaker (announce); read-only root
+// filesystem; no privilege escalation.
+func checkProxySecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1.SecurityContext, announce bool) {
 	if sc == nil {
 		t.Fatalf("container has no securityContext")
 	}
@@ -368,9 +364,13 @@ func checkProxySecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("readOnlyRootFilesystem %v, want true", fmtPtr(sc.ReadOnlyRootFilesystem))
 	}
-	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) ||
+	wantCaps := []corev1.Capability{"NET_ADMIN"}
+	if announce {
+		wantCaps = append(wantCaps, "NET_RAW")
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, wantCaps) ||
 		!slices.Contains(sc.Capabilities.Drop, "ALL") {
-		t.Errorf("capabilities %+v, want drop ALL, add exactly NET_ADMIN", sc.Capabilities)
+		t.Errorf("capabilities %+v, want drop ALL, add exactly %v", sc.Capabilities, wantCaps)
 	}
 	if pod != nil && pod.SeccompProfile != nil && pod.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
 		t.Errorf("pod seccompProfile Unconfined")
@@ -388,9 +388,9 @@ func fmtPtr[T any](p *T) string {
 }
 
 // checkProxyCommand: `svcnet proxy` with --hostname-override from NODE_NAME (the
-// downward API's spec.nodeName), --config, and --service-proxy-name exactly when
-// proxyName is set.
-func checkProxyCommand(t *testing.T, c corev1.Container, proxyName string) {
+// downward API's spec.nodeName), --config, --service-proxy-name exactly when
+// proxyName is set, and --announce=l2 exactly when announce.
+func checkProxyCommand(t *testing.T, c corev1.Container, proxyName string, announce bool) {
 	argv := append(slices.Clone(c.Command), c.Args...)
 	if len(argv) < 2 || argv[0] != "svcnet" || argv[1] != "proxy" {
 		t.Errorf("command %q, want svcnet proxy ...", argv)
@@ -414,6 +414,9 @@ func checkProxyCommand(t *testing.T, c corev1.Container, proxyName string) {
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("command %q: service proxy name flags %q, want %q", argv, names, want)
+	}
+	if got := slices.Contains(argv, "--announce=l2"); got != announce {
+		t.Errorf("command %q: --announce=l2 present %v, want %v", argv, got, announce)
 	}
 }
 
@@ -624,26 +627,6 @@ func splitBind(t *testing.T, field, addr string) (string, int) {
 	return host, p
 }
 
-// warningRecorder collects the apiserver's Warning headers.
-type warningRecorder struct {
-	mu       sync.Mutex
-	warnings []string
-}
-
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.warnings = append(w.warnings, text)
-}
-
-func (w *warningRecorder) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.warnings
-	w.warnings = nil
-	return out
-}
-
 // TestDeployProxyDryRun creates every object in deploy/proxy on a real
 // kube-apiserver with server-side dry run and strict field validation: the
 // apiserver's own defaulting, validation and admission must accept each one
@@ -659,65 +642,12 @@ func TestDeployProxyDryRun(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	warnings := &warningRecorder{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = warnings
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatalf("dynamic client: %v", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
-
-	var created []func() error
+	dr := kubetest.NewDryRunner(t, ctx, env.Config)
 	for _, m := range ms {
-		gvk := m.obj.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Errorf("%v: %v", m, err)
-			continue
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-		ns := m.obj.GetNamespace()
-		switch namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace; {
-		case namespaced && ns == "":
-			t.Errorf("%v: namespaced %s without metadata.namespace", m, gvk.Kind)
-			continue
-		case !namespaced && ns != "":
-			t.Errorf("%v: cluster-scoped %s with metadata.namespace %q", m, gvk.Kind, ns)
-			continue
-		case namespaced:
-			ri = dyn.Resource(mapping.Resource).Namespace(ns)
-		}
-		_, err = ri.Create(ctx, m.obj, metav1.CreateOptions{
-			DryRun:          []string{metav1.DryRunAll},
-			FieldValidation: metav1.FieldValidationStrict,
-		})
-		if err != nil {
-			t.Errorf("%v: dry-run create: %v", m, err)
-		}
-		if w := warnings.take(); len(w) > 0 {
-			t.Errorf("%v: apiserver warnings: %q", m, w)
-		}
-		name := m.obj.GetName()
-		created = append(created, func() error {
-			_, err := ri.Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("%v: after dry run: get: %v (want NotFound)", m, err)
-		})
-	}
-	for _, check := range created {
-		if err := check(); err != nil {
-			t.Error(err)
-		}
+		dr.Create(fmt.Sprint(m), m.obj)
 	}
 	if !t.Failed() {
-		dryRunProxyPods(ctx, t, client, indexManifests(t, ms), warnings)
+		dryRunProxyPods(t, dr, indexManifests(t, ms))
 	}
 }
 
@@ -726,7 +656,7 @@ func TestDeployProxyDryRun(t *testing.T) {
 // priority class must exist and be allowed in the namespace. (kubetest's
 // apiserver runs without the ServiceAccount admission plugin, so the
 // ServiceAccount's existence is TestDeployProxyManifests's to check.)
-func dryRunProxyPods(ctx context.Context, t *testing.T, client kubernetes.Interface, idx manifestIndex, warnings *warningRecorder) {
+func dryRunProxyPods(t *testing.T, dr *kubetest.DryRunner, idx manifestIndex) {
 	for _, want := range proxyDaemonSets {
 		var ds appsv1.DaemonSet
 		if !idx.get(t, "DaemonSet", proxyNamespace, want.name, &ds) {
@@ -736,16 +666,9 @@ func dryRunProxyPods(ctx context.Context, t *testing.T, client kubernetes.Interf
 			ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-dry-run", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
 			Spec:       ds.Spec.Template.Spec,
 		}
-		got, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{
-			DryRun:          []string{metav1.DryRunAll},
-			FieldValidation: metav1.FieldValidationStrict,
-		})
-		if err != nil {
-			t.Errorf("DaemonSet %s: a Pod from its template: dry-run create: %v", ds.Name, err)
+		got := dr.CreatePod(fmt.Sprintf("DaemonSet %s: a Pod from its template", ds.Name), pod)
+		if got == nil {
 			continue
-		}
-		if w := warnings.take(); len(w) > 0 {
-			t.Errorf("DaemonSet %s: a Pod from its template: apiserver warnings: %q", ds.Name, w)
 		}
 		// The Priority admission plugin resolved the class to its value.
 		if got.Spec.Priority == nil || *got.Spec.Priority != 2000001000 {

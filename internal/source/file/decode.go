@@ -19,6 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // Scheme holds the kinds a manifest may contain. Later parts of svcnet register
@@ -34,6 +35,7 @@ var knownKinds = map[schema.GroupVersionKind]bool{
 	corev1.SchemeGroupVersion.WithKind("Namespace"):          true,
 	corev1.SchemeGroupVersion.WithKind("Endpoints"):          true,
 	discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"): true,
+	pool.SchemeGroupVersion.WithKind(pool.Kind):              true,
 }
 
 // RegisterKind adds a kind that manifests may contain; its type must already be in
@@ -42,7 +44,7 @@ func RegisterKind(gvk schema.GroupVersionKind) { knownKinds[gvk] = true }
 
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, discoveryv1.AddToScheme, pool.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("file: building scheme: %v", err))
 		}

@@ -23,6 +23,9 @@ type Options struct {
 	// service.kubernetes.io/service-proxy-name equals it; when empty, only those
 	// without the label, as the kube source and kube-proxy do.
 	ServiceProxyName string
+	// AllServices keeps every Service whatever its service-proxy-name label
+	// (ServiceProxyName is then ignored): cluster DNS names them all.
+	AllServices bool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -34,6 +37,9 @@ type Loaded struct {
 	// Errors lists documents that did not decode, objects the control plane left
 	// out, and objects that did not convert, in file order. Each names its origin.
 	Errors []error
+	// Warnings are about objects kept but not fully served (a LoadBalancer
+	// Service pending its IP), each naming its origin.
+	Warnings []error
 
 	Services       []*model.Service
 	EndpointSlices []*model.EndpointSlice
@@ -41,6 +47,7 @@ type Loaded struct {
 	Pods           []*model.Pod
 
 	proxyName string
+	all       bool
 }
 
 // ReadManifests decodes every manifest at path (a file or a directory) without
@@ -102,7 +109,10 @@ func Load(opts Options) (*Loaded, error) {
 			return nil, err
 		}
 	}
-	l := &Loaded{API: res, Errors: errs, proxyName: opts.ServiceProxyName}
+	l := &Loaded{API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
+	for _, w := range res.Warnings {
+		l.Warnings = append(l.Warnings, w)
+	}
 	l.convert()
 	return l, nil
 }
@@ -112,7 +122,7 @@ func Load(opts Options) (*Loaded, error) {
 func (l *Loaded) convert() {
 	skip := map[model.ServiceKey]bool{}
 	for _, s := range l.API.Services {
-		if s.Labels[model.LabelServiceProxyName] != l.proxyName {
+		if !l.all && s.Labels[model.LabelServiceProxyName] != l.proxyName {
 			skip[model.ServiceKey{Namespace: s.Namespace, Name: s.Name}] = true
 			continue
 		}

@@ -91,6 +91,9 @@ func (s *Source) reload() error {
 	for _, e := range l.Errors {
 		s.log.Error(e, "Invalid object left out")
 	}
+	for _, w := range l.Warnings {
+		s.log.Info("Object not fully served", "reason", w.Error())
+	}
 	l.apply(s.store)
 	s.log.V(2).Info("Loaded manifests", "path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors))
 	return nil

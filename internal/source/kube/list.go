@@ -3,15 +3,20 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // Resources name what List lists.
@@ -73,4 +78,27 @@ func ptrs[T any, P interface {
 		out[i] = p
 	}
 	return out
+}
+
+// ListPools lists svcnet lb's IPAddressPools (svcnet.io/v1alpha1) through the
+// dynamic client, sorted by name. A cluster without the CRD has none: NotFound
+// gives an empty list.
+func ListPools(ctx context.Context, dyn dynamic.Interface) ([]*pool.IPAddressPool, error) {
+	l, err := dyn.Resource(pool.SchemeGroupVersion.WithResource(pool.Resource)).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing ipaddresspools: %w", err)
+	}
+	out := make([]*pool.IPAddressPool, 0, len(l.Items))
+	for i := range l.Items {
+		p, err := pool.FromUnstructured(&l.Items[i])
+		if err != nil {
+			return nil, fmt.Errorf("IPAddressPool %s: %w", l.Items[i].GetName(), err)
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *pool.IPAddressPool) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -32,6 +32,10 @@ type Options struct {
 	// the label service.kubernetes.io/service-proxy-name: when empty, those without
 	// the label (as kube-proxy); else those whose label equals it.
 	ServiceProxyName string
+	// AllServices keeps every Service and EndpointSlice whatever its
+	// service-proxy-name label (ServiceProxyName is then ignored): cluster DNS
+	// names the Services of every proxy.
+	AllServices bool
 	// Pods also watches Pods (every namespace). Off by default: Pods are many and
 	// only some consumers (DNS pod records, the lab) need them.
 	Pods bool
@@ -100,6 +104,9 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	sel := ServiceSelector(s.opts.ServiceProxyName).String()
+	if s.opts.AllServices {
+		sel = ""
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, s.opts.ResyncPeriod,
 		informers.WithTransform(transform))
 

@@ -1,0 +1,166 @@
+package datapathbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/bench/benchenv"
+	"github.com/svcnet/svcnet/internal/kubetest"
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// Environment of TestBenchDatapath, besides benchenv's gate and svcnet binary
+// and SVCNET_K8S_BIN (kubetest.EnvK8sBin; built by tools/k8s/build.sh when
+// unset).
+const (
+	// EnvCounts lists the Service counts (default "1,1000,10000").
+	EnvCounts = "SVCNET_BENCH_COUNTS"
+	// EnvDuration is the length of one run (default defaultDuration).
+	EnvDuration = "SVCNET_BENCH_DURATION"
+	// EnvLab names the lab (default dpPID).
+	EnvLab = "SVCNET_BENCH_LAB"
+)
+
+const (
+	rounds   = 3
+	runLimit = 15 * time.Minute // the whole benchmark, lab up to report
+	// defaultDuration is one run's length: the default run's 27 slots of 16
+	// runs each are 3.6 minutes of load, leaving the rest of runLimit to the
+	// lab, the 20,000 objects of the 10k fillers through the apiserver (3 to
+	// 4 minutes here: every watcher in the lab shares the 2 cores) and the
+	// swaps (about 4 minutes at 10k: kube-proxy iptables' first sync takes
+	// about 50 s, twice, nftables' about 20 s, three times).
+	defaultDuration = 500 * time.Millisecond
+)
+
+// TestBenchDatapath is the data-path benchmark (see the package doc). It skips
+// unless SVCNET_BENCH is set.
+func TestBenchDatapath(t *testing.T) {
+	benchenv.RootGate(t, "bench-datapath")
+	bin := benchenv.SvcnetBinary(t)
+	_, k8sBin := kubetest.Binaries(t, "kube-apiserver", "kube-controller-manager", "kube-proxy")
+	counts, err := parseCounts(envOr(EnvCounts, "1,1000,10000"))
+	if err != nil {
+		t.Fatalf("%s: %v", EnvCounts, err)
+	}
+	dur := benchenv.Duration(t, EnvDuration, defaultDuration)
+	if dur < 100*time.Millisecond || dur > time.Minute {
+		t.Fatalf("%s=%s: want a duration from 100ms to 1m", EnvDuration, dur)
+	}
+	slots := schedule(lab.Proxies, len(counts), rounds)
+	if err := checkBudget(len(slots), len(allPaths), dur, runLimit); err != nil {
+		t.Fatal(err)
+	}
+	hostBefore, err := hostTWReuse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
+	defer cancel()
+	t.Logf("%d slots (%d counts x %d rounds x %d proxies), %d proxy swaps, bound %s", len(slots), len(counts), rounds, len(lab.Proxies), swaps(slots), runLimit)
+	l := labtest.Up(t, ctx, lab.Options{Name: envOr(EnvLab, labtest.Name("dp")), Nodes: 2, Binary: bin,
+		ControlPlane: lab.ControlPlaneKube, K8sBin: k8sBin, Proxy: slots[0].proxy}, "fixture.yaml")
+	addrs, err := waitServices(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(where string) (*netns.NS, lab.Place) {
+		t.Helper()
+		p, err := l.Resolve(ctx, where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := netns.Open(p.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns.Close() })
+		return ns, p
+	}
+	cliNS, _ := open("cli")
+	extNS, _ := open("client")
+	remoteNS, remote := open("srv-remote")
+	_, local := open("srv-local")
+	remoteIP, err := podIP(remote.Pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localIP, err := podIP(local.Pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []*netns.NS{cliNS, extNS} {
+		if err := enableTWReuse(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after, err := hostTWReuse(); err != nil || after != hostBefore {
+		t.Fatalf("host tcp_tw_reuse changed from %s to %s (%v): the sysctl must be written only in lab namespaces", hostBefore, after, err)
+	}
+	direct := hostPort(remoteIP, 80)
+	targets := []target{
+		{path: pathClusterIPRemote, directNS: cliNS, directAddr: direct, serviceNS: cliNS, svcAddr: hostPort(addrs.clusterIP, 80)},
+		{path: pathClusterIPLocal, directNS: cliNS, directAddr: hostPort(localIP, 80), serviceNS: cliNS, svcAddr: hostPort(addrs.localClusterIP, 80)},
+		{path: pathNodePort, directNS: cliNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(lab.NodeAddr(1), int(addrs.nodePort))},
+		{path: pathLB, directNS: cliNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(addrs.lbIP, 80)},
+	}
+	if err := waitTargets(ctx, targets, settleLimit); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := lbOwner(ctx, l, extNS, addrs.lbIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("LoadBalancer IP %s is announced by node%d", addrs.lbIP, owner)
+	sc := &scaler{l: l, probeNS: []*netns.NS{cliNS, remoteNS}}
+	rep := report{duration: dur, rounds: rounds}
+	for ci, n := range counts {
+		services, apply, programmed, err := sc.growTo(ctx, n)
+		if err != nil {
+			t.Fatalf("%d Services: %v", n, err)
+		}
+		quiet, err := waitQuiet(ctx, l.AgentPids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d Services: fillers applied in %s, programmed on both nodes by %s after %s, agents quiet %s later",
+			services, apply.Round(time.Millisecond), l.Proxy(), programmed.Round(time.Millisecond), quiet.Round(time.Millisecond))
+		cr := countResult{services: services, apply: apply, programmed: programmed, grownBy: l.Proxy()}
+		for _, p := range lab.Proxies {
+			cr.proxies = append(cr.proxies, proxyResult{proxy: p, paths: newPathResults(targets)})
+		}
+		for _, sl := range slots {
+			if sl.count != ci {
+				continue
+			}
+			pr := cr.proxy(sl.proxy)
+			if sl.proxy != l.Proxy() {
+				ready, quiet, err := swapTo(ctx, l, sl.proxy, sc, targets, addrs.lbIP, extNS, owner)
+				if err != nil {
+					t.Fatalf("%d Services: %v", services, err)
+				}
+				t.Logf("%d Services: swapped to %s, every path answering after %s, agents quiet %s later",
+					services, sl.proxy, ready.Round(time.Millisecond), quiet.Round(time.Millisecond))
+				pr.ready = append(pr.ready, ready)
+			}
+			if err := measureSlot(ctx, sl, targets, dur, pr.paths, t.Logf); err != nil {
+				t.Fatalf("%d Services: %v", services, err)
+			}
+		}
+		rep.counts = append(rep.counts, cr)
+	}
+	fmt.Print(rep.String())
+	t.Log("\n" + rep.String())
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,91 @@
+// Package datapathbench measures Service traffic through svcnet proxy and
+// through upstream kube-proxy, in nftables and iptables modes, against direct
+// pod traffic in the lab (make bench-datapath). TestBenchDatapath is gated by
+// SVCNET_BENCH=1 (bench/benchenv); it runs the svcnet binary SVCNET_BENCH_SVCNET
+// names (else one built from this tree) and kube-apiserver,
+// kube-controller-manager and kube-proxy from SVCNET_K8S_BIN (else
+// tools/k8s/build.sh builds them, cached).
+//
+// A 2-node lab on the kube control plane (real etcd, kube-apiserver and
+// kube-controller-manager; SVCNET_BENCH_LAB names it, default dpPID) runs
+// three echo pods: srv-remote on node2, srv-local and the client pod cli on
+// node1. Service target (type LoadBalancer, port 80) selects srv-remote only,
+// so every path ends at the same pod; Service target-local (ClusterIP)
+// selects srv-local. The paths, each measured against a direct reference in
+// the same slot:
+//
+//	path              from          to                          direct reference
+//	clusterip-remote  pod cli       ClusterIP of target         cli -> srv-remote pod IP
+//	clusterip-local   pod cli       ClusterIP of target-local   cli -> srv-local pod IP
+//	nodeport          lab client    node1 IP : NodePort(target) cli -> srv-remote pod IP
+//	loadbalancer      lab client    LB IP of target             cli -> srv-remote pod IP
+//
+// The lab's external client cannot reach pod IPs, so NodePort and LoadBalancer
+// are compared with the pod-to-pod limit (path 1), not with a same-source direct
+// path: their ratio also holds the client's extra hop. The smallest count is
+// at least the Services the lab and the fixture hold (target, target-local,
+// the probe, the lab's own): "1" is reported as that few.
+//
+// Proxies. The three proxies (lab.Proxies) take turns on the same lab, so the
+// pods, the Services and the control plane are identical for all (re-creating
+// the lab per proxy would re-apply 10,000 Services through the apiserver each
+// time). A swap (lab.SetProxy) stops both nodes' agents, removes the old
+// proxy's rules (svcnet proxy --cleanup, or kube-proxy --cleanup and the
+// iptables-nft tables it leaves), checks that no table or KUBE-* chain of it
+// is left, starts the new one (beside kube-proxy, svcnet proxy --data-plane
+// none keeps the pod routes and the layer-2 speaker, and programs no table)
+// and waits until it has synced. The bench then waits until every path and
+// the last probe answer and the LoadBalancer IP is back on its owner node: the
+// speakers restart too, and a gratuitous ARP of a node that held the IP for a
+// moment can land after the owner's, so a wrong client neighbour entry is
+// forgotten and asked again. The time from the start of the swap until then
+// is reported per proxy (kube-proxy's first full sync at 10k: about 20 s in
+// nftables and 50 s in iptables mode here). Last it waits until the agents
+// are quiet (at most 5% of a CPU over a second, bounded by 30 s; the same
+// after the fillers of a count are programmed): runs measured while new
+// agents still worked after their first sync were slower on every path, the
+// direct one included.
+//
+// Order. A slot is one proxy's turn in one round: each path's direct run, then
+// its Service run (A B A B ...). Each round gives every proxy one slot, in
+// serpentine order over the whole run (svcnet, kube-proxy-nftables,
+// kube-proxy-iptables, then the reverse, ...): a drift of the machine over
+// time spreads evenly over the proxies, and the proxy that ends a round
+// begins the next, saving a swap per round boundary. The direct reference is
+// measured with the slot's proxy installed (plain pod traffic crosses its
+// rules too); each proxy's table shows its own direct figures, and its ratios
+// are to them.
+//
+// For every path three figures, from a load generator running in this process
+// with its sockets made in the place's network namespace (workers run inside
+// netns.NS.Do, one locked thread each): keep-alive HTTP requests/s over 8
+// connections; new connections/s (8 workers: connect, GET, read, close from
+// the client's side, so TIME_WAIT is the client's), with
+// net.ipv4.tcp_tw_reuse=1 written in the lab's client namespaces only; and the
+// TCP connect time (p50, p99) of those new connections, measured around the
+// connect call (it includes the goroutine's scheduling on a busy machine).
+// Each run lasts SVCNET_BENCH_DURATION (default 500ms); there are 3 rounds
+// per count, and medians are reported.
+//
+// This is repeated for each Service count of SVCNET_BENCH_COUNTS (default
+// "1,1000,10000"): filler ClusterIP Services, selector-less, each with one
+// EndpointSlice of 2 endpoints in 10.255.0.0/16, are applied through lab.Apply
+// (in batches, each applied by parallel API calls); the apply time and the
+// time until both nodes' proxies programmed them (a probe Service applied last
+// answers from a pod on each node) are reported and bounded. The targets
+// printed as met or MISSED: for svcnet, keep-alive >= 0.97x direct and new
+// connections >= 0.95x direct through ClusterIP and NodePort, and connect p99
+// at the largest count within 10% of the smallest; and svcnet at least equal
+// to kube-proxy nftables on every figure, per count and path: keep-alive and
+// new-connection ratios to direct at least kube-proxy's, connect p99 at most
+// kube-proxy's.
+//
+// Bounds: the whole run is bounded by 15 minutes (a context over everything;
+// the default run has 27 slots of 16 loads of 500ms, 3.6 minutes, and
+// checkBudget refuses settings whose load alone would take over half the
+// bound), each apply, probe, swap and settle wait has its own bound.
+//
+// Contract: everything lives in the lab's namespaces (the tw_reuse sysctl is
+// written only in the lab's client pod and external client namespaces); the lab
+// is removed when the test ends, pass or fail; every wait is bounded.
+package datapathbench

@@ -1,0 +1,189 @@
+package datapathbench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// Load generator settings.
+const (
+	// workers is the number of keep-alive connections, and of new-connection
+	// workers.
+	workers = 8
+	// requestTimeout bounds one connect and one request.
+	requestTimeout = 2 * time.Second
+	// maxLatencySamples bounds the connect times kept per worker.
+	maxLatencySamples = 200000
+)
+
+// sample is one run of one path: both load figures.
+type sample struct {
+	keepAlive float64         // HTTP requests/s over workers keep-alive connections
+	newConn   float64         // connect+GET+close per second over workers workers
+	connect   []time.Duration // TCP handshake time of each new connection
+	errors    int             // failed connects or requests, both runs
+}
+
+// measure runs the keep-alive load and then the new-connection load, each for
+// d, from inside ns to addr (host:port). It fails when no request succeeded.
+func measure(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (sample, error) {
+	var s sample
+	n, errs, err := keepAlive(ctx, ns, addr, d)
+	if err != nil {
+		return s, err
+	}
+	s.keepAlive, s.errors = float64(n)/d.Seconds(), errs
+	n, lat, errs, err := newConns(ctx, ns, addr, d)
+	if err != nil {
+		return s, err
+	}
+	s.newConn, s.connect, s.errors = float64(n)/d.Seconds(), lat, s.errors+errs
+	if s.keepAlive == 0 || s.newConn == 0 {
+		return s, fmt.Errorf("load to %s: no request succeeded (%d errors)", addr, s.errors)
+	}
+	return s, nil
+}
+
+// perWorker runs fn in workers goroutines, each inside ns on a locked thread of
+// its own (so every socket fn makes lives in ns), and waits for all.
+func perWorker(ns *netns.NS, fn func(w int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = ns.Do(func() error { return fn(w) })
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// keepAlive sends HTTP GETs back to back on workers keep-alive connections
+// for d and returns the number answered 200 and the number of failures (a
+// failed connection is redialled, bounded by the end of the run).
+func keepAlive(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (ok, failed int, err error) {
+	oks, fails := make([]int, workers), make([]int, workers)
+	end := time.Now().Add(d)
+	err = perWorker(ns, func(w int) error {
+		req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+		for time.Now().Before(end) && ctx.Err() == nil {
+			c, err := dial(ctx, addr)
+			if err != nil {
+				fails[w]++
+				continue
+			}
+			_ = c.SetDeadline(end.Add(requestTimeout))
+			br := bufio.NewReader(c)
+			for time.Now().Before(end) {
+				if err := roundTrip(c, br, req); err != nil {
+					fails[w]++
+					break
+				}
+				oks[w]++
+			}
+			c.Close()
+		}
+		return nil
+	})
+	return sum(oks), sum(fails), err
+}
+
+// newConns makes new connections for d, each: connect, one GET, read the
+// answer, close (the client first). It returns the number answered,
+// the connect time of each successful connect, and the failures.
+func newConns(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (ok int, lat []time.Duration, failed int, err error) {
+	oks, fails := make([]int, workers), make([]int, workers)
+	lats := make([][]time.Duration, workers)
+	end := time.Now().Add(d)
+	err = perWorker(ns, func(w int) error {
+		// No "Connection: close": the client closes first, so TIME_WAIT stays on
+		// the client's side (reused at once with tcp_tw_reuse) and the server's
+		// ports never collide with an old connection's TIME_WAIT.
+		req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+		for time.Now().Before(end) && ctx.Err() == nil {
+			t0 := time.Now()
+			c, err := dial(ctx, addr)
+			if err != nil {
+				fails[w]++
+				continue
+			}
+			if len(lats[w]) < maxLatencySamples {
+				lats[w] = append(lats[w], time.Since(t0))
+			}
+			_ = c.SetDeadline(time.Now().Add(requestTimeout))
+			if err := roundTrip(c, bufio.NewReader(c), req); err != nil {
+				fails[w]++
+			} else {
+				oks[w]++
+			}
+			c.Close()
+		}
+		return nil
+	})
+	for _, l := range lats {
+		lat = append(lat, l...)
+	}
+	return sum(oks), lat, sum(fails), err
+}
+
+// dial connects to addr, bounded by requestTimeout. It must run inside the
+// namespace the socket is to live in.
+func dial(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: requestTimeout}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// roundTrip writes req and reads one response whole; an answer other than 200
+// is an error.
+func roundTrip(c net.Conn, br *bufio.Reader, req []byte) error {
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// twReusePath is the sysctl the new-connection load wants at 1 in the
+// client's namespace, so closed connections' ports are reused at once.
+const twReusePath = "/proc/sys/net/ipv4/tcp_tw_reuse"
+
+// enableTWReuse sets net.ipv4.tcp_tw_reuse=1 in ns (and only there: the
+// write happens on a thread inside ns, and /proc/sys/net is per namespace).
+func enableTWReuse(ns *netns.NS) error {
+	err := ns.Do(func() error { return os.WriteFile(twReusePath, []byte("1\n"), 0o644) })
+	if err != nil {
+		return fmt.Errorf("tcp_tw_reuse in %s: %w", ns.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package datapathbench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/lab"
+)
+
+// Targets of the data-path issue, as ratios to direct pod traffic.
+const (
+	targetKeepAlive = 0.97 // keep-alive requests/s through ClusterIP and NodePort
+	targetNewConn   = 0.95 // new connections/s through ClusterIP and NodePort
+	targetP99Growth = 1.10 // connect p99 at the largest count / at the smallest
+)
+
+// pathResult is one path at one Service count: the direct reference's runs and
+// the Service's, paired by round.
+type pathResult struct {
+	path    string
+	direct  []sample
+	service []sample
+}
+
+// figures are one side's medians over its runs; connect quantiles are over all
+// its runs' connects together.
+type figures struct {
+	keepAlive, newConn float64
+	p50, p99           time.Duration
+	errors             int
+}
+
+func summarize(ss []sample) figures {
+	var f figures
+	var ka, nc []float64
+	var lat []time.Duration
+	for _, s := range ss {
+		ka, nc = append(ka, s.keepAlive), append(nc, s.newConn)
+		lat = append(lat, s.connect...)
+		f.errors += s.errors
+	}
+	f.keepAlive, f.newConn = median(ka), median(nc)
+	f.p50, f.p99 = quantile(lat, .5), quantile(lat, .99)
+	return f
+}
+
+// proxyResult is one proxy at one Service count.
+type proxyResult struct {
+	proxy string
+	// ready are the swaps to this proxy: from the start of the swap until
+	// every path and the probe answered.
+	ready []time.Duration
+	paths []pathResult
+}
+
+// countResult is everything measured at one Service count.
+type countResult struct {
+	services   int           // Services in the cluster while measured
+	apply      time.Duration // applying the fillers through lab.Apply
+	programmed time.Duration // from the start of the apply until both nodes answered the probe
+	grownBy    string        // the proxy that ran (and programmed the fillers) meanwhile
+	proxies    []proxyResult
+}
+
+// proxy returns the result of the named proxy, or nil.
+func (c countResult) proxy(name string) *proxyResult {
+	for i := range c.proxies {
+		if c.proxies[i].proxy == name {
+			return &c.proxies[i]
+		}
+	}
+	return nil
+}
+
+// targeted reports whether the path's ratios have targets (ClusterIP and
+// NodePort; the LoadBalancer path is shown for information).
+func targeted(path string) bool { return path != pathLB }
+
+// report is the benchmark's result.
+type report struct {
+	duration time.Duration
+	rounds   int
+	counts   []countResult
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0fus", float64(d)/float64(time.Microsecond)) }
+
+func metOrMissed(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func (r report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Service data paths vs direct pod traffic: %d rounds of each, %s per run, %d connections/workers\n", r.rounds, r.duration, workers)
+	fmt.Fprintf(&b, "proxies %s take turns on the same lab (kube control plane, same pods and Services), in serpentine order per round\n", strings.Join(r.proxies(), ", "))
+	fmt.Fprintf(&b, "direct reference: pod cli (node1) -> pod IP of srv-remote (node2), or of srv-local (node1) for clusterip-local,\n")
+	fmt.Fprintf(&b, "measured right before each Service run with the same proxy's rules installed;\n")
+	fmt.Fprintf(&b, "nodeport and loadbalancer start in the lab's external client, which cannot reach pod IPs: their ratio is to pod-to-pod\n")
+	for _, c := range r.counts {
+		fmt.Fprintf(&b, "\n%d Services (fillers applied in %s, programmed on both nodes %s after the apply started)",
+			c.services, c.apply.Round(time.Millisecond), c.programmed.Round(time.Millisecond))
+		if c.grownBy != "" {
+			fmt.Fprintf(&b, " by %s", c.grownBy)
+		}
+		b.WriteString("\n")
+		for _, pr := range c.proxies {
+			writeProxyTable(&b, pr)
+		}
+	}
+	r.writeTargets(&b)
+	r.writeComparison(&b, lab.ProxySvcnet, lab.ProxyKubeProxyNFTables)
+	return b.String()
+}
+
+// proxies lists the proxies measured, in the order of the first count.
+func (r report) proxies() []string {
+	var out []string
+	if len(r.counts) > 0 {
+		for _, p := range r.counts[0].proxies {
+			out = append(out, p.proxy)
+		}
+	}
+	return out
+}
+
+func writeProxyTable(b *strings.Builder, pr proxyResult) {
+	fmt.Fprintf(b, "%s", pr.proxy)
+	if len(pr.ready) > 0 {
+		ms := make([]float64, len(pr.ready))
+		for i, d := range pr.ready {
+			ms[i] = float64(d)
+		}
+		fmt.Fprintf(b, " (ready %s after a swap to it began, median of %d swaps)", time.Duration(median(ms)).Round(time.Millisecond), len(pr.ready))
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(b, "%-17s %9s %9s %6s  %9s %9s %6s  %15s %15s %6s\n",
+		"path", "ka dir/s", "ka svc/s", "ratio", "nc dir/s", "nc svc/s", "ratio", "p50 dir/svc", "p99 dir/svc", "errors")
+	for _, p := range pr.paths {
+		d, s := summarize(p.direct), summarize(p.service)
+		fmt.Fprintf(b, "%-17s %9.0f %9.0f %5.3fx  %9.0f %9.0f %5.3fx  %15s %15s %6d\n",
+			p.path, d.keepAlive, s.keepAlive, ratio(s.keepAlive, d.keepAlive),
+			d.newConn, s.newConn, ratio(s.newConn, d.newConn),
+			us(d.p50)+"/"+us(s.p50), us(d.p99)+"/"+us(s.p99), d.errors+s.errors)
+	}
+}
+
+// writeTargets writes svcnet's own targets: ratios to direct, and connect p99
+// growth with the Service count.
+func (r report) writeTargets(b *strings.Builder) {
+	fmt.Fprintf(b, "\ntargets of %s\n", lab.ProxySvcnet)
+	for _, c := range r.counts {
+		pr := c.proxy(lab.ProxySvcnet)
+		if pr == nil {
+			continue
+		}
+		for _, p := range pr.paths {
+			if !targeted(p.path) {
+				continue
+			}
+			d, s := summarize(p.direct), summarize(p.service)
+			ka, nc := ratio(s.keepAlive, d.keepAlive), ratio(s.newConn, d.newConn)
+			fmt.Fprintf(b, "%5d Services %-17s keep-alive >= %.2fx direct: %-6s (%.3fx)   new connections >= %.2fx direct: %-6s (%.3fx)\n",
+				c.services, p.path, targetKeepAlive, metOrMissed(ka >= targetKeepAlive), ka, targetNewConn, metOrMissed(nc >= targetNewConn), nc)
+		}
+	}
+	if len(r.counts) < 2 {
+		b.WriteString("connect p99 growth with Service count: not measured (one count only)\n")
+		return
+	}
+	lo, hi := r.counts[0].proxy(lab.ProxySvcnet), r.counts[len(r.counts)-1].proxy(lab.ProxySvcnet)
+	if lo == nil || hi == nil {
+		return
+	}
+	for i, p := range hi.paths {
+		if i >= len(lo.paths) {
+			break
+		}
+		a, z := summarize(lo.paths[i].service).p99, summarize(p.service).p99
+		g := ratio(float64(z), float64(a))
+		fmt.Fprintf(b, "connect p99 %-17s with %d Services within %.0f%% of with %d: %-6s (%s vs %s, %.3fx)\n",
+			p.path, r.counts[len(r.counts)-1].services, (targetP99Growth-1)*100, r.counts[0].services, metOrMissed(g <= targetP99Growth), us(z), us(a), g)
+	}
+}
+
+// writeComparison writes the target "a at least equal to b on every figure",
+// per count and path: keep-alive and new-connection ratios to direct at least
+// b's, connect p99 at most b's. Nothing when either was not measured.
+func (r report) writeComparison(b *strings.Builder, a, ref string) {
+	if !slices.Contains(r.proxies(), a) || !slices.Contains(r.proxies(), ref) {
+		return
+	}
+	fmt.Fprintf(b, "\n%s at least equal to %s on every figure (ratios to direct at least as high, connect p99 at most as long)\n", a, ref)
+	met, all := 0, 0
+	check := func(ok bool) string {
+		all++
+		if ok {
+			met++
+		}
+		return metOrMissed(ok)
+	}
+	for _, c := range r.counts {
+		pa, pb := c.proxy(a), c.proxy(ref)
+		if pa == nil || pb == nil {
+			continue
+		}
+		for i, p := range pa.paths {
+			if i >= len(pb.paths) {
+				break
+			}
+			da, sa := summarize(p.direct), summarize(p.service)
+			db, sb := summarize(pb.paths[i].direct), summarize(pb.paths[i].service)
+			kaA, kaB := ratio(sa.keepAlive, da.keepAlive), ratio(sb.keepAlive, db.keepAlive)
+			ncA, ncB := ratio(sa.newConn, da.newConn), ratio(sb.newConn, db.newConn)
+			fmt.Fprintf(b, "%5d Services %-17s keep-alive: %-6s (%.3fx vs %.3fx)   new connections: %-6s (%.3fx vs %.3fx)   connect p99: %-6s (%s vs %s)\n",
+				c.services, p.path, check(kaA >= kaB), kaA, kaB, check(ncA >= ncB), ncA, ncB, check(sa.p99 <= sb.p99), us(sa.p99), us(sb.p99))
+		}
+	}
+	fmt.Fprintf(b, "%s >= %s on every figure: %s (%d of %d figures)\n", a, ref, metOrMissed(all > 0 && met == all), met, all)
+}

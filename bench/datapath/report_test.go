@@ -1,0 +1,248 @@
+package datapathbench
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/svcnet/svcnet/internal/lab"
+)
+
+func TestQuantile(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var ds []time.Duration
+		for _, n := range ns {
+			ds = append(ds, time.Duration(n)*time.Millisecond)
+		}
+		return ds
+	}
+	tests := []struct {
+		name string
+		ds   []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{"empty", nil, .5, 0},
+		{"one", ms(7), .99, 7 * time.Millisecond},
+		{"p50 of 4 unsorted", ms(4, 1, 3, 2), .5, 2 * time.Millisecond},
+		{"p99 of 100", ms(seq(100)...), .99, 99 * time.Millisecond},
+		{"p50 of 100", ms(seq(100)...), .5, 50 * time.Millisecond},
+		{"max", ms(5, 9, 1), 1, 9 * time.Millisecond},
+		{"min", ms(5, 9, 1), 0, 1 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := append([]time.Duration(nil), tt.ds...)
+			if got := quantile(tt.ds, tt.q); got != tt.want {
+				t.Errorf("quantile(%v, %v) = %v, want %v", tt.ds, tt.q, got, tt.want)
+			}
+			if diff := cmp.Diff(in, tt.ds); diff != "" {
+				t.Errorf("quantile modified its input (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i + 1
+	}
+	return s
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{9, 1, 5}, 5},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		if got := median(tt.xs); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
+		}
+	}
+	if got := ratio(1, 0); got != 0 {
+		t.Errorf("ratio(1, 0) = %v, want 0", got)
+	}
+}
+
+func TestParseCounts(t *testing.T) {
+	got, err := parseCounts("10000, 1,1000,1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1, 1000, 10000}, got); diff != "" {
+		t.Errorf("parseCounts (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"", "0", "x", "1,,2", "-5", "999999"} {
+		if _, err := parseCounts(bad); err == nil {
+			t.Errorf("parseCounts(%q): no error", bad)
+		}
+	}
+}
+
+func TestFillers(t *testing.T) {
+	objs := fillers(3, 5)
+	if len(objs) != 4 {
+		t.Fatalf("fillers(3, 5): %d objects, want 4 (a Service and a slice each)", len(objs))
+	}
+	seen := map[string]bool{}
+	for i := range 20000 {
+		for j := range 2 {
+			a := fillerAddr(i, j)
+			if !fillerEndpoints.Contains(a) || seen[a.String()] {
+				t.Fatalf("fillerAddr(%d, %d) = %s: outside %s or repeated", i, j, a, fillerEndpoints)
+			}
+			seen[a.String()] = true
+		}
+	}
+}
+
+// fixedSample is a run with the given rates and connect times of 1..n ms.
+func fixedSample(ka, nc float64, n int) sample {
+	s := sample{keepAlive: ka, newConn: nc}
+	for i := 1; i <= n; i++ {
+		s.connect = append(s.connect, time.Duration(i)*time.Millisecond)
+	}
+	return s
+}
+
+func TestReport(t *testing.T) {
+	mk := func(services int, p99ms int) countResult {
+		return countResult{
+			services: services, apply: 1500 * time.Millisecond, programmed: 2 * time.Second,
+			proxies: []proxyResult{{proxy: lab.ProxySvcnet, paths: []pathResult{
+				{path: pathClusterIPRemote,
+					direct:  []sample{fixedSample(1000, 500, 100), fixedSample(900, 400, 100), fixedSample(1100, 600, 100)},
+					service: []sample{fixedSample(990, 490, p99ms), fixedSample(980, 480, p99ms), fixedSample(970, 470, p99ms)}},
+				{path: pathLB,
+					direct:  []sample{fixedSample(1000, 500, 100)},
+					service: []sample{fixedSample(500, 200, 100)}},
+			}}},
+		}
+	}
+	r := report{duration: 3 * time.Second, rounds: 3, counts: []countResult{mk(3, 100), mk(10000, 120)}}
+	got := r.String()
+	for _, want := range []string{
+		"3 rounds of each, 3s per run, 8 connections/workers",
+		"3 Services (fillers applied in 1.5s, programmed on both nodes 2s after the apply started)",
+		// direct medians 1000 and 500; service medians 980 and 480.
+		"clusterip-remote       1000       980 0.980x        500       480 0.960x",
+		"    3 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.980x)   new connections >= 0.95x direct: met    (0.960x)",
+		// p99 of 1..100 ms is 99 ms; of 1..120 ms is 119 ms.
+		"connect p99 clusterip-remote  with 10000 Services within 10% of with 3: MISSED (119000us vs 99000us, 1.202x)",
+		"connect p99 loadbalancer      with 10000 Services within 10% of with 3: met",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Services loadbalancer") {
+		t.Errorf("report gives the loadbalancer path ratio targets:\n%s", got)
+	}
+	one := report{duration: time.Second, rounds: 1, counts: []countResult{mk(3, 100)}}
+	if !strings.Contains(one.String(), "not measured (one count only)") {
+		t.Errorf("one count: report does not say p99 growth was not measured:\n%s", one.String())
+	}
+}
+
+// With kube-proxy measured too, each proxy gets its table, svcnet's targets
+// stay svcnet's, and "svcnet >= kube-proxy nftables" is judged per figure:
+// ratios to direct at least kube-proxy's, connect p99 at most kube-proxy's.
+func TestReportAgainstKubeProxy(t *testing.T) {
+	path := func(p string, dka, dnc, ska, snc float64, p99ms int) pathResult {
+		return pathResult{path: p, direct: []sample{fixedSample(dka, dnc, 100)}, service: []sample{fixedSample(ska, snc, p99ms)}}
+	}
+	c := countResult{services: 1000, apply: time.Second, programmed: 3 * time.Second, grownBy: lab.ProxyKubeProxyIPTables,
+		proxies: []proxyResult{
+			{proxy: lab.ProxySvcnet, ready: []time.Duration{time.Second, 3 * time.Second},
+				paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 990, 490, 100), path(pathNodePort, 1000, 500, 900, 400, 100)}},
+			{proxy: lab.ProxyKubeProxyNFTables, ready: []time.Duration{2 * time.Second},
+				// Lower direct figures: the same Service figures are higher ratios.
+				paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 980, 480, 100), path(pathNodePort, 800, 400, 900, 400, 90)}},
+			{proxy: lab.ProxyKubeProxyIPTables, paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 500, 250, 300), path(pathNodePort, 1000, 500, 500, 250, 300)}},
+		}}
+	got := report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
+	for _, want := range []string{
+		"proxies svcnet, kube-proxy-nftables, kube-proxy-iptables take turns on the same lab",
+		"1000 Services (fillers applied in 1s, programmed on both nodes 3s after the apply started) by kube-proxy-iptables",
+		"svcnet (ready 2s after a swap to it began, median of 2 swaps)",
+		"kube-proxy-nftables (ready 2s after a swap to it began, median of 1 swaps)",
+		"\nkube-proxy-iptables\npath ",
+		// svcnet's own targets, from its table only.
+		" 1000 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x)",
+		" 1000 Services nodeport          keep-alive >= 0.97x direct: MISSED (0.900x)",
+		"svcnet at least equal to kube-proxy-nftables on every figure",
+		" 1000 Services clusterip-remote  keep-alive: met    (0.990x vs 0.980x)   new connections: met    (0.980x vs 0.960x)   connect p99: met    (99000us vs 99000us)",
+		// nodeport: kube-proxy's ratios are higher (1.125x, 1.000x) and its p99 shorter.
+		" 1000 Services nodeport          keep-alive: MISSED (0.900x vs 1.125x)   new connections: MISSED (0.800x vs 1.000x)   connect p99: MISSED (99000us vs 89000us)",
+		"svcnet >= kube-proxy-nftables on every figure: MISSED (3 of 6 figures)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+
+	// All met.
+	c.proxies = c.proxies[:1]
+	c.proxies = append(c.proxies, proxyResult{proxy: lab.ProxyKubeProxyNFTables,
+		paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 900, 400, 200), path(pathNodePort, 1000, 500, 800, 300, 200)}})
+	got = report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
+	if !strings.Contains(got, "svcnet >= kube-proxy-nftables on every figure: met (6 of 6 figures)") {
+		t.Errorf("all figures better: report does not say met:\n%s", got)
+	}
+
+	// Without kube-proxy nftables, no comparison.
+	c.proxies = c.proxies[:1]
+	if got := (report{duration: time.Second, rounds: 1, counts: []countResult{c}}).String(); strings.Contains(got, "at least equal") {
+		t.Errorf("svcnet alone: report compares with kube-proxy:\n%s", got)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	sl := schedule([]string{"a", "b", "c"}, 2, 2)
+	var got []string
+	for _, s := range sl {
+		got = append(got, fmt.Sprintf("%d/%d/%s", s.count, s.round, s.proxy))
+	}
+	want := []string{
+		"0/1/a", "0/1/b", "0/1/c", "0/2/c", "0/2/b", "0/2/a",
+		"1/1/a", "1/1/b", "1/1/c", "1/2/c", "1/2/b", "1/2/a",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("schedule (-want +got):\n%s", diff)
+	}
+	// a b c | c b a | a b c | c b a: 2 swaps per round, none between rounds.
+	if n := swaps(sl); n != 8 {
+		t.Errorf("swaps = %d, want 8", n)
+	}
+	// Each proxy's mean position within a count is the same: the serpentine
+	// order balances a linear drift.
+	pos := map[string]int{}
+	for i, s := range sl[:6] {
+		pos[s.proxy] += i
+	}
+	if pos["a"] != pos["b"] || pos["b"] != pos["c"] {
+		t.Errorf("positions within a count %v: not balanced", pos)
+	}
+}
+
+func TestCheckBudget(t *testing.T) {
+	// The default run: 3 counts x 3 rounds x 3 proxies, 4 paths, 500ms
+	// runs: 216s of load, under half of 15 minutes.
+	if err := checkBudget(27, 4, defaultDuration, 15*time.Minute); err != nil {
+		t.Errorf("default run: %v", err)
+	}
+	// 3s runs would be 1296s: refused, naming the bound.
+	if err := checkBudget(27, 4, 3*time.Second, 15*time.Minute); err == nil || !strings.Contains(err.Error(), "15m0s") {
+		t.Errorf("3s runs: err = %v, want a refusal naming the bound", err)
+	}
+}

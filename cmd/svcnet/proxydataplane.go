@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
+	"github.com/svcnet/svcnet/internal/proxy/metrics"
+)
+
+// Values of --data-plane.
+const (
+	dataPlaneNFTables = "nftables" // Services in the tables ip/ip6 svcnet (default)
+	dataPlaneNone     = "none"     // no Service rules: pod routes and the speaker only
+)
+
+// validateDataPlane checks --data-plane: a known value, and with none at least
+// one thing left to do (--pod-routes or --announce).
+func (o *proxyOptions) validateDataPlane() error {
+	switch o.dataPlane {
+	case dataPlaneNFTables:
+		return nil
+	case dataPlaneNone:
+		if !o.podRoutes && o.announce.mode == "" {
+			return fmt.Errorf("--data-plane %s: nothing to do without --pod-routes or --announce", dataPlaneNone)
+		}
+		return nil
+	}
+	return fmt.Errorf("--data-plane %q: want %s or %s", o.dataPlane, dataPlaneNFTables, dataPlaneNone)
+}
+
+// serviceDataPlane builds the nftables Service data plane: the proxier and the
+// healthCheckNodePort servers. It returns their run functions (each returns
+// when ctx ends) and closeAll, which releases the kernel handles after they
+// have returned. Nothing is programmed before a run function runs.
+func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+	conn, err := openNFTables()
+	if err != nil {
+		return nil, nil, err
+	}
+	svcHealth := healthcheck.NewServiceHealthServer(healthcheck.ServiceHealthConfig{
+		NodeName: cfg.NodeName,
+		Health:   health,
+		Logger:   log.WithName("service-health"),
+	})
+	ct, err := conntrack.NewNetlink()
+	if err != nil {
+		return nil, nil, fmt.Errorf("conntrack: %w", err)
+	}
+	p, err := proxy.New(cfg, proxy.Deps{
+		Store:          store,
+		Conn:           conn,
+		InterfaceAddrs: interfaceAddrs,
+		Conntrack:      ct,
+		ServiceHealth:  svcHealth,
+		ProxyHealth:    health,
+		Metrics:        m,
+		Logger:         log,
+		OnSync:         releaseAfterFullSync,
+	})
+	if err != nil {
+		ct.Close()
+		return nil, nil, err
+	}
+	return []func(context.Context) error{p.Run, svcHealth.Run}, func() { ct.Close() }, nil
+}
+
+// reportSynced stands for the Service data plane with --data-plane none: once
+// the source has delivered its initial state it reports every family updated
+// to the health server (with nothing of its own to program, the node agent is
+// then as synced as it gets), and returns. It returns ctx's error if ctx ends
+// first.
+func reportSynced(ctx context.Context, store *model.Store, health *healthcheck.ProxyHealthServer, families []nft.Family) error {
+	sub := store.Subscribe()
+	defer sub.Close()
+	for !store.Snapshot().Synced {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sub.C():
+			sub.Next()
+		}
+	}
+	for _, f := range families {
+		health.Updated(healthFamily(f))
+	}
+	return nil
+}
+
+// healthFamily is the name /healthz reports family f by.
+func healthFamily(f nft.Family) v1.IPFamily {
+	if f == nft.IPv6 {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
+}

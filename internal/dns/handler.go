@@ -1,0 +1,137 @@
+package dns
+
+import (
+	"net"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// ServeDNS answers one query (it is the dns.Handler of both listeners):
+//   - opcode other than QUERY: NOTIMP; not exactly one question, or more
+//     than one OPT record, or an OPT not owned by the root: FORMERR; EDNS
+//     version other than 0: BADVERS;
+//   - a question in the zone: the zone's answer, or SERVFAIL before the
+//     source has synced;
+//   - any other question: the upstreams' answer (SERVFAIL when none
+//     answers), or REFUSED when there are no upstreams.
+//
+// Every answer then goes through finish (EDNS0 and truncation), is counted in
+// the metrics, and is written.
+func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	start := time.Now()
+	_, udp := w.RemoteAddr().(*net.UDPAddr)
+	resp := s.answer(req)
+	finish(req, resp, udp)
+	// Counted before the write, so a client that has its answer finds it in
+	// the metrics (the duration is the answer's, not the socket write's).
+	t := typeOther
+	if len(req.Question) == 1 {
+		t = typeLabel(req.Question[0].Qtype)
+	}
+	s.metrics.Requests.WithLabelValues(t, rcodeLabel(resp.Rcode)).Inc()
+	s.metrics.RequestDuration.Observe(time.Since(start).Seconds())
+	if err := w.WriteMsg(resp); err != nil {
+		s.log.V(2).Info("Cannot write DNS answer", "client", w.RemoteAddr().String(), "error", err)
+	}
+	if v := s.log.V(5); v.Enabled() {
+		v.Info("Answered", "client", w.RemoteAddr().String(), "question", questionString(req),
+			"rcode", rcodeLabel(resp.Rcode), "answers", len(resp.Answer), "truncated", resp.Truncated)
+	}
+}
+
+// answer returns the reply to req before EDNS0 and truncation handling.
+func (s *Server) answer(req *dns.Msg) *dns.Msg {
+	if req.Opcode != dns.OpcodeQuery {
+		return new(dns.Msg).SetRcode(req, dns.RcodeNotImplemented)
+	}
+	if len(req.Question) != 1 {
+		return new(dns.Msg).SetRcodeFormatError(req)
+	}
+	opt, ok := requestOPT(req)
+	if !ok {
+		return new(dns.Msg).SetRcodeFormatError(req)
+	}
+	if opt != nil && opt.Version() != 0 {
+		return new(dns.Msg).SetRcode(req, dns.RcodeBadVers)
+	}
+	if v := s.view.Load(); v != nil {
+		if resp, ours := v.Answer(req); ours {
+			return resp
+		}
+	} else if _, ours := s.outside.Answer(req); ours {
+		return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
+	}
+	if s.forwarder == nil {
+		return new(dns.Msg).SetRcode(req, dns.RcodeRefused)
+	}
+	resp, err := s.forwarder.forward(s.baseCtx, req)
+	if err != nil {
+		s.log.V(2).Info("Forwarding failed", "question", questionString(req), "error", err)
+		return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
+	}
+	return resp
+}
+
+// requestOPT returns req's OPT record (nil without one); ok is false when the
+// request carries several, or one not owned by the root (RFC 6891 6.1.1).
+func requestOPT(req *dns.Msg) (opt *dns.OPT, ok bool) {
+	for _, rr := range req.Extra {
+		o, isOPT := rr.(*dns.OPT)
+		if !isOPT {
+			continue
+		}
+		if opt != nil || o.Hdr.Name != "." {
+			return nil, false
+		}
+		opt = o
+	}
+	return opt, true
+}
+
+// finish makes resp the answer to req on the wire:
+//   - its ID is req's, and any OPT record it carries is replaced: when req
+//     has a valid OPT, the answer has one of version 0 with req's DO bit and
+//     UDP size (at least 512), and no options;
+//   - without an OPT in req, an extended rcode cannot be sent: it becomes
+//     SERVFAIL;
+//   - over UDP it is truncated (TC set, records dropped from the end) to
+//     req's UDP size, 512 without EDNS0; over TCP to the 65535 bytes a TCP
+//     message can hold.
+func finish(req, resp *dns.Msg, udp bool) {
+	resp.Id = req.Id
+	extra := make([]dns.RR, 0, len(resp.Extra)+1)
+	for _, rr := range resp.Extra {
+		if _, isOPT := rr.(*dns.OPT); !isOPT {
+			extra = append(extra, rr)
+		}
+	}
+	resp.Extra = extra
+	size := dns.MaxMsgSize
+	if udp {
+		size = dns.MinMsgSize
+	}
+	if opt, ok := requestOPT(req); ok && opt != nil {
+		clientSize := max(opt.UDPSize(), dns.MinMsgSize)
+		if udp {
+			size = int(clientSize)
+		}
+		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		o.SetUDPSize(clientSize)
+		o.SetDo(opt.Do())
+		resp.Extra = append(resp.Extra, o)
+	} else if resp.Rcode > 0xF {
+		resp.Rcode = dns.RcodeServerFailure
+	}
+	resp.Truncate(size)
+	resp.Compress = true
+}
+
+// questionString renders req's first question for logs.
+func questionString(req *dns.Msg) string {
+	if len(req.Question) == 0 {
+		return ""
+	}
+	q := req.Question[0]
+	return q.Name + " " + dns.TypeToString[q.Qtype]
+}

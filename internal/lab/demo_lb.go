@@ -1,0 +1,97 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// DemoLBIP is the external IP svcnet lb gives my-nginx in the demo: the first
+// address of the lab's pool, as in seed 001.
+var DemoLBIP = netip.MustParseAddr("172.26.236.180")
+
+// loadBalancer shows my-nginx's LoadBalancer IP from the external client: which
+// node's speaker answers ARP for it, and who answers the requests. With Cluster
+// the owner is any ready node and the pods see a node's address; with Local only
+// a node with a ready pod may own the IP, and the pods see the client's address.
+func (d *demo) loadBalancer(ctx context.Context, l *Lab, svc *corev1.Service, pods []*corev1.Pod, client Place) error {
+	var ip netip.Addr
+	if ing := svc.Status.LoadBalancer.Ingress; len(ing) > 0 {
+		ip, _ = netip.ParseAddr(ing[0].IP)
+	}
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	if !local {
+		d.say("svcnet lb gave my-nginx the external IP %s from the pool %q (%s). Exactly one node's speaker answers ARP for it on the node network, chosen without a leader by a hash of node name and IP over the ready nodes.", ip, PoolName, PoolRange)
+		d.check(ip == DemoLBIP, "status.loadBalancer.ingress is %s", DemoLBIP)
+	} else {
+		d.say("With externalTrafficPolicy Local only a node with a ready my-nginx pod may own %s: the speakers move it there, and the new owner's gratuitous ARP updates the client at once.", ip)
+	}
+	if !ip.IsValid() {
+		return fmt.Errorf("demo: my-nginx has no LoadBalancer IP")
+	}
+	url := fmt.Sprintf("http://%s:80/", ip)
+	if err := waitAnswer(ctx, l, client, url); err != nil {
+		return err
+	}
+	owner, err := l.WaitAnnouncer(ctx, ip, func(node int) bool { return !local || node != 1 })
+	if err != nil {
+		return err
+	}
+	hits, err := l.Curl(ctx, client, url, 20, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	d.hits(url, hits)
+	fmt.Fprintf(d.out, "    the client's neighbour table: %s is at node%d's MAC\n", ip, owner)
+	if !local {
+		d.check(answeredBy(hits, pods[0].Name, pods[1].Name), "every request answered, by both pods")
+		d.check(clientsIn(hits, NodeAddr(owner).String(), Gateway4(owner).String()),
+			"the pods saw node%d's addresses (masquerade), not the client's", owner)
+		return nil
+	}
+	i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return NodeIndex(p.Spec.NodeName) == owner })
+	d.check(i >= 0, "the owner node%d has a my-nginx pod", owner)
+	if i >= 0 {
+		d.check(answeredBy(hits, pods[i].Name) && allClients(hits, ClientAddr.String()),
+			"answered by %s only, client %s kept", pods[i].Name, ClientAddr)
+	}
+	return nil
+}
+
+// WaitAnnouncer waits (bounded by 10 s) until the client's neighbour entry for
+// ip names a node that ok accepts, refreshing it with a ping-like request each
+// round, and returns that node.
+func (l *Lab) WaitAnnouncer(ctx context.Context, ip netip.Addr, ok func(node int) bool) (int, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		node, err := l.Announcer(ip)
+		if err == nil && ok(node) {
+			return node, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s: no acceptable node answers ARP after 10s (last: node%d, %v)", ip, node, err)
+		}
+		if _, err := l.Curl(ctx, Place{NS: l.names.Client()}, fmt.Sprintf("http://%s:80/", ip), 1, 200*time.Millisecond); err != nil {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// clientsIn reports whether every hit succeeded and came from one of ips.
+func clientsIn(hits []Hit, ips ...string) bool {
+	for _, h := range hits {
+		if h.Err != nil || !slices.Contains(ips, h.ClientIP()) {
+			return false
+		}
+	}
+	return len(hits) > 0
+}

@@ -1,0 +1,44 @@
+// Package labtest brings up a lab for one test or benchmark: a normal package
+// meant for _test.go files (like internal/kubetest).
+package labtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/source/file"
+)
+
+// Name returns a lab name unique to this process: prefix and the pid.
+func Name(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }
+
+// Up brings up the lab o describes (o.Name set), removes it when the test
+// ends, pass or fail, and applies the manifests at fixture ("" for none). It
+// fails t on any error. The lab is returned open; it is closed at the end too.
+func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.Lab {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := lab.Down(o.Name); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	l, err := lab.Up(ctx, o)
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(l.Close)
+	if fixture == "" {
+		return l
+	}
+	objs, bad, err := file.ReadManifests(fixture)
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("fixture %s: %v %v", fixture, err, bad)
+	}
+	if errs := l.Apply(ctx, objs); len(errs) > 0 {
+		t.Fatalf("apply %s: %v", fixture, errs)
+	}
+	return l
+}

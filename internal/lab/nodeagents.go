@@ -1,0 +1,300 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// Node proxies (Options.Proxy): what programs the nodes' Service data plane.
+const (
+	ProxySvcnet             = "svcnet"              // svcnet proxy (default)
+	ProxyKubeProxyNFTables  = "kube-proxy-nftables" // upstream kube-proxy, --proxy-mode nftables
+	ProxyKubeProxyIPTables  = "kube-proxy-iptables" // upstream kube-proxy, --proxy-mode iptables
+	kubeProxyBinary         = "kube-proxy"
+	kubeProxyHealthzPort    = 10256 // kube-proxy's and svcnet proxy's default
+	kubeProxyMetricsAddr    = "127.0.0.1:10249"
+	helperHealthzPort       = 10266 // svcnet proxy --data-plane none beside kube-proxy
+	helperMetricsAddr       = "127.0.0.1:10269"
+	svcnetReadyTimeout      = 60 * time.Second
+	kubeProxyReadyTimeout   = 3 * time.Minute // iptables mode needs ~40 s for a first sync at 10k Services
+	agentCleanupTimeout     = 2 * time.Minute
+	agentStopGrace          = 5 * time.Second
+	kubeProxyVerbosity      = "--v=2" // logs "SyncProxyRules complete" with its elapsed time
+	kubeProxyNodePortAddrs  = "primary"
+	kubeProxyConntrackFlags = "--conntrack-max-per-core=0" // nf_conntrack_max is read-only in a netns
+)
+
+// Proxies lists the values of Options.Proxy.
+var Proxies = []string{ProxySvcnet, ProxyKubeProxyNFTables, ProxyKubeProxyIPTables}
+
+// kubeProxyMode is kube-proxy's --proxy-mode for proxy, or "" for svcnet.
+func kubeProxyMode(proxy string) string {
+	switch proxy {
+	case ProxyKubeProxyNFTables:
+		return "nftables"
+	case ProxyKubeProxyIPTables:
+		return "iptables"
+	}
+	return ""
+}
+
+// checkProxy validates a node proxy for a lab on controlPlane: a known one,
+// and kube-proxy only on the kube control plane (it reads a real
+// kube-apiserver; the embedded control plane has none).
+func checkProxy(lab, proxy, controlPlane string) error {
+	if !slices.Contains(Proxies, proxy) {
+		return fmt.Errorf("lab %s: --proxy %q: want one of %s", lab, proxy, strings.Join(Proxies, ", "))
+	}
+	if kubeProxyMode(proxy) != "" && controlPlane != ControlPlaneKube {
+		return fmt.Errorf("lab %s: --proxy %s needs --control-plane %s: kube-proxy reads a real kube-apiserver, and the %s control plane has none",
+			lab, proxy, ControlPlaneKube, controlPlane)
+	}
+	return nil
+}
+
+// agent is one node agent: a process in a node's namespace that answers
+// /healthz on the node's address once it has synced.
+type agent struct {
+	what        string // for messages: "svcnet proxy" or "kube-proxy"
+	argv        []string
+	log         string
+	healthzPort int
+	// metricsAddr, when set, is where the agent serves kube-proxy's metrics;
+	// it has synced once kubeproxy_sync_proxy_rules_last_timestamp_seconds
+	// is set. kube-proxy needs it: its /healthz reports every family as
+	// updated from the start, before its first sync.
+	metricsAddr  string
+	readyTimeout time.Duration
+}
+
+// agents returns node i's agents for the lab's proxy. The first is always a
+// svcnet proxy: the node's Service proxy, or beside kube-proxy the pod routes
+// and layer-2 speaker only (--data-plane none).
+func (l *Lab) agents(i int) []agent {
+	state := l.cluster.ProxyArgs()
+	sv := agent{what: "svcnet proxy", log: l.proxyLog(i), healthzPort: kubeProxyHealthzPort, readyTimeout: svcnetReadyTimeout,
+		argv: svcnetProxyArgv(l.info.Binary, state, i, l.info.Proxy, l.info.ProxyArgs)}
+	if kubeProxyMode(l.info.Proxy) == "" {
+		return []agent{sv}
+	}
+	sv.healthzPort = helperHealthzPort
+	kp := agent{what: "kube-proxy", log: l.kubeProxyLog(i), healthzPort: kubeProxyHealthzPort, metricsAddr: kubeProxyMetricsAddr, readyTimeout: kubeProxyReadyTimeout,
+		argv: kubeProxyArgv(filepath.Join(l.info.K8sBin, kubeProxyBinary), state, i, l.info.Proxy)}
+	return []agent{sv, kp}
+}
+
+// svcnetProxyArgv is node i's svcnet proxy command line: state are the flags
+// naming the control plane, extra the lab's Options.ProxyArgs. Every one runs
+// the pod routes and the layer-2 speaker, so the pool's IPs are answered for
+// on the node network; beside kube-proxy it programs no Service
+// (--data-plane none) and moves its health and metrics off kube-proxy's ports.
+func svcnetProxyArgv(binary string, state []string, i int, proxy string, extra []string) []string {
+	argv := append([]string{binary, "proxy"}, state...)
+	argv = append(argv, "--hostname-override", NodeName(i), "--pod-routes",
+		"--cluster-cidr", PodNetwork.String(), "--announce", "l2", "--v", "1")
+	if kubeProxyMode(proxy) != "" {
+		argv = append(argv, "--data-plane", "none",
+			"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", helperHealthzPort), "--metrics-bind-address", helperMetricsAddr)
+	}
+	return append(argv, extra...)
+}
+
+// kubeProxyArgv is node i's upstream kube-proxy command line (bin is its
+// path, state the flags naming the control plane). NodePorts are served on
+// the node's primary address, as svcnet proxy does by default.
+func kubeProxyArgv(bin string, state []string, i int, proxy string) []string {
+	argv := append([]string{bin}, state...)
+	return append(argv, "--proxy-mode", kubeProxyMode(proxy), "--hostname-override", NodeName(i),
+		"--cluster-cidr", PodNetwork.String(), "--nodeport-addresses", kubeProxyNodePortAddrs, kubeProxyConntrackFlags,
+		"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", kubeProxyHealthzPort), "--metrics-bind-address", kubeProxyMetricsAddr,
+		kubeProxyVerbosity)
+}
+
+func (l *Lab) proxyLog(i int) string     { return l.names.Path("logs", NodeName(i)+".proxy.log") }
+func (l *Lab) kubeProxyLog(i int) string { return l.names.Path("logs", NodeName(i)+".kube-proxy.log") }
+
+// startAgents starts node i's agents and returns their pids, in agents order.
+func (l *Lab) startAgents(i int, agents []agent) ([]int, error) {
+	ns, err := netns.Open(l.names.Node(i))
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	pids := make([]int, len(agents))
+	for k, a := range agents {
+		if pids[k], err = startDaemon(ns, a.log, a.argv...); err != nil {
+			return nil, err
+		}
+	}
+	return pids, nil
+}
+
+// waitAgent waits until node i's agent a (pid) has synced: its /healthz
+// answers 200 with the status of at least one IP family (svcnet proxy reports
+// a family once it has synced it), and with a.metricsAddr its metrics show a
+// completed sync of IPv4. It fails at once, with the end of the agent's log,
+// if the agent exits, and after a.readyTimeout.
+func (l *Lab) waitAgent(ctx context.Context, i int, a agent, pid int) error {
+	ns, err := netns.Open(l.names.Node(i))
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns)}, Timeout: 2 * time.Second}
+	url := fmt.Sprintf("http://%s:%d/healthz", NodeAddr(i), a.healthzPort)
+	deadline := time.Now().Add(a.readyTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return fmt.Errorf("node %s: %s exited:\n%s", NodeName(i), a.what, logTail(a.log, 10))
+		}
+		if last = healthzSynced(hc, url); last == nil && a.metricsAddr != "" {
+			last = metricsSynced(hc, "http://"+a.metricsAddr+"/metrics")
+		}
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("node %s: %s not synced after %s: %v:\n%s", NodeName(i), a.what, a.readyTimeout, last, logTail(a.log, 10))
+}
+
+// healthzSynced returns nil when url answers 200 with a health body that reports at
+// least one family (see healthSynced).
+func healthzSynced(hc *http.Client, url string) error {
+	body, err := getOK(hc, url, 64<<10)
+	if err != nil {
+		return err
+	}
+	return healthSynced(body)
+}
+
+// getOK GETs url and returns at most limit bytes of its body; an answer other
+// than 200 is an error naming the status.
+func getOK(hc *http.Client, url string, limit int64) ([]byte, error) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	return body, nil
+}
+
+// healthSynced checks a /healthz body of kube-proxy's format: a proxy that
+// has not synced any family yet reports no "status".
+func healthSynced(body []byte) error {
+	var h struct {
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return fmt.Errorf("healthz body: %w", err)
+	}
+	if len(h.Status) == 0 {
+		return fmt.Errorf("healthz: no family synced yet")
+	}
+	return nil
+}
+
+// lastSyncMetric is set by kube-proxy (and svcnet proxy) after every
+// successful sync of a family.
+const lastSyncMetric = `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`
+
+// metricsSynced returns nil when url's metrics show a completed IPv4 sync.
+func metricsSynced(hc *http.Client, url string) error {
+	body, err := getOK(hc, url, 16<<20)
+	if err != nil {
+		return err
+	}
+	return lastSynced(string(body))
+}
+
+// lastSynced checks Prometheus text for a positive lastSyncMetric.
+func lastSynced(text string) error {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, lastSyncMetric+" "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > 0 {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("metrics: no completed IPv4 sync yet")
+}
+
+// AgentPids returns the pids of every node's agents (svcnet proxy and, beside
+// it, kube-proxy).
+func (l *Lab) AgentPids() ([]int, error) {
+	var all []int
+	for i := 1; i <= l.info.Nodes; i++ {
+		pids, err := l.agentPids(i)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, pids...)
+	}
+	return all, nil
+}
+
+// agentPids returns the pids of node i's agents (svcnet proxy, kube-proxy)
+// running in its namespace, found by their command lines.
+func (l *Lab) agentPids(i int) ([]int, error) {
+	pids, err := netns.PidsIn(netns.RunDir + "/" + l.names.Node(i))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", NodeName(i), err)
+	}
+	var out []int
+	for _, p := range pids {
+		if p == os.Getpid() || !alive(p) {
+			continue
+		}
+		if agentKind(cmdline(p), NodeName(i)) != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// cmdline returns the command line of pid, or nil when it is gone.
+func cmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// agentKind names the node agent argv is for node (ProxySvcnet for any
+// svcnet proxy, kubeProxyBinary for kube-proxy), or "" for another process.
+func agentKind(argv []string, node string) string {
+	if len(argv) < 2 || !slices.Contains(argv, node) {
+		return ""
+	}
+	switch {
+	case argv[1] == "proxy":
+		return ProxySvcnet
+	case filepath.Base(argv[0]) == kubeProxyBinary:
+		return kubeProxyBinary
+	}
+	return ""
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+// Event reasons, on the Service.
+const (
+	ReasonIPAllocated      = "IPAllocated"
+	ReasonAllocationFailed = "AllocationFailed"
+	ReasonIPReleased       = "IPReleased"
+)
+
+// eventer records Events on Services (core/v1, through client-go's
+// broadcaster, which writes them asynchronously and aggregates repeats) and
+// logs each one.
+type eventer struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	log         klog.Logger
+}
+
+// newEventer starts a broadcaster writing to client; shutdown stops it.
+func newEventer(ctx context.Context, client kubernetes.Interface, log klog.Logger) *eventer {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &eventer{
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component}),
+		log:         log,
+	}
+}
+
+func (e *eventer) shutdown() { e.broadcaster.Shutdown() }
+
+// allocated: svc's status now has ingress, from pool.
+func (e *eventer) allocated(svc *corev1.Service, ingress []corev1.LoadBalancerIngress, pool string) {
+	ips := strings.Join(ingressIPs(ingress), ",")
+	e.log.Info("Assigned load-balancer addresses", "service", klog.KObj(svc), "ips", ips, "pool", pool)
+	if pool != "" {
+		e.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIPAllocated, "Assigned IP %s from pool %s", ips, pool)
+	} else {
+		e.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIPAllocated, "Assigned IP %s", ips)
+	}
+}
+
+// released: svc's status lost the addresses in old.
+func (e *eventer) released(svc *corev1.Service, old []corev1.LoadBalancerIngress) {
+	ips := strings.Join(ingressIPs(old), ",")
+	e.log.Info("Released load-balancer addresses", "service", klog.KObj(svc), "ips", ips)
+	e.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIPReleased, "Released IP %s", ips)
+}
+
+// failed: svc gets no (or not all its) addresses, for reason.
+func (e *eventer) failed(svc *corev1.Service, reason error) {
+	e.log.Info("Load-balancer addresses pending", "service", klog.KObj(svc), "reason", reason.Error())
+	e.recorder.Event(svc, corev1.EventTypeWarning, ReasonAllocationFailed, reason.Error())
+}

@@ -1,0 +1,339 @@
+package members
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Defaults of Config.
+const (
+	DefaultPort     = 7947
+	DefaultInterval = 100 * time.Millisecond
+	// DefaultTimeout is 4×DefaultInterval: three heartbeats in a row may be lost.
+	DefaultTimeout = 4 * DefaultInterval
+)
+
+// Config configures Members.
+type Config struct {
+	// NodeName is this node (1..253 bytes). Required.
+	NodeName string
+	// Port is the UDP port every speaker listens on and sends to; zero means
+	// DefaultPort. The caller opens the socket for Run (ListenUDP(":Port")).
+	Port int
+	// Interval is the time between heartbeats; zero means DefaultInterval.
+	Interval time.Duration
+	// Timeout is how long a peer stays alive after its last heartbeat; zero
+	// means 4×Interval. It must be at least 3×Interval.
+	Timeout time.Duration
+	// Logger gets a line whenever a peer becomes alive, restarts or dies, and
+	// when sending to a peer starts or stops failing. The zero value means
+	// klog.Background().
+	Logger klog.Logger
+	// Now is the clock that stamps heartbeats and judges expiry; nil means
+	// time.Now. Tests that replace it drive the state directly: Run's own
+	// timers always run on the real clock.
+	Now func() time.Time
+}
+
+// Errors for heartbeats that are not counted (the receiver logs them at V(4)).
+var (
+	errUnknownPeer = errors.New("unknown peer")
+	errWrongSource = errors.New("source is not an address of the node it names")
+	errStale       = errors.New("stale heartbeat")
+)
+
+// Members tracks which peers are alive. New starts nothing; Run sends and
+// receives. SetPeers, Alive, Changed and Timeout are safe to call from any
+// goroutine at any time.
+type Members struct {
+	cfg         Config
+	log         klog.Logger
+	incarnation int64
+	changed     chan struct{}
+	rearm       chan struct{} // tells Run to recompute its expiry timer
+	sendNow     chan struct{} // tells Run to send a heartbeat at once
+	running     atomic.Bool
+
+	mu    sync.Mutex
+	peers map[string]*peer
+	self  []netip.Addr // this node's addresses: heartbeats are sent from them
+	seq   uint64       // last sequence number sent
+	ready bool         // this node is ready to own IPs (SetReady)
+}
+
+// peer is what this node knows of one other node.
+type peer struct {
+	addrs       []netip.Addr // heartbeats go to addrs[0]; are accepted from any
+	incarnation int64
+	seq         uint64
+	lastHeard   time.Time
+	heard       bool   // heard within Timeout
+	ready       bool   // its last heartbeat said it is ready to own IPs
+	left        bool   // incarnation said it was leaving
+	sendErr     string // the last error sending to it, "" when the last send worked
+}
+
+// alive is what Alive reports: heard within Timeout and ready.
+func (p *peer) alive() bool { return p.heard && p.ready }
+
+// New checks cfg and fills its defaults. It binds nothing and starts no goroutine.
+// The incarnation is the current time in nanoseconds.
+func New(cfg Config) (*Members, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("members: no node name")
+	}
+	if len(cfg.NodeName) > maxNameLen {
+		return nil, fmt.Errorf("members: node name %.20q...: longer than %d bytes", cfg.NodeName, maxNameLen)
+	}
+	if cfg.Port == 0 {
+		cfg.Port = DefaultPort
+	}
+	if cfg.Port < 0 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("members: port %d out of range", cfg.Port)
+	}
+	if cfg.Interval < 0 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("members: negative interval %s or timeout %s", cfg.Interval, cfg.Timeout)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 4 * cfg.Interval
+	}
+	if cfg.Timeout < 3*cfg.Interval {
+		return nil, fmt.Errorf("members: timeout %s is less than 3×interval %s", cfg.Timeout, cfg.Interval)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log.GetSink() == nil {
+		log = klog.Background()
+	}
+	return &Members{
+		cfg:         cfg,
+		log:         log,
+		incarnation: cfg.Now().UnixNano(),
+		changed:     make(chan struct{}, 1),
+		rearm:       make(chan struct{}, 1),
+		sendNow:     make(chan struct{}, 1),
+		peers:       map[string]*peer{},
+	}, nil
+}
+
+// Timeout returns the configured Timeout (after defaults).
+func (m *Members) Timeout() time.Duration { return m.cfg.Timeout }
+
+// Interval returns the configured Interval (after defaults).
+func (m *Members) Interval() time.Duration { return m.cfg.Interval }
+
+// Changed is signalled (capacity 1, never blocking the sender) whenever the set
+// Alive returns changes. A receiver should call Alive after every signal.
+func (m *Members) Changed() <-chan struct{} { return m.changed }
+
+// SetReady says whether this node is ready to own IPs; heartbeats carry it, and
+// peers count this node alive only while it is. It starts false: a speaker sets
+// it once it has warmed up (heard its peers), so that peers keep the IPs they
+// answer for until this node can take them, and clears it when it stops. A
+// change is sent to every peer at once (while Run runs), not at the next Interval.
+func (m *Members) SetReady(ready bool) {
+	m.mu.Lock()
+	changed := m.ready != ready
+	m.ready = ready
+	m.mu.Unlock()
+	if changed {
+		select {
+		case m.sendNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// SetPeers replaces the set of peers: node name -> its addresses, the one to send
+// to first. Names without a valid address are ignored. This node's own entry is
+// not a peer; its addresses, when given, are the sources heartbeats are sent
+// from (the first of the destination's family), because the kernel's own choice
+// on a node with several addresses in one subnet (always possible with IPv6)
+// may not be the address peers accept. A peer that stays keeps its liveness;
+// one that goes is no longer alive (and Changed is signalled if it was); a new
+// one is dead until heard from.
+func (m *Members) SetPeers(peers map[string][]netip.Addr) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.self = cleanAddrs(peers[m.cfg.NodeName])
+	changed := false
+	for name, p := range m.peers {
+		if _, ok := peers[name]; !ok {
+			changed = changed || p.alive()
+			delete(m.peers, name)
+		}
+	}
+	for name, addrs := range peers {
+		if name == m.cfg.NodeName {
+			continue
+		}
+		clean := cleanAddrs(addrs)
+		if len(clean) == 0 {
+			if p := m.peers[name]; p != nil {
+				changed = changed || p.alive()
+				delete(m.peers, name)
+			}
+			continue
+		}
+		if p := m.peers[name]; p != nil {
+			p.addrs = clean
+			continue
+		}
+		m.peers[name] = &peer{addrs: clean}
+	}
+	if changed {
+		m.signal()
+	}
+}
+
+// cleanAddrs returns the valid addresses, unmapped, without duplicates, in order.
+func cleanAddrs(addrs []netip.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap()
+		if a.IsValid() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Alive returns the peers heard from within Timeout whose last heartbeat said
+// they are ready to own IPs, plus this node (always alive, ready or not), each
+// mapped to true. A peer whose Timeout ran out is declared dead here too (and
+// Changed signalled), so what Alive returns never lags the clock.
+func (m *Members) Alive() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expireLocked(m.cfg.Now())
+	out := map[string]bool{m.cfg.NodeName: true}
+	for name, p := range m.peers {
+		if p.alive() {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// handle applies one received datagram from src at time now. It returns nil when
+// the datagram counted, else why not (malformed, unknown peer or own name, wrong
+// source address, stale incarnation or sequence).
+func (m *Members) handle(now time.Time, b []byte, src netip.Addr) error {
+	msg, err := decode(b)
+	if err != nil {
+		return err
+	}
+	src = src.Unmap()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.peers[msg.name]
+	if p == nil {
+		return fmt.Errorf("heartbeat from %s naming %q: %w", src, msg.name, errUnknownPeer)
+	}
+	if !slices.Contains(p.addrs, src) {
+		return fmt.Errorf("heartbeat from %s naming %q: %w", src, msg.name, errWrongSource)
+	}
+	m.expireLocked(now)
+	if !m.fresh(p, msg) {
+		return fmt.Errorf("heartbeat from %q incarnation %d seq %d: %w", msg.name, msg.incarnation, msg.seq, errStale)
+	}
+	was := p.alive()
+	restarted := p.incarnation != 0 && msg.incarnation != p.incarnation
+	p.incarnation, p.seq = msg.incarnation, msg.seq
+	switch {
+	case msg.kind == kindLeave:
+		p.left = true
+		if p.heard {
+			p.heard = false
+			m.log.Info("peer dead", "node", msg.name, "reason", "left", "incarnation", msg.incarnation)
+		}
+	case !p.heard:
+		p.left, p.heard, p.ready, p.lastHeard = false, true, msg.ready, now
+		m.log.Info("peer alive", "node", msg.name, "addr", src, "ready", msg.ready, "incarnation", msg.incarnation)
+		m.kick()
+	default:
+		if restarted {
+			m.log.Info("peer restarted", "node", msg.name, "ready", msg.ready, "incarnation", msg.incarnation)
+		} else if p.ready != msg.ready {
+			m.log.Info("peer readiness changed", "node", msg.name, "ready", msg.ready)
+		}
+		p.ready, p.lastHeard = msg.ready, now
+	}
+	if p.alive() != was {
+		m.signal()
+	}
+	return nil
+}
+
+// fresh reports whether msg is newer than what p knows. While p is heard only a
+// newer incarnation, or a higher sequence of the same one, counts. When p is dead
+// any other incarnation counts (a restart, even with a clock that stepped back),
+// but never the one that said it was leaving, nor an old sequence of the last one.
+func (m *Members) fresh(p *peer, msg message) bool {
+	same := msg.incarnation == p.incarnation
+	if p.heard {
+		return msg.incarnation > p.incarnation || (same && msg.seq > p.seq)
+	}
+	if !same {
+		return true
+	}
+	return !p.left && msg.seq > p.seq
+}
+
+// expireLocked declares dead every peer not heard from within Timeout of now and
+// signals Changed if one of them was alive. m.mu must be held.
+func (m *Members) expireLocked(now time.Time) {
+	changed := false
+	for name, p := range m.peers {
+		if p.heard && now.Sub(p.lastHeard) >= m.cfg.Timeout {
+			changed = changed || p.alive()
+			p.heard = false
+			m.log.Info("peer dead", "node", name, "reason", "timeout", "silentFor", now.Sub(p.lastHeard).Round(time.Millisecond), "incarnation", p.incarnation)
+		}
+	}
+	if changed {
+		m.signal()
+	}
+}
+
+// nextExpiryLocked returns when the first heard peer's Timeout runs out; false
+// when no peer is heard. m.mu must be held.
+func (m *Members) nextExpiryLocked() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	for _, p := range m.peers {
+		if !p.heard {
+			continue
+		}
+		if t := p.lastHeard.Add(m.cfg.Timeout); !ok || t.Before(next) {
+			next, ok = t, true
+		}
+	}
+	return next, ok
+}
+
+func (m *Members) signal() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Members) kick() {
+	select {
+	case m.rearm <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,266 @@
+package members
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewConfig(t *testing.T) {
+	cases := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+		want    Config // Port, Interval, Timeout after defaults
+	}{
+		{name: "defaults", cfg: Config{NodeName: "n"}, want: Config{Port: 7947, Interval: 100 * time.Millisecond, Timeout: 400 * time.Millisecond}},
+		{name: "timeout follows interval", cfg: Config{NodeName: "n", Interval: time.Second}, want: Config{Port: 7947, Interval: time.Second, Timeout: 4 * time.Second}},
+		{name: "exactly 3x", cfg: Config{NodeName: "n", Port: 9000, Interval: 50 * time.Millisecond, Timeout: 150 * time.Millisecond}, want: Config{Port: 9000, Interval: 50 * time.Millisecond, Timeout: 150 * time.Millisecond}},
+		{name: "no name", cfg: Config{}, wantErr: "no node name"},
+		{name: "long name", cfg: Config{NodeName: strings.Repeat("n", 254)}, wantErr: "longer than 253"},
+		{name: "timeout too short", cfg: Config{NodeName: "n", Timeout: 299 * time.Millisecond}, wantErr: "less than 3×interval"},
+		{name: "port", cfg: Config{NodeName: "n", Port: 70000}, wantErr: "port 70000"},
+		{name: "negative", cfg: Config{NodeName: "n", Interval: -time.Second}, wantErr: "negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(tc.cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("New = %v, want error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.cfg.Port != tc.want.Port || m.Interval() != tc.want.Interval || m.Timeout() != tc.want.Timeout {
+				t.Errorf("got port %d interval %s timeout %s, want %d %s %s", m.cfg.Port, m.Interval(), m.Timeout(), tc.want.Port, tc.want.Interval, tc.want.Timeout)
+			}
+		})
+	}
+}
+
+// TestAliveUntilTimeout: one heartbeat makes a peer alive (and signals Changed);
+// it stays alive for exactly Timeout and is dead at Timeout, without another
+// packet, with Changed signalled again.
+func TestAliveUntilTimeout(t *testing.T) {
+	clk, log := newFakeClock(), &logSink{}
+	m := newTestMembers(t, clk, log)
+	if got := aliveNames(m); got != "node1" {
+		t.Fatalf("before any heartbeat Alive = %s, want only self", got)
+	}
+	if err := m.handle(clk.Now(), hb("node2", 100, 1), addr2); err != nil {
+		t.Fatal(err)
+	}
+	if !drain(m) {
+		t.Error("Changed not signalled when node2 became alive")
+	}
+	if got := aliveNames(m); got != "node1,node2" {
+		t.Errorf("Alive = %s, want node1,node2", got)
+	}
+	m.mu.Lock()
+	next, ok := m.nextExpiryLocked()
+	m.mu.Unlock()
+	if !ok || !next.Equal(clk.Now().Add(400*time.Millisecond)) {
+		t.Errorf("next expiry = %v %v, want heard+400ms", next, ok)
+	}
+	clk.Add(400*time.Millisecond - time.Nanosecond)
+	if got := aliveNames(m); got != "node1,node2" || drain(m) {
+		t.Errorf("1ns before Timeout: Alive = %s (changed signalled: see above), want node1,node2", got)
+	}
+	clk.Add(time.Nanosecond)
+	if got := aliveNames(m); got != "node1" {
+		t.Errorf("at Timeout: Alive = %s, want node1", got)
+	}
+	if !drain(m) {
+		t.Error("Changed not signalled when node2 died")
+	}
+	if log.count(`"peer dead"`, `"node"="node2"`, `"reason"="timeout"`) != 1 {
+		t.Errorf("want one timeout log line, got %q", log.Lines())
+	}
+}
+
+func TestHeartbeatSources(t *testing.T) {
+	cases := []struct {
+		name    string
+		pkt     []byte
+		src     netip.Addr
+		wantErr error
+	}{
+		{"primary address", hb("node2", 1, 1), addr2, nil},
+		{"second address", hb("node2", 1, 1), addr2b, nil},
+		{"IPv4-mapped source", hb("node2", 1, 1), netip.AddrFrom16(addr2.As16()), nil},
+		{"other node's address", hb("node2", 1, 1), addr3, errWrongSource},
+		{"spoofed name from a stranger", hb("node3", 1, 1), spoof, errWrongSource},
+		{"own name", hb("node1", 1, 1), addr1, errUnknownPeer},
+		{"unknown name", hb("node9", 1, 1), addr2, errUnknownPeer},
+		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n...."), addr2, errMalformed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			m := newTestMembers(t, clk, &logSink{})
+			err := m.handle(clk.Now(), tc.pkt, tc.src)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("handle = %v, want %v", err, tc.wantErr)
+			}
+			alive := len(m.Alive()) > 1
+			if alive != (tc.wantErr == nil) || drain(m) != alive {
+				t.Errorf("after handle: Alive = %v, want a peer alive = %v (and Changed with it)", m.Alive(), tc.wantErr == nil)
+			}
+		})
+	}
+}
+
+// TestIncarnations: duplicates, reordering and strays from an older process do
+// not count while a peer is alive; a restart (new incarnation) is alive at once;
+// a dead peer accepts any new incarnation, even an older one.
+func TestIncarnations(t *testing.T) {
+	clk, log := newFakeClock(), &logSink{}
+	m := newTestMembers(t, clk, log)
+	step := func(pkt []byte, wantErr error, wantAlive string) {
+		t.Helper()
+		if err := m.handle(clk.Now(), pkt, addr2); !errors.Is(err, wantErr) {
+			t.Fatalf("handle = %v, want %v", err, wantErr)
+		}
+		if got := aliveNames(m); got != wantAlive {
+			t.Fatalf("Alive = %s, want %s", got, wantAlive)
+		}
+	}
+	step(hb("node2", 100, 5), nil, "node1,node2")
+	clk.Add(300 * time.Millisecond)
+	step(hb("node2", 100, 5), errStale, "node1,node2") // duplicate
+	step(hb("node2", 100, 4), errStale, "node1,node2") // reordered
+	step(hb("node2", 99, 50), errStale, "node1,node2") // older process
+	clk.Add(100 * time.Millisecond)
+	if got := aliveNames(m); got != "node1" {
+		t.Fatalf("400ms after seq 5: Alive = %s, want node2 expired (stale heartbeats do not refresh)", got)
+	}
+	step(hb("node2", 100, 6), nil, "node1,node2") // same incarnation, newer seq: back
+	step(hb("node2", 200, 1), nil, "node1,node2") // restart while alive: stays alive
+	if log.count(`"peer restarted"`, `"incarnation"=200`) != 1 {
+		t.Errorf("restart not logged: %q", log.Lines())
+	}
+	clk.Add(time.Second)
+	step(hb("node2", 150, 1), nil, "node1,node2") // dead: a clock that stepped back is accepted
+	step(hb("node2", 200, 2), nil, "node1,node2") // and a newer one again
+}
+
+// TestLeave: a leaving peer is dead at once; its incarnation never comes back;
+// the next incarnation is alive at once.
+func TestLeave(t *testing.T) {
+	clk, log := newFakeClock(), &logSink{}
+	m := newTestMembers(t, clk, log)
+	if err := m.handle(clk.Now(), hb("node2", 100, 1), addr2); err != nil {
+		t.Fatal(err)
+	}
+	drain(m)
+	if err := m.handle(clk.Now(), leave("node2", 100, 2), addr2); err != nil {
+		t.Fatal(err)
+	}
+	if got := aliveNames(m); got != "node1" || !drain(m) {
+		t.Fatalf("after leave: Alive = %s, want node1 and Changed", got)
+	}
+	if err := m.handle(clk.Now(), hb("node2", 100, 3), addr2); !errors.Is(err, errStale) {
+		t.Errorf("heartbeat of the left incarnation = %v, want errStale", err)
+	}
+	if err := m.handle(clk.Now(), hb("node2", 101, 1), addr2); err != nil {
+		t.Fatal(err)
+	}
+	if got := aliveNames(m); got != "node1,node2" || !drain(m) {
+		t.Errorf("new incarnation: Alive = %s, want node1,node2 and Changed", got)
+	}
+	if log.count(`"peer dead"`, `"reason"="left"`) != 1 {
+		t.Errorf("leave not logged: %q", log.Lines())
+	}
+}
+
+func TestSetPeers(t *testing.T) {
+	clk := newFakeClock()
+	m := newTestMembers(t, clk, &logSink{})
+	for _, pk := range []struct {
+		name string
+		src  netip.Addr
+	}{{"node2", addr2}, {"node3", addr3}} {
+		if err := m.handle(clk.Now(), hb(pk.name, 1, 1), pk.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain(m)
+	// node3 leaves the model, node2 changes address: node2 stays alive.
+	newAddr := netip.MustParseAddr("172.26.236.200")
+	m.SetPeers(map[string][]netip.Addr{"node1": {addr1}, "node2": {newAddr}, "node4": nil})
+	if got := aliveNames(m); got != "node1,node2" || !drain(m) {
+		t.Errorf("after removing node3: Alive = %s, want node1,node2 and Changed", got)
+	}
+	if err := m.handle(clk.Now(), hb("node2", 1, 2), addr2); !errors.Is(err, errWrongSource) {
+		t.Errorf("heartbeat from node2's old address = %v, want errWrongSource", err)
+	}
+	if err := m.handle(clk.Now(), hb("node2", 1, 2), newAddr); err != nil {
+		t.Errorf("heartbeat from node2's new address = %v", err)
+	}
+	if err := m.handle(clk.Now(), hb("node4", 1, 1), addr3); !errors.Is(err, errUnknownPeer) {
+		t.Errorf("node4 without addresses = %v, want errUnknownPeer", err)
+	}
+	// Setting the same peers again changes nothing.
+	m.SetPeers(map[string][]netip.Addr{"node2": {newAddr}})
+	if drain(m) || aliveNames(m) != "node1,node2" {
+		t.Errorf("unchanged SetPeers signalled or lost node2: %s", aliveNames(m))
+	}
+}
+
+// TestReadiness: a heard peer counts as alive only while its heartbeats say it is
+// ready; a restart that is not ready yet takes the peer out at once.
+func TestReadiness(t *testing.T) {
+	clk, log := newFakeClock(), &logSink{}
+	m := newTestMembers(t, clk, log)
+	step := func(pkt []byte, wantAlive string, wantChanged bool) {
+		t.Helper()
+		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
+			t.Fatal(err)
+		}
+		if got := aliveNames(m); got != wantAlive {
+			t.Fatalf("Alive = %s, want %s", got, wantAlive)
+		}
+		if got := drain(m); got != wantChanged {
+			t.Fatalf("Changed signalled = %v, want %v", got, wantChanged)
+		}
+	}
+	step(hbUnready("node2", 100, 1), "node1", false) // heard, warming up
+	clk.Add(300 * time.Millisecond)
+	step(hbUnready("node2", 100, 2), "node1", false)
+	step(hb("node2", 100, 3), "node1,node2", true)  // ready
+	step(hbUnready("node2", 200, 1), "node1", true) // restarted, warming up
+	step(hb("node2", 200, 2), "node1,node2", true)  // ready again
+	clk.Add(400 * time.Millisecond)
+	if got := aliveNames(m); got != "node1" || !drain(m) {
+		t.Errorf("after Timeout: Alive = %s, want node1 and Changed", got)
+	}
+	if log.count(`"peer readiness changed"`, `"ready"=true`) != 2 || log.count(`"peer restarted"`, `"ready"=false`) != 1 {
+		t.Errorf("log: %q", log.Lines())
+	}
+}
+
+// TestUnreadyPeerExpires: a heard but unready peer is still timed out (no
+// Changed: it was never alive), so its restart is judged against a dead peer.
+func TestUnreadyPeerExpires(t *testing.T) {
+	clk := newFakeClock()
+	m := newTestMembers(t, clk, &logSink{})
+	if err := m.handle(clk.Now(), hbUnready("node2", 100, 1), addr2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(400 * time.Millisecond)
+	m.Alive()
+	m.mu.Lock()
+	heard := m.peers["node2"].heard
+	m.mu.Unlock()
+	if heard || drain(m) {
+		t.Errorf("unready peer still heard after Timeout (%v) or Changed signalled", heard)
+	}
+	if err := m.handle(clk.Now(), hb("node2", 50, 1), addr2); err != nil {
+		t.Errorf("older incarnation of a dead peer: %v", err)
+	}
+}

@@ -1,0 +1,263 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/testbin"
+)
+
+// dnsServeTimeout bounds the wait for the Deployment's process to report
+// ready and answer.
+const dnsServeTimeout = 60 * time.Second
+
+// TestDeployDNSServes runs deploy/dns's container as a kubelet would, short of
+// the container image: the Deployment's command line verbatim (the svcnet
+// binary for the image's), in a network namespace of its own (a Pod's), with
+// the in-cluster configuration a Pod of ServiceAccount svcnet-dns gets (a
+// token of that ServiceAccount at /var/run/secrets/kubernetes.io/
+// serviceaccount, KUBERNETES_SERVICE_HOST/PORT), against a real apiserver
+// holding deploy/dns's ServiceAccount, RBAC and Service. Its readiness probe
+// (/healthz on the metrics port) must pass, which needs every list and watch
+// to be allowed by the ClusterRole alone; then kube-dns's own name must
+// resolve to 10.96.0.10 over UDP and TCP on the Service's target port.
+func TestDeployDNSServes(t *testing.T) {
+	netnstest.RequireRoot(t)
+	ms, _ := readDNSManifests(t)
+	idx := indexManifests(t, ms)
+	var (
+		sa      corev1.ServiceAccount
+		role    rbacv1.ClusterRole
+		binding rbacv1.ClusterRoleBinding
+		svc     corev1.Service
+		d       appsv1.Deployment
+	)
+	if !idx.get(t, "ServiceAccount", dnsNamespace, dnsName, &sa) || !idx.get(t, "ClusterRole", "", dnsName, &role) ||
+		!idx.get(t, "ClusterRoleBinding", "", dnsName, &binding) || !idx.get(t, "Service", dnsNamespace, dnsServiceName, &svc) ||
+		!idx.get(t, "Deployment", dnsNamespace, dnsName, &d) {
+		t.FailNow()
+	}
+	bin := filepath.Join(t.TempDir(), "svcnet")
+	if err := testbin.Build(bin); err != nil {
+		t.Fatal(err)
+	}
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kubetest.Eventually(t, 30*time.Second, "namespace "+dnsNamespace, func() (bool, string) {
+		_, err := env.Client.CoreV1().Namespaces().Get(ctx, dnsNamespace, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	c := env.Client
+	create := []struct {
+		what string
+		fn   func() error
+	}{
+		{"ServiceAccount", func() error {
+			_, err := c.CoreV1().ServiceAccounts(dnsNamespace).Create(ctx, &sa, metav1.CreateOptions{})
+			return err
+		}},
+		{"ClusterRole", func() error {
+			_, err := c.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+			return err
+		}},
+		{"ClusterRoleBinding", func() error {
+			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{})
+			return err
+		}},
+		{"Service", func() error {
+			_, err := c.CoreV1().Services(dnsNamespace).Create(ctx, &svc, metav1.CreateOptions{})
+			return err
+		}},
+	}
+	for _, o := range create {
+		if err := o.fn(); err != nil {
+			t.Fatalf("create %s: %v", o.what, err)
+		}
+	}
+	tok, err := c.CoreV1().ServiceAccounts(dnsNamespace).CreateToken(ctx, dnsName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of ServiceAccount %s: %v", dnsName, err)
+	}
+
+	ns := netnstest.New(t, "dnsdeploy")
+	apiserver, err := url.Parse(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := netns.Forward(ctx, ns, "127.0.0.1:0", apiserver.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwdHost, fwdPort, _ := net.SplitHostPort(fwd)
+	secrets := t.TempDir()
+	for name, b := range map[string][]byte{"token": []byte(tok.Status.Token), "ca.crt": env.Config.CAData} {
+		if err := os.WriteFile(filepath.Join(secrets, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	container := d.Spec.Template.Spec.Containers[0]
+	argv := append(slices.Clone(container.Command), container.Args...)
+	argv[0] = bin // the image has svcnet on $PATH
+	proc := runInPod(t, ns, secrets, []string{"KUBERNETES_SERVICE_HOST=" + fwdHost, "KUBERNETES_SERVICE_PORT=" + fwdPort}, argv)
+
+	probe := container.ReadinessProbe.HTTPGet
+	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)
+	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns)}, Timeout: 2 * time.Second}
+	waitFor(t, proc, "readiness probe GET "+healthz, func() error {
+		resp, err := hc.Get(healthz)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+	name := dnsServiceName + "." + dnsNamespace + ".svc.cluster.local."
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "metrics" {
+			continue
+		}
+		server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(containerPort(container, p.TargetPort)))
+		network := strings.ToLower(string(p.Protocol))
+		waitFor(t, proc, fmt.Sprintf("%s A over %s at %s", name, network, server), func() error {
+			got, err := exchangeA(ctx, netns.Dialer(ns), network, server, name)
+			if err == nil && !slices.Equal(got, []string{dnsClusterIP}) {
+				err = fmt.Errorf("answered %q, want [%s]", got, dnsClusterIP)
+			}
+			return err
+		})
+	}
+}
+
+// podProcess is a process started by runInPod.
+type podProcess struct {
+	log    string        // its stdout and stderr
+	exited chan struct{} // closed when it has exited
+}
+
+// runInPod starts argv in ns as a container of a Pod would run: its own
+// mount namespace (`ip netns exec` makes one) with a tmpfs on /var/run
+// holding secrets/kubernetes.io/serviceaccount/{token,ca.crt} copied from
+// secretsDir, a resolv.conf (nameserver 192.0.2.53, as dnsPolicy Default would
+// give the node's) bind-mounted on /etc/resolv.conf, and env added. The process is killed when the test ends.
+func runInPod(t *testing.T, ns *netns.NS, secretsDir string, env, argv []string) *podProcess {
+	t.Helper()
+	const script = `set -e
+mount -t tmpfs -o size=1m tmpfs /var/run
+d=/var/run/secrets/kubernetes.io/serviceaccount
+mkdir -p "$d"
+cp "$SECRETS/token" "$SECRETS/ca.crt" "$d/"
+printf 'nameserver 192.0.2.53\n' > /var/run/resolv.conf
+mount --bind /var/run/resolv.conf /etc/resolv.conf
+exec "$@"`
+	logPath := filepath.Join(t.TempDir(), "dns.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := ns.Command(append([]string{"sh", "-c", script, "sh"}, argv...)...)
+	cmd.Env = append(append(os.Environ(), "SECRETS="+secretsDir), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %q in %s: %v", argv, ns.Name(), err)
+	}
+	p := &podProcess{log: logPath, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%q still running 10s after SIGKILL", argv)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("svcnet dns log:\n%s", b)
+		}
+	})
+	return p
+}
+
+// waitFor retries fn every 200 ms until it succeeds, failing t after
+// dnsServeTimeout or at once when the process exits.
+func waitFor(t *testing.T, p *podProcess, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(dnsServeTimeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("%s: svcnet dns exited (last: %v)", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %v: %v", what, dnsServeTimeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// exchangeA asks server for name's A records over network (udp or tcp),
+// dialing through dial, and returns them; a reply whose rcode is not NOERROR
+// is an error.
+func exchangeA(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), network string, server netip.AddrPort, name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := dial(ctx, network, server.String())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	q := new(dns.Msg)
+	q.SetQuestion(name, dns.TypeA)
+	r, _, err := (&dns.Client{Net: network}).ExchangeWithConnContext(ctx, q, &dns.Conn{Conn: conn})
+	if err != nil {
+		return nil, err
+	}
+	if r.Rcode != dns.RcodeSuccess {
+		return nil, errors.New(dns.RcodeToString[r.Rcode])
+	}
+	var ips []string
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			ips = append(ips, a.A.String())
+		}
+	}
+	return ips, nil
+}

@@ -1,0 +1,301 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
+)
+
+// deployDNSDir holds the manifests for running `svcnet dns` as a real
+// cluster's DNS.
+const deployDNSDir = "../../deploy/dns"
+
+// The objects deploy/dns must contain, and the properties the tests below hold
+// them to.
+const (
+	dnsNamespace      = "kube-system"
+	dnsName           = "svcnet-dns" // Deployment, ServiceAccount, ClusterRole(Binding)
+	dnsServiceName    = "kube-dns"
+	dnsClusterIP      = "10.96.0.10"
+	dnsImage          = "ghcr.io/svcnet/svcnet:latest"
+	dnsMetricsPort    = 9153
+	systemClusterCrit = 2000000000 // system-cluster-critical's value
+)
+
+// dnsArgv is the Deployment's command line.
+var dnsArgv = []string{"svcnet", "dns", "--listen=:53", "--metrics-bind-address=:9153", "--upstream=/etc/resolv.conf"}
+
+// readDNSManifests returns deploy/dns's objects and its kustomization.yaml.
+func readDNSManifests(t *testing.T) (objs []manifest, kustomization map[string]any) {
+	t.Helper()
+	for _, m := range readManifests(t, deployDNSDir) {
+		if m.obj.GetKind() == "Kustomization" {
+			kustomization = m.obj.Object
+			continue
+		}
+		objs = append(objs, m)
+	}
+	if kustomization == nil {
+		t.Fatalf("%s has no kustomization.yaml", deployDNSDir)
+	}
+	return objs, kustomization
+}
+
+// TestDeployDNSManifests holds deploy/dns to what its comments promise, without
+// an apiserver: kustomization.yaml lists every file; the objects live in
+// kube-system; RBAC is read-only; the Deployment runs two unprivileged replicas
+// of `svcnet dns` on :53 with readiness on /healthz; and the Service is
+// kube-dns-compatible and selects the Deployment's Pods.
+func TestDeployDNSManifests(t *testing.T) {
+	ms, kust := readDNSManifests(t)
+	checkKustomization(t, kust)
+	idx := indexManifests(t, ms)
+	for _, m := range ms {
+		if ns := m.obj.GetNamespace(); ns != "" && ns != dnsNamespace {
+			t.Errorf("%v: namespace %q, want %q", m, ns, dnsNamespace)
+		}
+	}
+	var sa corev1.ServiceAccount
+	idx.get(t, "ServiceAccount", dnsNamespace, dnsName, &sa)
+	var role rbacv1.ClusterRole
+	if idx.get(t, "ClusterRole", "", dnsName, &role) {
+		checkDNSClusterRole(t, &role)
+	}
+	var binding rbacv1.ClusterRoleBinding
+	if idx.get(t, "ClusterRoleBinding", "", dnsName, &binding) {
+		wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: dnsName}
+		wantSubj := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: dnsName, Namespace: dnsNamespace}}
+		if binding.RoleRef != wantRef || !slices.Equal(binding.Subjects, wantSubj) {
+			t.Errorf("ClusterRoleBinding %s: roleRef %+v subjects %+v, want %+v %+v", dnsName, binding.RoleRef, binding.Subjects, wantRef, wantSubj)
+		}
+	}
+	var d appsv1.Deployment
+	var svc corev1.Service
+	okD := idx.get(t, "Deployment", dnsNamespace, dnsName, &d)
+	okS := idx.get(t, "Service", dnsNamespace, dnsServiceName, &svc)
+	if okD {
+		checkDNSDeployment(t, &d)
+	}
+	if okD && okS {
+		checkDNSService(t, &svc, &d)
+	}
+}
+
+// checkKustomization: its resources are exactly the other YAML files.
+func checkKustomization(t *testing.T, k map[string]any) {
+	var kust struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Resources  []string `json:"resources"`
+	}
+	b, err := yaml.Marshal(k)
+	if err == nil {
+		err = yaml.UnmarshalStrict(b, &kust)
+	}
+	if err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	files, err := filepath.Glob(filepath.Join(deployDNSDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		if b := filepath.Base(f); b != "kustomization.yaml" {
+			want = append(want, b)
+		}
+	}
+	if got := slices.Sorted(slices.Values(kust.Resources)); !slices.Equal(got, want) {
+		t.Errorf("kustomization.yaml resources %q, want every other file: %q", got, want)
+	}
+}
+
+// checkDNSClusterRole: list and watch on exactly services, pods, namespaces,
+// nodes and endpointslices; nothing else, no wildcard, no other verb.
+func checkDNSClusterRole(t *testing.T, role *rbacv1.ClusterRole) {
+	want := []string{"/namespaces", "/nodes", "/pods", "/services", "discovery.k8s.io/endpointslices"}
+	got := map[string][]string{}
+	if role.AggregationRule != nil {
+		t.Errorf("ClusterRole %s: aggregationRule %+v: it would gain other roles' rules", role.Name, role.AggregationRule)
+	}
+	for i, r := range role.Rules {
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+			t.Errorf("ClusterRole %s rule %d: nonResourceURLs %v resourceNames %v, want none", role.Name, i, r.NonResourceURLs, r.ResourceNames)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					gr := g + "/" + res
+					if strings.Contains(gr, "*") || v == "*" {
+						t.Errorf("ClusterRole %s rule %d: wildcard (%s %s)", role.Name, i, v, gr)
+					}
+					if !slices.Contains(got[gr], v) {
+						got[gr] = append(got[gr], v)
+					}
+				}
+			}
+		}
+	}
+	var grs []string
+	for gr, verbs := range got {
+		grs = append(grs, gr)
+		if slices.Sort(verbs); !slices.Equal(verbs, []string{"list", "watch"}) {
+			t.Errorf("ClusterRole %s: %s verbs %v, want exactly list and watch", role.Name, gr, verbs)
+		}
+	}
+	if slices.Sort(grs); !slices.Equal(grs, want) {
+		t.Errorf("ClusterRole %s: grants on %q, want %q", role.Name, grs, want)
+	}
+}
+
+// checkDNSDeployment: two replicas of `svcnet dns` on :53, metrics and
+// /healthz on 9153; its own selector; the Pods labelled k8s-app: kube-dns;
+// the node's resolver (dnsPolicy Default); system-cluster-critical; non-root,
+// no capability, port 53 through the ip_unprivileged_port_start sysctl.
+func checkDNSDeployment(t *testing.T, d *appsv1.Deployment) {
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %s, want 2", fmtPtr(d.Spec.Replicas))
+	}
+	if d.Spec.Selector == nil || !labelsMatch(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) || len(d.Spec.Selector.MatchExpressions) > 0 {
+		t.Errorf("selector %+v does not select template labels %v", d.Spec.Selector, d.Spec.Template.Labels)
+	} else if _, ok := d.Spec.Selector.MatchLabels["k8s-app"]; ok {
+		t.Errorf("selector %v uses k8s-app, which CoreDNS's Deployment selects too", d.Spec.Selector.MatchLabels)
+	}
+	if d.Spec.Template.Labels["k8s-app"] != "kube-dns" {
+		t.Errorf("template labels %v lack k8s-app: kube-dns", d.Spec.Template.Labels)
+	}
+	spec := d.Spec.Template.Spec
+	if spec.ServiceAccountName != dnsName || spec.DNSPolicy != corev1.DNSDefault || spec.PriorityClassName != "system-cluster-critical" || spec.HostNetwork {
+		t.Errorf("serviceAccountName %q dnsPolicy %q priorityClassName %q hostNetwork %v, want %q %q system-cluster-critical false",
+			spec.ServiceAccountName, spec.DNSPolicy, spec.PriorityClassName, spec.HostNetwork, dnsName, corev1.DNSDefault)
+	}
+	if len(spec.Containers) != 1 || len(spec.InitContainers) > 0 {
+		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
+	}
+	c := spec.Containers[0]
+	if c.Image != dnsImage {
+		t.Errorf("image %q, want %q", c.Image, dnsImage)
+	}
+	if argv := append(slices.Clone(c.Command), c.Args...); !slices.Equal(argv, dnsArgv) {
+		t.Errorf("command %q, want %q", argv, dnsArgv)
+	}
+	var ports []string
+	for _, p := range c.Ports {
+		ports = append(ports, fmt.Sprintf("%s %d/%s", p.Name, p.ContainerPort, p.Protocol))
+	}
+	if want := []string{"dns 53/UDP", "dns-tcp 53/TCP", "metrics 9153/TCP"}; !slices.Equal(ports, want) {
+		t.Errorf("container ports %q, want %q", ports, want)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || containerPort(c, p.HTTPGet.Port) != dnsMetricsPort {
+		t.Errorf("readinessProbe %+v, want HTTP GET /healthz on the metrics port %d", p, dnsMetricsPort)
+	}
+	checkDNSSecurity(t, spec.SecurityContext, c.SecurityContext)
+}
+
+func checkDNSSecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1.SecurityContext) {
+	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot || pod.RunAsUser == nil || *pod.RunAsUser == 0 {
+		t.Errorf("pod securityContext %+v, want runAsNonRoot and a non-zero runAsUser", pod)
+	} else if i := slices.IndexFunc(pod.Sysctls, func(s corev1.Sysctl) bool { return s.Name == "net.ipv4.ip_unprivileged_port_start" }); i < 0 {
+		t.Errorf("sysctls %+v: want net.ipv4.ip_unprivileged_port_start, so the non-root process binds :53", pod.Sysctls)
+	} else if v, err := strconv.Atoi(pod.Sysctls[i].Value); err != nil || v > 53 {
+		t.Errorf("sysctl net.ipv4.ip_unprivileged_port_start=%q, want at most 53", pod.Sysctls[i].Value)
+	}
+	if sc == nil {
+		t.Fatalf("container has no securityContext")
+	}
+	if (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("privileged %s allowPrivilegeEscalation %s, want false false", fmtPtr(sc.Privileged), fmtPtr(sc.AllowPrivilegeEscalation))
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("readOnlyRootFilesystem %s, want true", fmtPtr(sc.ReadOnlyRootFilesystem))
+	}
+	if sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("capabilities %+v, want drop ALL and add none", sc.Capabilities)
+	}
+}
+
+// checkDNSService: kube-system/kube-dns at 10.96.0.10, labelled and selecting
+// k8s-app: kube-dns (which the Deployment's Pods carry), ports dns 53/UDP,
+// dns-tcp 53/TCP and metrics 9153/TCP to the container's ports of those names.
+func checkDNSService(t *testing.T, svc *corev1.Service, d *appsv1.Deployment) {
+	if svc.Spec.ClusterIP != dnsClusterIP || svc.Labels["k8s-app"] != "kube-dns" {
+		t.Errorf("Service kube-dns: clusterIP %q labels %v, want %s and k8s-app: kube-dns", svc.Spec.ClusterIP, svc.Labels, dnsClusterIP)
+	}
+	if !slices.Equal(mapKeys(svc.Spec.Selector), []string{"k8s-app"}) || !labelsMatch(svc.Spec.Selector, d.Spec.Template.Labels) {
+		t.Errorf("Service kube-dns: selector %v, want k8s-app: kube-dns selecting the Deployment's Pods (%v)", svc.Spec.Selector, d.Spec.Template.Labels)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var got []string
+	for _, p := range svc.Spec.Ports {
+		target := containerPort(c, p.TargetPort)
+		if p.TargetPort.Type == intstr.String {
+			target = 0 // kube-dns's targets are numbers, as CoreDNS's
+		}
+		got = append(got, fmt.Sprintf("%s %d/%s->%d", p.Name, p.Port, p.Protocol, target))
+	}
+	if want := []string{"dns 53/UDP->53", "dns-tcp 53/TCP->53", "metrics 9153/TCP->9153"}; !slices.Equal(got, want) {
+		t.Errorf("Service kube-dns ports %q, want %q", got, want)
+	}
+}
+
+func mapKeys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// TestDeployDNSDryRun creates every object in deploy/dns on a real
+// kube-apiserver with server-side dry run and strict field validation: the
+// apiserver's defaulting, validation and admission accept each without a
+// warning (the Service's clusterIP 10.96.0.10 is in its range), and nothing is
+// persisted. Then a Pod from the Deployment's template goes through Pod
+// admission the same way (its priority class resolves).
+func TestDeployDNSDryRun(t *testing.T) {
+	ms, _ := readDNSManifests(t)
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kubetest.Eventually(t, 30*time.Second, "namespace "+dnsNamespace, func() (bool, string) {
+		_, err := env.Client.CoreV1().Namespaces().Get(ctx, dnsNamespace, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	dr := kubetest.NewDryRunner(t, ctx, env.Config)
+	for _, m := range ms {
+		dr.Create(fmt.Sprint(m), m.obj)
+	}
+	if t.Failed() {
+		return
+	}
+	var d appsv1.Deployment
+	if !indexManifests(t, ms).get(t, "Deployment", dnsNamespace, dnsName, &d) {
+		return
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: dnsName + "-dry-run", Namespace: dnsNamespace, Labels: d.Spec.Template.Labels},
+		Spec:       d.Spec.Template.Spec,
+	}
+	got := dr.CreatePod(fmt.Sprintf("Deployment %s: a Pod from its template", dnsName), pod)
+	if got == nil {
+		return
+	}
+	if got.Spec.Priority == nil || *got.Spec.Priority != systemClusterCrit {
+		t.Errorf("Deployment %s: Pod priority %s, want system-cluster-critical's %d", dnsName, fmtPtr(got.Spec.Priority), systemClusterCrit)
+	}
+}
