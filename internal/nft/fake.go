@@ -3,6 +3,7 @@ package nft
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -15,8 +16,8 @@ type Fake struct {
 	mu     sync.Mutex
 	tables map[string]*Table
 	gen    uint32
-	// FailApply, when set, is called before each Apply; a non-nil error fails
-	// that transaction (nothing changes).
+	// FailApply, when set, is called for each non-empty Tx of an Apply; a
+	// non-nil error fails the whole Apply (nothing changes).
 	FailApply func(tx *Tx) error
 	// Applied counts committed transactions.
 	Applied int
@@ -27,35 +28,65 @@ func NewFake() *Fake { return &Fake{tables: map[string]*Table{}} }
 
 func tableKey(f Family, name string) string { return f.String() + " " + name }
 
-// Apply implements Conn.
-func (k *Fake) Apply(_ context.Context, tx *Tx) error {
+// Apply implements Conn: all transactions or none.
+func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.FailApply != nil {
-		if err := k.FailApply(tx); err != nil {
-			return err
+	next := map[string]*Table{}
+	applied := false
+	for _, tx := range txs {
+		if tx.Len() == 0 {
+			continue
 		}
-	}
-	key := tableKey(tx.Family, tx.Table)
-	var t *Table
-	if cur := k.tables[key]; cur != nil {
-		t = cur.Clone()
-	}
-	for i, op := range tx.Ops {
-		var err error
-		t, err = applyOp(t, tx, op)
-		if err != nil {
-			return fmt.Errorf("table %s %s: op %d: %w", tx.Family, tx.Table, i, err)
+		if k.FailApply != nil {
+			if err := k.FailApply(tx); err != nil {
+				return err
+			}
 		}
+		key := tableKey(tx.Family, tx.Table)
+		t, seen := next[key]
+		if !seen {
+			if cur := k.tables[key]; cur != nil {
+				t = cur.Clone()
+			}
+		}
+		for i, op := range tx.Ops {
+			var err error
+			t, err = applyOp(t, tx, op)
+			if err != nil {
+				return fmt.Errorf("table %s %s: op %d: %w", tx.Family, tx.Table, i, err)
+			}
+		}
+		next[key] = t
+		applied = true
 	}
-	if t == nil {
-		delete(k.tables, key)
-	} else {
-		k.tables[key] = t
+	if !applied {
+		return nil
+	}
+	for key, t := range next {
+		if t == nil {
+			delete(k.tables, key)
+		} else {
+			k.tables[key] = t
+		}
 	}
 	k.gen++
 	k.Applied++
 	return nil
+}
+
+// Tables implements Conn.
+func (k *Fake) Tables(_ context.Context, f Family) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, t := range k.tables {
+		if t.Family == f {
+			out = append(out, t.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Read implements Conn.

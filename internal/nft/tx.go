@@ -32,8 +32,9 @@ type Op struct {
 	Elements []Element
 }
 
-// Tx is an atomic transaction on one table: the kernel applies all of its
-// operations or none. Operations apply in order, so a transaction must remove
+// Tx is the operations of a transaction on one table: the kernel applies all
+// of its operations or none (Conn.Apply commits several Tx, for several
+// tables, as one atomic batch). Operations apply in order, so a transaction must remove
 // references (elements, jumping rules) before it deletes what they point at.
 type Tx struct {
 	Family Family
@@ -73,8 +74,12 @@ func (tx *Tx) DeleteElements(set string, els ...Element) {
 
 // Conn is the kernel boundary: one netns's nftables, seen one table at a time.
 type Conn interface {
-	// Apply commits tx atomically. On error the kernel is unchanged.
-	Apply(ctx context.Context, tx *Tx) error
+	// Apply commits txs (each on its own table; empty ones are skipped) as
+	// one atomic batch: the kernel applies all of them or none. On error the
+	// kernel is unchanged.
+	Apply(ctx context.Context, txs ...*Tx) error
+	// Tables returns the names of the family's tables, sorted.
+	Tables(ctx context.Context, f Family) ([]string, error)
 	// Read returns the table as the kernel holds it, or an error wrapping
 	// ErrNoTable. Elements of dynamic sets (affinity) are runtime state and are
 	// not returned.

@@ -54,7 +54,8 @@ func BenchmarkPartialSync10k(b *testing.B) {
 // svcnet's own work, not the fake kernel's.
 type nullConn struct{}
 
-func (nullConn) Apply(context.Context, *nft.Tx) error { return nil }
+func (nullConn) Apply(context.Context, ...*nft.Tx) error              { return nil }
+func (nullConn) Tables(context.Context, nft.Family) ([]string, error) { return nil, nil }
 func (nullConn) Read(context.Context, nft.Family, string) (*nft.Table, error) {
 	return nil, nft.ErrNoTable
 }

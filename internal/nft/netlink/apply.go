@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
-// Apply implements nft.Conn: it commits tx as one nf_tables batch. The kernel
-// applies all of it or none of it. An empty transaction sends nothing (and so
-// does not bump the generation).
-func (c *Conn) Apply(ctx context.Context, tx *nft.Tx) error {
+// Apply implements nft.Conn: it commits the non-empty txs as one nf_tables
+// batch, which the kernel applies all of or none of. With no ops at all it
+// sends nothing (and so does not bump the generation).
+//
+// An error names the table and the op the kernel (or the builder) rejected,
+// and wraps the kernel's errno. After an error the layout cache of every
+// table of the batch is dropped: it is read again from the kernel.
+func (c *Conn) Apply(ctx context.Context, txs ...*nft.Tx) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.ready(); err != nil {
@@ -23,18 +29,17 @@ func (c *Conn) Apply(ctx context.Context, tx *nft.Tx) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(tx.Ops) == 0 {
+	if !slices.ContainsFunc(txs, func(tx *nft.Tx) bool { return !skip(tx) }) {
 		return nil
 	}
-	tid := tableID{tx.Family, tx.Table}
 	b := &c.b
 	defer b.release()
-	b.layouts = func(set string) (keyLayout, error) { return c.layout(ctx, tid, set) }
+	b.layouts = func(t tableID, set string) (keyLayout, error) { return c.layout(ctx, t, set) }
 	// Layout look-ups may talk to the kernel: build before reserving the
 	// batch's sequence numbers.
-	b.reset(tx, 0)
-	if err := b.build(tx); err != nil {
-		return fmt.Errorf("table %s %s: %w", tx.Family, tx.Table, err)
+	b.reset(txs, 0)
+	if err := b.build(txs); err != nil {
+		return err
 	}
 	c.lastBatch = len(b.b)
 	seq0 := c.nextSeq(len(b.opOf))
@@ -44,21 +49,48 @@ func (c *Conn) Apply(ctx context.Context, tx *nft.Tx) error {
 	}
 	if err := c.send(b.b); err != nil {
 		c.broken = true
-		return fmt.Errorf("table %s %s: send batch of %d bytes: %w", tx.Family, tx.Table, len(b.b), err)
+		return fmt.Errorf("%s: send batch of %d bytes: %w", tablesOf(txs), len(b.b), err)
 	}
 	errs, lost, err := c.collect(ctx, seq0, uint32(len(b.opOf)))
 	if err != nil {
 		// The batch's fate is unknown to us; the next Read tells.
 		c.broken = true
-		delete(c.keys, tid)
-		return fmt.Errorf("table %s %s: %w", tx.Family, tx.Table, err)
+		c.forget(txs)
+		return fmt.Errorf("%s: %w", tablesOf(txs), err)
 	}
 	if len(errs) > 0 || lost {
-		delete(c.keys, tid)
-		return fmt.Errorf("table %s %s: %w", tx.Family, tx.Table, batchError(tx, b.opOf, seq0, errs, lost))
+		c.forget(txs)
+		return batchError(txs, b.opOf, seq0, errs, lost)
 	}
-	c.remember(tid, tx)
+	for _, tx := range txs {
+		if !skip(tx) {
+			c.remember(tableID{tx.Family, tx.Table}, tx)
+		}
+	}
 	return nil
+}
+
+// tablesOf names the tables of the non-empty txs, for errors.
+func tablesOf(txs []*nft.Tx) string {
+	var names []string
+	for _, tx := range txs {
+		if !skip(tx) {
+			names = append(names, tx.Family.String()+" "+tx.Table)
+		}
+	}
+	if len(names) == 1 {
+		return "table " + names[0]
+	}
+	return "tables " + strings.Join(names, ", ")
+}
+
+// forget drops the layout cache of the tables of txs.
+func (c *Conn) forget(txs []*nft.Tx) {
+	for _, tx := range txs {
+		if !skip(tx) {
+			delete(c.keys, tableID{tx.Family, tx.Table})
+		}
+	}
 }
 
 // renumber rewrites the sequence numbers of the batch's messages to seq0,
@@ -115,15 +147,19 @@ func (c *Conn) collect(ctx context.Context, seq0, n uint32) (errs []msgError, lo
 	return errs, lost, nil
 }
 
-func batchError(tx *nft.Tx, opOf []int, seq0 uint32, errs []msgError, lost bool) error {
+// batchError describes the kernel's rejection of the batch of txs by its
+// first error: the table and op of the failed message (opOf maps message
+// seq-seq0 to it), the errno and the kernel's text.
+func batchError(txs []*nft.Tx, opOf []opRef, seq0 uint32, errs []msgError, lost bool) error {
 	if len(errs) == 0 {
-		return fmt.Errorf("batch rejected; its errors overflowed the socket: %w", unix.ENOBUFS)
+		return fmt.Errorf("%s: batch rejected; its errors overflowed the socket: %w", tablesOf(txs), unix.ENOBUFS)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].seq < errs[j].seq })
 	e := errs[0]
-	where := "batch"
-	if i := int(e.seq - seq0); i < len(opOf) && opOf[i] >= 0 {
-		where = fmt.Sprintf("op %d (%s)", opOf[i], describeOp(tx.Ops[opOf[i]]))
+	where := tablesOf(txs) + ": batch"
+	if i := int(e.seq - seq0); i < len(opOf) && opOf[i].tx >= 0 {
+		tx, op := txs[opOf[i].tx], opOf[i].op
+		where = fmt.Sprintf("table %s %s: op %d (%s)", tx.Family, tx.Table, op, describeOp(tx.Ops[op]))
 	}
 	err := fmt.Errorf("%s: %w", where, kernelError(e.errno, e.text))
 	switch more := len(errs) - 1; {

@@ -40,53 +40,79 @@ var hookNums = map[string]uint32{
 	"postrouting": unix.NF_INET_POST_ROUTING,
 }
 
-// builder compiles one transaction into one netlink batch.
+// builder compiles the transactions of one Apply into one netlink batch:
+// BATCH_BEGIN, the messages of every non-empty tx in order, each addressed to
+// its tx's family and table, BATCH_END.
+//
+// Contract: reset then build, with the same txs; afterwards b.b is the batch
+// and opOf maps each of its messages back to its (tx, op). The builder keeps
+// no reference to the txs, and reuses its buffers from one Apply to the next.
 type builder struct {
 	enc
+	// The table of the tx being built.
 	fam    uint8
 	family nft.Family
 	table  string
+	tx     int32  // its index in the txs
 	seq    uint32 // next sequence number
-	// opOf maps seq-seq0 to the index of the op a message belongs to (-1 for
-	// the batch delimiters).
+	// opOf maps seq-seq0 to the op a message belongs to (tx -1 for the batch
+	// delimiters).
 	seq0 uint32
-	opOf []int
+	opOf []opRef
 	xs   []expr.Any
-	// layouts resolves a set's key layout at the current point of the
-	// transaction.
-	layouts func(set string) (keyLayout, error)
-	local   map[string]keyLayout
+	// layouts resolves the key layout of a set of table t that the batch has
+	// not defined (so far).
+	layouts func(t tableID, set string) (keyLayout, error)
+	// local holds the layouts of the sets the batch defined so far.
+	local map[setRef]keyLayout
 }
 
-func (b *builder) reset(tx *nft.Tx, seq uint32) {
+// opRef names the op of a batch message: txs[tx].Ops[op].
+type opRef struct{ tx, op int32 }
+
+// setRef names a set of a table.
+type setRef struct {
+	t   tableID
+	set string
+}
+
+// skip reports whether Apply skips tx: it has no ops.
+func skip(tx *nft.Tx) bool { return tx == nil || len(tx.Ops) == 0 }
+
+// reset prepares the builder for txs, numbering messages from seq.
+func (b *builder) reset(txs []*nft.Tx, seq uint32) {
 	// Size the buffer once: growing a buffer of tens of megabytes by
 	// append's 1.25 factor costs more than compiling the batch.
-	if est := estimate(tx); cap(b.b) < est {
+	est := 64
+	for _, tx := range txs {
+		if !skip(tx) {
+			est += estimate(tx)
+		}
+	}
+	if cap(b.b) < est {
 		b.b = make([]byte, 0, est)
 	}
 	b.b = b.b[:0]
-	b.fam = nfproto(tx.Family)
-	b.family = tx.Family
-	b.table = tx.Table
 	b.seq, b.seq0 = seq, seq
 	b.opOf = b.opOf[:0]
 	clear(b.local)
 	if b.local == nil {
-		b.local = map[string]keyLayout{}
+		b.local = map[setRef]keyLayout{}
 	}
 }
 
 // release drops a buffer too large to keep between transactions (the
-// buffer of a full load).
+// buffer of a full load), and the layouts function (it holds a context).
 func (b *builder) release() {
 	if cap(b.b) > keepBuf {
 		b.b = nil
 	}
+	b.layouts = nil
 }
 
-// estimate returns an upper estimate of the batch size of tx.
+// estimate returns an upper estimate of the size of the messages of tx.
 func estimate(tx *nft.Tx) int {
-	n := 64
+	n := 0
 	for _, op := range tx.Ops {
 		n += 64 + 2*len(tx.Table) + len(op.Name)
 		switch {
@@ -121,34 +147,54 @@ func (b *builder) grow(n int) {
 	}
 }
 
-// begin starts a message of op i.
+// begin starts a message of op i of the current tx.
 func (b *builder) begin(t uint16, flags uint16, op int) int {
 	b.grow(4 << 10)
-	b.opOf = append(b.opOf, op)
+	b.opOf = append(b.opOf, opRef{b.tx, int32(op)})
 	s := b.seq
 	b.seq++
 	return b.msg(t, unix.NLM_F_REQUEST|flags, s, b.fam)
 }
 
 func (b *builder) batchDelimiter(t uint16) {
-	b.opOf = append(b.opOf, -1)
+	b.opOf = append(b.opOf, opRef{-1, -1})
 	b.rawMsg(t, b.seq, unix.NFNL_SUBSYS_NFTABLES)
 	b.seq++
 }
 
-// build encodes the whole transaction.
-func (b *builder) build(tx *nft.Tx) error {
-	if err := checkName("table", tx.Table); err != nil {
-		return err
-	}
+// build encodes the batch of txs, skipping empty ones (see skip). An error
+// names the table and the op it rejects; nothing is sent then.
+func (b *builder) build(txs []*nft.Tx) error {
 	b.batchDelimiter(unix.NFNL_MSG_BATCH_BEGIN)
-	for i, op := range tx.Ops {
-		if err := b.op(i, op); err != nil {
-			return fmt.Errorf("op %d (%s): %w", i, describeOp(op), err)
+	for ti, tx := range txs {
+		if skip(tx) {
+			continue
+		}
+		if err := checkName("table", tx.Table); err != nil {
+			return fmt.Errorf("table %s: %w", tx.Family, err)
+		}
+		b.fam, b.family, b.table, b.tx = nfproto(tx.Family), tx.Family, tx.Table, int32(ti)
+		for i, op := range tx.Ops {
+			if err := b.op(i, op); err != nil {
+				return fmt.Errorf("table %s %s: op %d (%s): %w", tx.Family, tx.Table, i, describeOp(op), err)
+			}
 		}
 	}
 	b.batchDelimiter(unix.NFNL_MSG_BATCH_END)
 	return nil
+}
+
+// cur is the current table.
+func (b *builder) cur() tableID { return tableID{b.family, b.table} }
+
+// dropLocal forgets the sets the batch defined in the current table.
+func (b *builder) dropLocal() {
+	t := b.cur()
+	for k := range b.local {
+		if k.t == t {
+			delete(b.local, k)
+		}
+	}
 }
 
 func (b *builder) op(i int, op nft.Op) error {
@@ -161,7 +207,7 @@ func (b *builder) op(i int, op nft.Op) error {
 		off := b.begin(unix.NFT_MSG_DELTABLE, 0, i)
 		b.str(unix.NFTA_TABLE_NAME, b.table)
 		b.end(off)
-		clear(b.local)
+		b.dropLocal()
 	case nft.OpAddChain:
 		return b.addChain(i, op)
 	case nft.OpFlushChain, nft.OpDeleteChain:
@@ -190,7 +236,7 @@ func (b *builder) op(i int, op nft.Op) error {
 			return err
 		}
 		if op.Kind == nft.OpDeleteSet {
-			delete(b.local, op.Name)
+			delete(b.local, setRef{b.cur(), op.Name})
 			off := b.begin(unix.NFT_MSG_DELSET, 0, i)
 			b.str(unix.NFTA_SET_TABLE, b.table)
 			b.str(unix.NFTA_SET_NAME, op.Name)
@@ -333,7 +379,7 @@ func (b *builder) addSet(i int, op nft.Op) error {
 	}
 	b.attr(unix.NFTA_SET_USERDATA, ud)
 	b.end(off)
-	b.local[s.Name] = l
+	b.local[setRef{b.cur(), s.Name}] = l
 	return nil
 }
 
@@ -341,10 +387,10 @@ func (b *builder) elements(i int, op nft.Op) error {
 	if err := checkName("set", op.Name); err != nil {
 		return err
 	}
-	l, ok := b.local[op.Name]
+	l, ok := b.local[setRef{b.cur(), op.Name}]
 	if !ok {
 		var err error
-		if l, err = b.layouts(op.Name); err != nil {
+		if l, err = b.layouts(b.cur(), op.Name); err != nil {
 			return err
 		}
 	}

@@ -263,12 +263,13 @@ func TestBuildRejects(t *testing.T) {
 		tx.AddSet(&nft.Set{Name: "s", Key: []nft.Field{nft.FieldL4Proto, nft.FieldDport}, Verdict: true})
 		op(tx)
 		var b builder
-		b.reset(tx, 1)
-		b.layouts = func(string) (keyLayout, error) { t.Fatal("no layout look-up expected"); return nil, nil }
-		if err := b.build(tx); err == nil {
+		txs := []*nft.Tx{tx}
+		b.reset(txs, 1)
+		b.layouts = func(tableID, string) (keyLayout, error) { t.Fatal("no layout look-up expected"); return nil, nil }
+		if err := b.build(txs); err == nil {
 			t.Errorf("%s: built", name)
-		} else if !strings.Contains(err.Error(), "op 1") {
-			t.Errorf("%s: error %q does not name op 1", name, err)
+		} else if !strings.Contains(err.Error(), "table ip t: op 1") {
+			t.Errorf("%s: error %q does not name table ip t, op 1", name, err)
 		}
 	}
 }

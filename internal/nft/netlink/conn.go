@@ -48,7 +48,8 @@ type Conn struct {
 	// lastBatch is the size in bytes of the last batch sent.
 	lastBatch int
 	// keys caches set key layouts (table → set → layout) for encoding the
-	// elements of sets that the current transaction did not define.
+	// elements of sets that the current batch did not define. Apply drops
+	// the tables of a failed batch and updates those of a committed one.
 	keys map[tableID]map[string]keyLayout
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,46 @@ func (c *Conn) Read(ctx context.Context, f nft.Family, name string) (*nft.Table,
 		return nil, err
 	}
 	return nil, fmt.Errorf("read table %s %s: %w", f, name, err)
+}
+
+// Tables implements nft.Conn: the names of family f's tables, sorted, from
+// one NFT_MSG_GETTABLE dump (repeated when a concurrent change interrupts it).
+// Every table of the family is listed, whoever created it.
+func (c *Conn) Tables(ctx context.Context, f nft.Family) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fam := nfproto(f)
+	var names []string
+	var err error
+	for range readAttempts {
+		names = names[:0]
+		err = c.request(ctx, unix.NFT_MSG_GETTABLE, unix.NLM_F_DUMP, fam, nil, func(m nlMsg) error {
+			if m.typ != unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWTABLE {
+				return nil
+			}
+			a, err := payload(m)
+			if err != nil {
+				return err
+			}
+			if m.data[0] != fam { // the kernel filters by family; be sure
+				return nil
+			}
+			for a.next() {
+				if a.typ == unix.NFTA_TABLE_NAME {
+					names = append(names, a.str())
+				}
+			}
+			return a.err
+		})
+		if !errors.Is(err, errDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s tables: %w", f, err)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 func (c *Conn) readOnce(ctx context.Context, f nft.Family, name string) (*nft.Table, error) {
