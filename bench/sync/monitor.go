@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,13 +19,30 @@ import (
 // of notifications (a full sync writes one per element) is not dropped.
 const monitorRcvBuf = 64 << 20
 
-// Monitor timestamps the arrival of set elements in one map of one table, as
+// TableMatch names a group of tables: one (Name), or every table whose name
+// Prefix starts.
+type TableMatch struct{ Name, Prefix string }
+
+// Match reports whether table belongs to the group.
+func (m TableMatch) Match(table string) bool {
+	return table == m.Name || (m.Prefix != "" && strings.HasPrefix(table, m.Prefix))
+}
+
+func (m TableMatch) String() string {
+	if m.Prefix == "" {
+		return m.Name
+	}
+	return m.Name + "," + m.Prefix + "*"
+}
+
+// Monitor timestamps the arrival of set elements in one map of some tables, as
 // reported by nftables' netlink notifications (group NFNLGRP_NFTABLES) in one
 // network namespace. It remembers the first arrival of each key's address.
 type Monitor struct {
-	table, set string
-	f          *os.File
-	done       chan struct{}
+	table TableMatch
+	set   string
+	f     *os.File
+	done  chan struct{}
 
 	mu       sync.Mutex
 	seen     map[netip.Addr]time.Time
@@ -34,9 +52,9 @@ type Monitor struct {
 }
 
 // StartMonitor subscribes to nftables notifications in ns and records adds to
-// map set of table (any family). The socket is made inside ns (through NS.Do)
+// map set of the tables (any family). The socket is made inside ns (through NS.Do)
 // and read from an ordinary goroutine; it stops when ctx ends or Close is called.
-func StartMonitor(ctx context.Context, ns *netns.NS, table, set string) (*Monitor, error) {
+func StartMonitor(ctx context.Context, ns *netns.NS, table TableMatch, set string) (*Monitor, error) {
 	var fd int
 	err := ns.Do(func() error {
 		var err error
@@ -97,7 +115,7 @@ func (m *Monitor) loop() {
 			return
 		}
 		perr := parseDatagram(buf[:n], func(ev ElemEvent) {
-			if ev.Table == m.table && ev.Set == m.set {
+			if m.table.Match(ev.Table) && ev.Set == m.set {
 				m.record(at, ev.Addrs())
 			}
 		})

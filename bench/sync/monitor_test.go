@@ -26,7 +26,7 @@ func TestMonitorSeesElement(t *testing.T) {
 	ns := netnstest.New(t, "benchmon")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m, err := StartMonitor(ctx, ns, "svcnet", "service-ips")
+	m, err := StartMonitor(ctx, ns, TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, "service-ips")
 	if err != nil {
 		t.Fatalf("StartMonitor: %v", err)
 	}
@@ -37,6 +37,10 @@ table ip svcnet {
 	map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }
 	map other { type ipv4_addr . inet_proto . inet_service : verdict; }
 	chain svc-a { }
+}
+table ip svcnet-nat-03 {
+	map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }
+	chain svc-b { }
 }
 table ip kube-proxy {
 	map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }
@@ -56,6 +60,11 @@ add element ip kube-proxy service-ips { 10.96.0.9 . tcp . 80 : drop }
 	if at.Before(before) || time.Since(at) > 5*time.Second {
 		t.Errorf("arrival %v not between the add (%v) and now", at, before)
 	}
+	// A table of the group by its prefix (a svcnet shard) counts too.
+	nftIn(t, ns, `add element ip svcnet-nat-03 service-ips { 10.96.0.6 . tcp . 80 : goto svc-b }`)
+	if _, err := m.Wait(wctx, netip.MustParseAddr("10.96.0.6")); err != nil {
+		t.Fatalf("Wait for the shard's element: %v", err)
+	}
 	for _, ip := range []string{"10.96.0.8", "10.96.0.9"} {
 		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		if _, err := m.Wait(sctx, netip.MustParseAddr(ip)); err == nil {
@@ -71,7 +80,7 @@ add element ip kube-proxy service-ips { 10.96.0.9 . tcp . 80 : drop }
 // Wait returns an error, not a hang, once the monitor is closed.
 func TestMonitorClosed(t *testing.T) {
 	ns := netnstest.New(t, "benchmon")
-	m, err := StartMonitor(context.Background(), ns, "svcnet", "service-ips")
+	m, err := StartMonitor(context.Background(), ns, TableMatch{Name: "svcnet"}, "service-ips")
 	if err != nil {
 		t.Fatalf("StartMonitor: %v", err)
 	}

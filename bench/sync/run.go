@@ -24,8 +24,9 @@ type Tool struct {
 	Name string
 	// Short names its namespaces and change Services.
 	Short string
-	// Table is the nftables table (family ip) holding its map service-ips.
-	Table string
+	// Tables names the nftables tables (family ip) holding its service-ips
+	// maps (svcnet shards the map over several tables).
+	Tables TableMatch
 	// MinSyncPeriod is the tool's --min-sync-period (its default): changes are
 	// spaced by it plus 200ms.
 	MinSyncPeriod time.Duration
@@ -141,7 +142,7 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("%v", err)
 	}
 	res.Full, res.Ready = first.Elapsed, first.At.Sub(p.Started)
-	count, err := countElements(ns, tool.Table)
+	count, err := countElements(ns, tool.Tables)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -155,7 +156,7 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("first full sync left %d elements in %s, want >= %d", count, ServiceIPsMap, n)
 	}
 
-	m, err := StartMonitor(ctx, ns, tool.Table, ServiceIPsMap)
+	m, err := StartMonitor(ctx, ns, tool.Tables, ServiceIPsMap)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -262,14 +263,26 @@ func (b *Bench) deleteChanges(names []string) {
 	}
 }
 
-// countElements counts the elements of map service-ips of table (family ip) in
-// ns with the nft CLI (once per run, outside any timing).
-func countElements(ns *netns.NS, table string) (int, error) {
-	out, err := runTimeout(ns.Command("nft", "list", "map", "ip", table, ServiceIPsMap), nftTimeout)
+// countElements counts the elements of the service-ips maps of the tables
+// (family ip) in ns with the nft CLI (once per run, outside any timing).
+func countElements(ns *netns.NS, tables TableMatch) (int, error) {
+	out, err := runTimeout(ns.Command("nft", "list", "tables", "ip"), nftTimeout)
 	if err != nil {
-		return 0, fmt.Errorf("list map %s %s: %w", table, ServiceIPsMap, err)
+		return 0, fmt.Errorf("list tables: %w", err)
 	}
-	return bytes.Count(out, []byte("goto ")), nil
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "table" || !tables.Match(f[2]) {
+			continue
+		}
+		m, err := runTimeout(ns.Command("nft", "list", "map", "ip", f[2], ServiceIPsMap), nftTimeout)
+		if err != nil {
+			return 0, fmt.Errorf("list map %s %s: %w", f[2], ServiceIPsMap, err)
+		}
+		n += bytes.Count(m, []byte("goto "))
+	}
+	return n, nil
 }
 
 // runTimeout runs cmd, killing it after d, and returns its stdout.

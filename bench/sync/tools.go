@@ -15,7 +15,7 @@ const (
 // Svcnet runs `svcnet proxy` from bin.
 func Svcnet(bin string) Tool {
 	return Tool{
-		Name: ToolSvcnet, Short: "sv", Table: "svcnet", MinSyncPeriod: defaultMinSync,
+		Name: ToolSvcnet, Short: "sv", Tables: TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, MinSyncPeriod: defaultMinSync,
 		Argv: func(kc string) []string {
 			return []string{bin, "proxy", "--kubeconfig", kc, "--hostname-override", nodeName,
 				"--healthz-bind-address", healthzAddr, "--metrics-bind-address", metricsAddr, "--v=2"}
@@ -28,7 +28,7 @@ func Svcnet(bin string) Tool {
 // leaves them alone.
 func KubeProxy(bin string) Tool {
 	return Tool{
-		Name: ToolKubeProxy, Short: "kp", Table: "kube-proxy", MinSyncPeriod: defaultMinSync,
+		Name: ToolKubeProxy, Short: "kp", Tables: TableMatch{Name: "kube-proxy"}, MinSyncPeriod: defaultMinSync,
 		Argv: func(kc string) []string {
 			return []string{bin, "--kubeconfig", kc, "--proxy-mode", "nftables", "--hostname-override", nodeName,
 				"--conntrack-max-per-core=0", "--healthz-bind-address", healthzAddr, "--metrics-bind-address", metricsAddr, "--v=2"}

@@ -57,7 +57,8 @@ func proxyCommand(o *proxyOptions) *cobra.Command {
 		Use:   "proxy",
 		Short: "Program this node's Service data plane (nftables), in place of kube-proxy",
 		Long: `svcnet proxy turns Services and EndpointSlices into nftables rules on this
-node (tables "ip svcnet" and "ip6 svcnet") and keeps them right as they change.
+node (tables "svcnet" and the NAT shards "svcnet-nat-NN", in families ip and
+ip6) and keeps them right as they change.
 It serves /healthz and /livez, healthCheckNodePorts, and Prometheus metrics
 with kube-proxy's names.
 

@@ -83,14 +83,30 @@ func (h *harness) results() []SyncResult {
 	return append([]SyncResult(nil), h.syncs...)
 }
 
+// rendered returns the IPv4 svcnet tables of the fake kernel, rendered in
+// name order; false when there are none.
+func (h *harness) rendered() (string, bool) {
+	names, err := h.kernel.Tables(context.Background(), nft.IPv4)
+	if err != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, n := range names {
+		if t, err := h.kernel.Read(context.Background(), nft.IPv4, n); err == nil && nftables.IsTable(n) {
+			b.WriteString(t.Render())
+		}
+	}
+	return b.String(), b.Len() > 0
+}
+
 // waitFor polls the kernel's rendering until cond holds (bounded).
 func (h *harness) waitFor(what string, cond func(rendered string) bool) string {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
-		if t, err := h.kernel.Read(context.Background(), nft.IPv4, nftables.TableName); err == nil {
-			last = t.Render()
+		if r, ok := h.rendered(); ok {
+			last = r
 			if cond(last) {
 				return last
 			}
@@ -139,6 +155,7 @@ func TestProxierRepairsDriftFromGeneration(t *testing.T) {
 	})
 	want := h.waitFor("dns", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.53:53") })
 	h.kernel.Mutate(nft.IPv4, nftables.TableName, func(*nft.Table) *nft.Table { return nil })
+	h.kernel.Mutate(nft.IPv4, nftables.ShardTable(0), func(*nft.Table) *nft.Table { return nil })
 	got := h.waitFor("table restored", func(s string) bool { return s == want })
 	if got != want {
 		t.Fatal("not restored")

@@ -89,7 +89,7 @@ func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[stri
 }
 
 // compared reports whether the tracer compares a table's events.
-func compared(table string) bool { return slices.Contains(KernelTables, table) }
+func compared(table string) bool { return KernelTable(table) }
 
 // expectedEvents lists the trace events the kernel emits for the simulated
 // steps: one per rule whose evaluation ends other than by a failed match

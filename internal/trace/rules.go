@@ -30,8 +30,10 @@ func RenderedRules(snap *model.Snapshot, net *Network, clusterCIDRs []netip.Pref
 	}
 }
 
-// KernelTables are the tables the tracer reads back from a live node.
-var KernelTables = []string{nftables.TableName, hostport.TableName}
+// KernelTable reports whether the tracer reads a table back from a live
+// node: svcnet proxy's (the main table and its NAT shards) and the CNI
+// plugin's hostPort table.
+func KernelTable(name string) bool { return nftables.IsTable(name) || name == hostport.TableName }
 
 // KernelRules reads each node's ruleset back from the kernel, in the network
 // namespace nsOf names for it ("" for the caller's own namespace). Tables
@@ -59,7 +61,14 @@ func KernelRules(ctx context.Context, nsOf func(node string) (string, error)) Ru
 		defer conn.Close()
 		var out []*nft.Table
 		for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
-			for _, tn := range KernelTables {
+			names, err := conn.Tables(ctx, f)
+			if err != nil {
+				return nil, fmt.Errorf("node %s: %w", node, err)
+			}
+			for _, tn := range names {
+				if !KernelTable(tn) {
+					continue
+				}
 				t, err := conn.Read(ctx, f, tn)
 				if errors.Is(err, nft.ErrNoTable) {
 					continue

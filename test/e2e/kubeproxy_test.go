@@ -35,7 +35,7 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 		if !strings.Contains(out, "table ip kube-proxy {") {
 			t.Errorf("node%d: no table ip kube-proxy: kube-proxy did not program the node", i)
 		}
-		if strings.Contains(out, "table ip svcnet {") || strings.Contains(out, "table ip6 svcnet {") {
+		if strings.Contains(out, "table ip svcnet {") || strings.Contains(out, "table ip6 svcnet {") || strings.Contains(out, "svcnet-nat-") {
 			t.Errorf("node%d: svcnet programmed Services beside kube-proxy:\n%s", i, out)
 		}
 	}

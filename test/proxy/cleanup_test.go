@@ -19,7 +19,7 @@ func TestCleanup(t *testing.T) {
 	c.mustNode("nft", "add", "table", "ip", "bystander")
 
 	tables := func() string { return c.mustNode("nft", "list", "tables") }
-	for _, want := range []string{"table ip svcnet", "table ip6 svcnet"} {
+	for _, want := range []string{"table ip svcnet\n", "table ip6 svcnet\n", "table ip svcnet-nat-00\n", "table ip6 svcnet-nat-00\n"} {
 		if got := tables(); !strings.Contains(got, want) {
 			t.Fatalf("running proxy: no %q in:\n%s", want, got)
 		}

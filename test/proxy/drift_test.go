@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// TestDriftRepair: someone flushes or deletes the proxy's table behind its
-// back; the proxy notices (nftables generation) and repairs it, and traffic
+// TestDriftRepair: someone flushes or deletes the proxy's tables (the main
+// one and its NAT shard) behind its back; the proxy notices (nftables generation) and repairs it, and traffic
 // works again within 3s, without a restart.
 func TestDriftRepair(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		nft  []string
 	}{
-		{"flush-table", []string{"nft", "flush", "table", "ip", "svcnet"}},
-		{"delete-table", []string{"nft", "delete", "table", "ip", "svcnet"}},
+		{"flush-table", []string{"nft", "flush", "table", "ip", "svcnet-nat-00"}},
+		{"delete-tables", []string{"nft", "delete table ip svcnet; delete table ip svcnet-nat-00"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t)
@@ -49,7 +49,7 @@ func TestDriftRepair(t *testing.T) {
 			if line := proxy.lines()[i]; !strings.Contains(line, "drift=true") {
 				t.Errorf("repair sync %q does not report drift=true", line)
 			}
-			if m := c.mustNode("nft", "list", "map", "ip", "svcnet", "service-ips"); !strings.Contains(m, "10.96.0.160 . tcp . 80") {
+			if m := c.mustNode("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips"); !strings.Contains(m, "10.96.0.160 . tcp . 80") {
 				t.Errorf("service-ips after repair lacks the ClusterIP:\n%s", m)
 			}
 		})

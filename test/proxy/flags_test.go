@@ -78,7 +78,7 @@ func TestServiceProxyName(t *testing.T) {
 	c.startProxy("--service-proxy-name", "svcnet")
 
 	eventuallyAnswered(t, client.ns, "tcp", "10.96.0.80:80", a.name)
-	m := c.mustNode("nft", "list", "map", "ip", "svcnet", "service-ips")
+	m := c.mustNode("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips")
 	if strings.Contains(m, "10.96.0.81") {
 		t.Fatalf("a Service without our proxy name was programmed:\n%s", m)
 	}

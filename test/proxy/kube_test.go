@@ -94,7 +94,7 @@ func TestKube(t *testing.T) {
 		if r.Src != podGateway {
 			t.Errorf("endpoint saw %v, want the node's %v (masqueraded)", r.Src, podGateway)
 		}
-		if m, _ := c.nodeRun("nft", "list", "map", "ip", "svcnet", "service-ips"); strings.Contains(m, "172.26.236.181") {
+		if m, _ := c.nodeRun("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips"); strings.Contains(m, "172.26.236.181") {
 			t.Errorf("ipMode Proxy address 172.26.236.181 is captured:\n%s", m)
 		}
 		if r, err := tcpReq(c.client, "172.26.236.181:80", dropWait); err == nil {

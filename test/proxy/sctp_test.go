@@ -35,7 +35,7 @@ func TestSCTP(t *testing.T) {
 	c.apply(svc, v4(svc, local(a)))
 	c.startProxy()
 	eventually(t, 10*time.Second, "SCTP frontend in service-ips", func() (bool, string) {
-		m, _ := c.nodeRun("nft", "list", "map", "ip", "svcnet", "service-ips")
+		m, _ := c.nodeRun("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips")
 		return strings.Contains(m, "10.96.0.130 . sctp . 9999"), m
 	})
 

@@ -21,12 +21,17 @@ type Backend struct {
 	conn     nft.Conn
 	families []nft.Family
 	state    map[nft.Family]*familyState
+	// shards, when set, fixes the shard count (the benchmark's unsharded
+	// reference); 0 follows the number of Service ports.
+	shards int
 }
 
 type familyState struct {
-	fc       familyConfig
-	skeleton *nft.Table
-	// clusterIPs are the ClusterIPs the skeleton's cluster-ips set was
+	fc familyConfig
+	// main is the main table's skeleton last programmed.
+	main   *nft.Table
+	shards int
+	// clusterIPs are the ClusterIPs the main skeleton's cluster-ips set was
 	// rendered from, in table order.
 	clusterIPs []netip.Addr
 	// ports holds, by entry ID, the entry last programmed and its fragment.
@@ -94,7 +99,7 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (S
 		fs := b.state[f]
 		fc := configFor(f, t.Node)
 		ports := byFam[f]
-		doFull := full || !fs.synced || !sameConfig(fs.fc, fc)
+		doFull := full || !fs.synced || !sameConfig(fs.fc, fc) || !b.keep(fs.shards, len(ports))
 		var (
 			n     int
 			drift bool
@@ -117,33 +122,100 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (S
 	return st, errors.Join(errs...)
 }
 
+// fullSync reads every svcnet table of the family back from the kernel and
+// applies, in one transaction, what makes them equal to ports: it creates
+// missing tables, deletes shards no longer in the layout and repairs drift.
+// A restarted proxy keeps the shard count it finds when it still suits, so
+// adoption changes nothing.
 func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig, ports []*servicetable.ServicePort) (int, bool, error) {
-	cur, err := b.conn.Read(ctx, fc.Family, TableName)
-	if err != nil && !errors.Is(err, nft.ErrNoTable) {
-		return 0, false, fmt.Errorf("read: %w", err)
+	cur, err := b.readTables(ctx, fc.Family)
+	if err != nil {
+		return 0, false, err
 	}
-	cips := clusterIPs(ports)
-	skel := renderSkeleton(fc, cips)
-	pm := make(map[string]*programmed, len(ports))
-	want := skel.Clone()
-	for _, sp := range ports {
-		fr := renderService(fc, sp)
-		pm[sp.ID] = &programmed{sp: sp}
-		merge(want, fr)
-	}
-	tx := nft.NewTx(fc.Family, TableName)
-	if cur == nil {
-		tx.AddTable()
-	}
-	diff(tx, cur, want, func(string) bool { return true })
-	if tx.Len() > 0 {
-		if err := b.conn.Apply(ctx, tx); err != nil {
-			return 0, false, fmt.Errorf("apply full sync of %d ops: %w", tx.Len(), err)
+	k := fs.shards
+	if !fs.synced {
+		k = 0
+		for n := range cur {
+			if n != TableName {
+				k++
+			}
 		}
 	}
-	drift := fs.synced && tx.Len() > 0
-	fs.fc, fs.skeleton, fs.clusterIPs, fs.ports, fs.synced = fc, skel, cips, pm, true
-	return tx.Len(), drift, nil
+	if !b.keep(k, len(ports)) {
+		k = shardsFor(len(ports))
+		if b.shards > 0 {
+			k = b.shards
+		}
+	}
+	cips := clusterIPs(ports)
+	want := newLayout(fc, k, cips)
+	main := want.tables[TableName].Clone()
+	pm := make(map[string]*programmed, len(ports))
+	for _, sp := range ports {
+		pm[sp.ID] = &programmed{sp: sp}
+		want.add(sp, renderService(fc, sp))
+	}
+	bt := newBatch(fc.Family)
+	names := sortedIDs(cur)
+	for n := range want.tables {
+		if _, ok := cur[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	all := func(string) bool { return true }
+	for _, n := range names {
+		c, w := cur[n], want.tables[n]
+		tx := bt.tx(n)
+		switch {
+		case w == nil:
+			tx.DeleteTable()
+		case c == nil:
+			tx.AddTable()
+			diff(tx, nil, w, all)
+		default:
+			diff(tx, c, w, all)
+		}
+	}
+	if bt.Len() > 0 {
+		if err := b.conn.Apply(ctx, bt.list()...); err != nil {
+			return 0, false, fmt.Errorf("apply full sync of %d ops: %w", bt.Len(), err)
+		}
+	}
+	drift := fs.synced && fs.shards == k && bt.Len() > 0
+	fs.fc, fs.main, fs.shards, fs.clusterIPs, fs.ports, fs.synced = fc, main, k, cips, pm, true
+	return bt.Len(), drift, nil
+}
+
+// keep reports whether k shards suit n ports.
+func (b *Backend) keep(k, n int) bool {
+	if b.shards > 0 {
+		return k == b.shards
+	}
+	return keepShards(k, n)
+}
+
+// readTables reads every table of the family that IsTable calls svcnet's.
+func (b *Backend) readTables(ctx context.Context, f nft.Family) (map[string]*nft.Table, error) {
+	names, err := b.conn.Tables(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	out := map[string]*nft.Table{}
+	for _, n := range names {
+		if !IsTable(n) {
+			continue
+		}
+		t, err := b.conn.Read(ctx, f, n)
+		if errors.Is(err, nft.ErrNoTable) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+		out[n] = t
+	}
+	return out, nil
 }
 
 // partialSync costs O(entries) pointer comparisons plus the rendering and
@@ -186,30 +258,32 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 		return 0, nil
 	}
 
-	tx := nft.NewTx(fc.Family, TableName)
-	// The skeleton depends only on the config (unchanged in a partial sync)
-	// and the ClusterIPs: reuse it when they are the same.
+	bt := newBatch(fc.Family)
+	// The main skeleton depends only on the config (unchanged in a partial
+	// sync) and the ClusterIPs: reuse it when they are the same. Shard
+	// skeletons depend on the config alone.
 	cips := clusterIPs(ports)
-	skel := fs.skeleton
+	main := fs.main
 	if !slices.Equal(cips, fs.clusterIPs) {
-		skel = renderSkeleton(fc, cips)
-		diff(tx, fs.skeleton, skel, func(string) bool { return true })
+		main = renderMain(fc, cips)
+		diff(bt.tx(TableName), fs.main, main, func(string) bool { return true })
 	}
-	shared := func(n string) bool { _, ok := skel.Sets[n]; return !ok }
 	for i := range changes {
 		c := &changes[i]
-		var oldFrag, newFrag *fragment
+		shard := ShardTable(shardOf(c.id, fs.shards))
+		var oldMain, oldShard, newMain, newShard *nft.Table
 		if c.old != nil {
-			oldFrag = renderService(fs.fc, c.old.sp)
+			oldMain, oldShard = split(renderService(fs.fc, c.old.sp), shard)
 		}
 		if c.sp != nil {
-			newFrag = renderService(fc, c.sp)
+			newMain, newShard = split(renderService(fc, c.sp), shard)
 		}
-		diff(tx, oldFrag, newFrag, shared)
+		diff(bt.tx(TableName), oldMain, newMain, fragmentOwns)
+		diff(bt.tx(shard), oldShard, newShard, fragmentOwns)
 	}
-	if tx.Len() > 0 {
-		if err := b.conn.Apply(ctx, tx); err != nil {
-			return 0, fmt.Errorf("apply partial sync of %d ops: %w", tx.Len(), err)
+	if bt.Len() > 0 {
+		if err := b.conn.Apply(ctx, bt.list()...); err != nil {
+			return 0, fmt.Errorf("apply partial sync of %d ops: %w", bt.Len(), err)
 		}
 	}
 	for _, c := range changes {
@@ -219,12 +293,13 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 			fs.ports[c.id] = &programmed{sp: c.sp, epoch: epoch}
 		}
 	}
-	fs.skeleton, fs.clusterIPs, fs.epoch = skel, cips, epoch
-	return tx.Len(), nil
+	fs.main, fs.clusterIPs, fs.epoch = main, cips, epoch
+	return bt.Len(), nil
 }
 
-// Render returns the tables that t would program, without touching the
-// kernel: for golden files, the tracer and `--dump`.
+// Render returns the tables that t would program (per family: the main
+// table, then the shards), without touching the kernel: for golden files, the
+// tracer and `--dump`. The shard count is the one a fresh proxy would pick.
 func Render(t *servicetable.Table, families ...nft.Family) []*nft.Table {
 	if len(families) == 0 {
 		families = []nft.Family{nft.IPv4, nft.IPv6}
@@ -232,41 +307,43 @@ func Render(t *servicetable.Table, families ...nft.Family) []*nft.Table {
 	byFam := splitFamilies(t)
 	var out []*nft.Table
 	for _, f := range families {
-		fc := configFor(f, t.Node)
-		frags := map[string]*fragment{}
-		for _, sp := range byFam[f] {
-			frags[sp.ID] = renderService(fc, sp)
-		}
-		out = append(out, assemble(renderSkeleton(fc, clusterIPs(byFam[f])), frags))
+		out = append(out, renderFamily(configFor(f, t.Node), byFam[f], shardsFor(len(byFam[f])))...)
 	}
 	return out
 }
 
-// Cleanup deletes svcnet's tables (kube-proxy --cleanup); absent tables are fine.
+// renderFamily returns one family's tables with k shards.
+func renderFamily(fc familyConfig, ports []*servicetable.ServicePort, k int) []*nft.Table {
+	l := newLayout(fc, k, clusterIPs(ports))
+	for _, sp := range ports {
+		l.add(sp, renderService(fc, sp))
+	}
+	return l.sorted()
+}
+
+// Cleanup deletes svcnet's tables, the main one and every shard (kube-proxy
+// --cleanup), in one transaction per family; absent tables are fine.
 func Cleanup(ctx context.Context, conn nft.Conn) error {
 	var errs []error
 	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
-		if _, err := conn.Read(ctx, f, TableName); errors.Is(err, nft.ErrNoTable) {
-			continue
-		} else if err != nil {
-			errs = append(errs, fmt.Errorf("cleanup %s %s: %w", f, TableName, err))
+		names, err := conn.Tables(ctx, f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleanup %s: list tables: %w", f, err))
 			continue
 		}
-		tx := nft.NewTx(f, TableName)
-		tx.DeleteTable()
-		if err := conn.Apply(ctx, tx); err != nil {
-			errs = append(errs, fmt.Errorf("cleanup %s %s: %w", f, TableName, err))
+		var txs []*nft.Tx
+		for _, n := range names {
+			if IsTable(n) {
+				tx := nft.NewTx(f, n)
+				tx.DeleteTable()
+				txs = append(txs, tx)
+			}
+		}
+		if err := conn.Apply(ctx, txs...); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup %s svcnet tables: %w", f, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func assemble(skel *nft.Table, frags map[string]*fragment) *nft.Table {
-	t := skel.Clone()
-	for _, id := range sortedIDs(frags) {
-		merge(t, frags[id])
-	}
-	return t
 }
 
 // merge adds a fragment's chains, sets and elements to t (t's sets are

@@ -15,18 +15,46 @@ import (
 	"github.com/svcnet/svcnet/internal/proxy/servicetable"
 )
 
-// kernelMatches requires the fake kernel to hold exactly what Render(t) says.
+// kernelMatches requires the fake kernel to hold exactly what Render(t) says:
+// the same svcnet tables, each equal.
 func kernelMatches(t *testing.T, k *nft.Fake, tbl *servicetable.Table) {
 	t.Helper()
-	for _, want := range Render(tbl) {
-		got, err := k.Read(context.Background(), want.Family, TableName)
+	if d := cmp.Diff(renderAll(Render(tbl)), kernelDump(t, k)); d != "" {
+		t.Fatalf("kernel differs from a fresh render (-want +got):\n%s", d)
+	}
+}
+
+// kernelDump renders every svcnet table the fake kernel holds, IPv4 first,
+// each family's tables in name order.
+func kernelDump(t *testing.T, k *nft.Fake) string {
+	t.Helper()
+	ctx := context.Background()
+	var tables []*nft.Table
+	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+		names, err := k.Tables(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff(want.Render(), got.Render()); d != "" {
-			t.Fatalf("%s table differs from a fresh render (-want +got):\n%s", want.Family, d)
+		for _, n := range names {
+			if !IsTable(n) {
+				continue
+			}
+			tb, err := k.Read(ctx, f, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tables = append(tables, tb)
 		}
 	}
+	return renderAll(tables)
+}
+
+func renderAll(tables []*nft.Table) string {
+	var b strings.Builder
+	for _, tb := range tables {
+		b.WriteString(tb.Render())
+	}
+	return b.String()
 }
 
 func clonePorts(t *servicetable.Table) *servicetable.Table {
@@ -184,15 +212,14 @@ func TestFailedSyncLeavesKernelAndForcesFullResync(t *testing.T) {
 	if _, err := b.Sync(ctx, tbl, false); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := k.Read(ctx, nft.IPv4, TableName)
+	before := kernelDump(t, k)
 	next := clonePorts(tbl)
 	replacePort(next, "default/clusterip:http/TCP", func(sp *servicetable.ServicePort) { setEndpoints(sp) })
 	k.FailApply = func(*nft.Tx) error { return errors.New("injected: ENOBUFS") }
 	if _, err := b.Sync(ctx, next, false); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("err = %v", err)
 	}
-	after, _ := k.Read(ctx, nft.IPv4, TableName)
-	if before.Render() != after.Render() {
+	if after := kernelDump(t, k); before != after {
 		t.Fatal("failed sync changed the kernel")
 	}
 	k.FailApply = nil
@@ -224,7 +251,7 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 		t.Fatalf("adoption applied %d ops (%+v)", st.TotalOps(), st)
 	}
 	// Someone flushes a service chain and deletes a map element.
-	k.Mutate(nft.IPv4, TableName, func(t *nft.Table) *nft.Table {
+	k.Mutate(nft.IPv4, ShardTable(0), func(t *nft.Table) *nft.Table {
 		for n, c := range t.Chains {
 			if strings.HasPrefix(n, "service-") {
 				c.Rules = nil
@@ -245,8 +272,9 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 		t.Fatalf("drift not reported: %+v", st)
 	}
 	kernelMatches(t, k, tbl)
-	// Someone deletes the whole table.
+	// Someone deletes the whole tables.
 	k.Mutate(nft.IPv4, TableName, func(*nft.Table) *nft.Table { return nil })
+	k.Mutate(nft.IPv4, ShardTable(0), func(*nft.Table) *nft.Table { return nil })
 	if _, err := b.Sync(ctx, tbl, true); err != nil {
 		t.Fatal(err)
 	}
@@ -254,10 +282,8 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 	if err := Cleanup(ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
-		if _, err := k.Read(ctx, f, TableName); !errors.Is(err, nft.ErrNoTable) {
-			t.Fatalf("%s table left after cleanup: %v", f, err)
-		}
+	if d := kernelDump(t, k); d != "" {
+		t.Fatalf("tables left after cleanup:\n%s", d)
 	}
 	if err := Cleanup(ctx, k); err != nil {
 		t.Fatalf("second cleanup: %v", err)

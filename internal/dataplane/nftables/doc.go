@@ -1,5 +1,8 @@
 // Package nftables turns the per-node service table into svcnet's nftables
-// tables (`ip svcnet`, `ip6 svcnet`) and keeps the kernel equal to it.
+// tables and keeps the kernel equal to it: per family (ip, ip6) the main
+// table `svcnet` (filter chains and their maps, masquerade) and the Service
+// NAT sharded over tables `svcnet-nat-NN` by a hash of the Service port
+// (shard.go says why and how many).
 //
 // Layout (after kube-proxy's nftables mode, without anonymous sets, which the
 // kernel handles in O(n²) within one large transaction):
@@ -16,6 +19,7 @@
 //   - affinity-* dynamic sets per endpoint for ClientIP session affinity.
 //
 // Names are a short hash plus the readable identity, so the same table always
-// renders byte-identically. Every sync is one atomic transaction per family;
-// a partial sync touches only the objects of Service ports that changed.
+// renders byte-identically. Every sync is one atomic transaction per family
+// (over all of its tables); a partial sync touches only the objects of
+// Service ports that changed, in their shard and the main table.
 package nftables

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/svcnet/svcnet/internal/nft"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -29,11 +31,13 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestRenderGolden(t *testing.T) {
-	tables := Render(featureTable())
-	golden(t, "features-ip.nft", tables[0].Render())
-	golden(t, "features-ip6.nft", tables[1].Render())
-	again := Render(featureTable())
-	if again[0].Render() != tables[0].Render() {
+	v4, v6 := Render(featureTable(), nft.IPv4), Render(featureTable(), nft.IPv6)
+	if len(v4) != 2 || v4[0].Name != TableName || v4[1].Name != ShardTable(0) {
+		t.Fatalf("want the main table and one shard, got %d tables", len(v4))
+	}
+	golden(t, "features-ip.nft", renderAll(v4))
+	golden(t, "features-ip6.nft", renderAll(v6))
+	if renderAll(Render(featureTable())) != renderAll(v4)+renderAll(v6) {
 		t.Fatal("rendering is not deterministic")
 	}
 }

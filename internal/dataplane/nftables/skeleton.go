@@ -23,15 +23,14 @@ var (
 	keyProtoPort      = []nft.Field{nft.FieldL4Proto, nft.FieldDport}
 )
 
-// renderSkeleton returns the shared part of the table: base chains, dispatch
-// chains, the verdict maps (their elements belong to Service ports), and the
-// cluster-ips and nodeport-ips sets, which Service ports share (two ports of a
-// Service have one ClusterIP), so they are computed here for all at once.
-func renderSkeleton(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
+// renderMain returns the main table's skeleton: the filter chains and the
+// maps they use (their elements belong to Service ports), the cluster-ips and
+// nodeport-ips sets, which Service ports share (two ports of a Service have
+// one ClusterIP), so they are computed here for all at once, and the
+// masquerade in postrouting.
+func renderMain(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 	t := nft.NewTable(fc.Family, TableName)
 	addSet := func(s *nft.Set) { s.Elements = map[string]nft.Element{}; t.Sets[s.Name] = s }
-	addSet(&nft.Set{Name: mapServiceIPs, Key: keyDaddrProtoPort, Verdict: true, Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"})
-	addSet(&nft.Set{Name: mapServiceNodePorts, Key: keyProtoPort, Verdict: true, Comment: "NodePort traffic"})
 	addSet(&nft.Set{Name: mapFirewallIPs, Key: keyDaddrProtoPort, Verdict: true, Comment: "destinations that are subject to LoadBalancerSourceRanges"})
 	addSet(&nft.Set{Name: mapNoEndpointServices, Key: keyDaddrProtoPort, Verdict: true, Comment: "vmap to drop or reject packets to services with no endpoints"})
 	addSet(&nft.Set{Name: mapNoEndpointNodePorts, Key: keyProtoPort, Verdict: true, Comment: "vmap to drop or reject packets to service nodeports with no endpoints"})
@@ -41,15 +40,7 @@ func renderSkeleton(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 		e := nft.Element{Key: []nft.Value{nft.A(a)}}
 		cips.Elements[nft.KeyString(fc.Family, cips.Key, e.Key)] = e
 	}
-	nodeIPs := &nft.Set{Name: setNodePortIPs, Key: []nft.Field{nft.FieldDaddr}, Comment: "IPs that accept NodePort traffic"}
-	addSet(nodeIPs)
-	for _, a := range fc.NodePortAddrs {
-		if a.IsLoopback() {
-			continue // CVE-2020-8558: never serve NodePorts on 127.0.0.1
-		}
-		e := nft.Element{Key: []nft.Value{nft.A(a)}}
-		nodeIPs.Elements[nft.KeyString(fc.Family, nodeIPs.Key, e.Key)] = e
-	}
+	addNodePortIPs(t, fc)
 
 	chain := func(name string, hook *nft.Hook, rules ...*nft.Rule) {
 		t.Chains[name] = &nft.Chain{Name: name, Hook: hook, Rules: rules}
@@ -77,8 +68,6 @@ func renderSkeleton(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 		nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
 	chain(chainFilterOutputPost, hook("filter", "output", -90),
 		nft.R(ctNew, nft.JumpTo(chainClusterIPsCheck)))
-	chain(chainNatPrerouting, hook("nat", "prerouting", -100), nft.R(nft.JumpTo(chainServices)))
-	chain(chainNatOutput, hook("nat", "output", -100), nft.R(nft.JumpTo(chainServices)))
 	chain(chainNatPostrouting, hook("nat", "postrouting", 100), nft.R(nft.JumpTo(chainMasquerading)))
 
 	regular(chainFirewallCheck,
@@ -93,14 +82,49 @@ func renderSkeleton(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 	regular(chainReject,
 		nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.Reject{TCPReset: true}),
 		nft.R(nft.Reject{}))
-	regular(chainMarkForMasquerade,
-		nft.R(nft.SetMark{Op: nft.MarkOr, Value: masqueradeMark}))
 	regular(chainMasquerading,
 		nft.R(nft.MarkMatch{Mask: masqueradeMark, Value: 0}, nft.Verdict{Kind: nft.Return}),
 		nft.R(nft.SetMark{Op: nft.MarkXor, Value: masqueradeMark}),
 		nft.R(nft.Masquerade{FullyRandom: true}))
-	regular(chainServices,
+	return t
+}
+
+// renderShard returns the skeleton of shard table name: nat base chains that
+// dispatch through its service-ips and service-nodeports maps (their elements
+// belong to the shard's Service ports) and the masquerade mark.
+func renderShard(fc familyConfig, name string) *nft.Table {
+	t := nft.NewTable(fc.Family, name)
+	for _, s := range []*nft.Set{
+		{Name: mapServiceIPs, Key: keyDaddrProtoPort, Verdict: true, Comment: "ClusterIP, ExternalIP and LoadBalancer IP traffic"},
+		{Name: mapServiceNodePorts, Key: keyProtoPort, Verdict: true, Comment: "NodePort traffic"},
+	} {
+		s.Elements = map[string]nft.Element{}
+		t.Sets[s.Name] = s
+	}
+	addNodePortIPs(t, fc)
+	chain := func(name string, hook *nft.Hook, rules ...*nft.Rule) {
+		t.Chains[name] = &nft.Chain{Name: name, Hook: hook, Rules: rules}
+	}
+	chain(chainNatPrerouting, &nft.Hook{Type: "nat", Hook: "prerouting", Priority: -100}, nft.R(nft.JumpTo(chainServices)))
+	chain(chainNatOutput, &nft.Hook{Type: "nat", Hook: "output", Priority: -100}, nft.R(nft.JumpTo(chainServices)))
+	chain(chainMarkForMasquerade, nil,
+		nft.R(nft.SetMark{Op: nft.MarkOr, Value: masqueradeMark}))
+	chain(chainServices, nil,
 		nft.R(nft.VMap{Fields: keyDaddrProtoPort, Map: mapServiceIPs}),
 		nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setNodePortIPs}, nft.VMap{Fields: keyProtoPort, Map: mapServiceNodePorts}))
 	return t
+}
+
+// addNodePortIPs adds the nodeport-ips set: the node addresses NodePorts are
+// served on (the main table's filter and each shard's dispatch use it).
+func addNodePortIPs(t *nft.Table, fc familyConfig) {
+	nodeIPs := &nft.Set{Name: setNodePortIPs, Key: []nft.Field{nft.FieldDaddr}, Comment: "IPs that accept NodePort traffic", Elements: map[string]nft.Element{}}
+	t.Sets[nodeIPs.Name] = nodeIPs
+	for _, a := range fc.NodePortAddrs {
+		if a.IsLoopback() {
+			continue // CVE-2020-8558: never serve NodePorts on 127.0.0.1
+		}
+		e := nft.Element{Key: []nft.Value{nft.A(a)}}
+		nodeIPs.Elements[nft.KeyString(fc.Family, nodeIPs.Key, e.Key)] = e
+	}
 }
