@@ -91,3 +91,40 @@ func TestMonitorClosed(t *testing.T) {
 		t.Fatalf("Wait after Close: err = %v, ctx = %v; want a prompt monitor-stopped error", err, ctx.Err())
 	}
 }
+
+// countMapElements counts service-ips elements over svcnet's main table and
+// shards, and leaves other maps and tables out.
+func TestCountMapElements(t *testing.T) {
+	out := `table ip svcnet {
+	map firewall-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 172.26.236.180 . tcp . 80 : goto "firewall-A" }
+	}
+}
+table ip svcnet-nat-00 {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 10.96.0.1 . tcp . 80 : goto "service-A",
+			     10.96.0.2 . tcp . 80 : goto "service-B" }
+	}
+}
+table ip svcnet-nat-01 {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 10.96.0.3 . tcp . 80 : goto "service-C" }
+	}
+}
+table ip kube-proxy {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 10.96.0.4 . tcp . 80 : goto "service-D" }
+	}
+}
+`
+	if n := countMapElements(out, TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, "service-ips"); n != 3 {
+		t.Errorf("svcnet: %d elements, want 3", n)
+	}
+	if n := countMapElements(out, TableMatch{Name: "kube-proxy"}, "service-ips"); n != 1 {
+		t.Errorf("kube-proxy: %d elements, want 1", n)
+	}
+}

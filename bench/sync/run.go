@@ -266,23 +266,32 @@ func (b *Bench) deleteChanges(names []string) {
 // countElements counts the elements of the service-ips maps of the tables
 // (family ip) in ns with the nft CLI (once per run, outside any timing).
 func countElements(ns *netns.NS, tables TableMatch) (int, error) {
-	out, err := runTimeout(ns.Command("nft", "list", "tables", "ip"), nftTimeout)
+	out, err := runTimeout(ns.Command("nft", "list", "maps", "ip"), nftTimeout)
 	if err != nil {
-		return 0, fmt.Errorf("list tables: %w", err)
+		return 0, fmt.Errorf("list maps: %w", err)
 	}
+	return countMapElements(string(out), tables, ServiceIPsMap), nil
+}
+
+// countMapElements counts the verdict elements ("goto ") of map name in the
+// matching tables of `nft list maps` output.
+func countMapElements(out string, tables TableMatch, name string) int {
 	n := 0
-	for _, line := range strings.Split(string(out), "\n") {
+	table, in := "", false
+	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != "table" || !tables.Match(f[2]) {
-			continue
+		switch {
+		case len(f) == 4 && f[0] == "table" && f[3] == "{":
+			table = f[2]
+		case len(f) == 3 && f[0] == "map" && f[2] == "{":
+			in = f[1] == name && tables.Match(table)
+		case len(f) == 1 && f[0] == "}":
+			in = false
+		case in:
+			n += strings.Count(line, "goto ")
 		}
-		m, err := runTimeout(ns.Command("nft", "list", "map", "ip", f[2], ServiceIPsMap), nftTimeout)
-		if err != nil {
-			return 0, fmt.Errorf("list map %s %s: %w", f[2], ServiceIPsMap, err)
-		}
-		n += bytes.Count(m, []byte("goto "))
 	}
-	return n, nil
+	return n
 }
 
 // runTimeout runs cmd, killing it after d, and returns its stdout.
