@@ -28,12 +28,10 @@ type Backend struct {
 
 type familyState struct {
 	fc familyConfig
-	// main is the main table's skeleton last programmed.
-	main   *nft.Table
 	shards int
-	// clusterIPs are the ClusterIPs the main skeleton's cluster-ips set was
-	// rendered from, in table order.
-	clusterIPs []netip.Addr
+	// cipRefs counts the programmed Service ports of each ClusterIP: the
+	// main table's cluster-ips set holds exactly its keys.
+	cipRefs map[netip.Addr]int
 	// ports holds, by entry ID, the entry last programmed and its fragment.
 	ports map[string]*programmed
 	// epoch numbers partial syncs, to find removed entries without a set.
@@ -149,7 +147,6 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 	}
 	cips := clusterIPs(ports)
 	want := newLayout(fc, k, cips)
-	main := want.tables[TableName].Clone()
 	pm := make(map[string]*programmed, len(ports))
 	for _, sp := range ports {
 		pm[sp.ID] = &programmed{sp: sp}
@@ -183,7 +180,11 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		}
 	}
 	drift := fs.synced && fs.shards == k && bt.Len() > 0
-	fs.fc, fs.main, fs.shards, fs.clusterIPs, fs.ports, fs.synced = fc, main, k, cips, pm, true
+	refs := make(map[netip.Addr]int, len(cips))
+	for _, a := range cips {
+		refs[a]++
+	}
+	fs.fc, fs.shards, fs.cipRefs, fs.ports, fs.synced = fc, k, refs, pm, true
 	return bt.Len(), drift, nil
 }
 
@@ -259,15 +260,9 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 	}
 
 	bt := newBatch(fc.Family)
-	// The main skeleton depends only on the config (unchanged in a partial
-	// sync) and the ClusterIPs: reuse it when they are the same. Shard
-	// skeletons depend on the config alone.
-	cips := clusterIPs(ports)
-	main := fs.main
-	if !slices.Equal(cips, fs.clusterIPs) {
-		main = renderMain(fc, cips)
-		diff(bt.tx(TableName), fs.main, main, func(string) bool { return true })
-	}
+	// The skeletons depend only on the config (unchanged in a partial sync)
+	// and, the main one, on the ClusterIPs: count them.
+	refs := cipDelta{}
 	for i := range changes {
 		c := &changes[i]
 		shard := ShardTable(shardOf(c.id, fs.shards))
@@ -280,7 +275,14 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 		}
 		diff(bt.tx(TableName), oldMain, newMain, fragmentOwns)
 		diff(bt.tx(shard), oldShard, newShard, fragmentOwns)
+		if c.old != nil {
+			refs.add(fs.cipRefs, c.old.sp.ClusterIP, -1)
+		}
+		if c.sp != nil {
+			refs.add(fs.cipRefs, c.sp.ClusterIP, +1)
+		}
 	}
+	refs.ops(bt.tx(TableName), fs.cipRefs)
 	if bt.Len() > 0 {
 		if err := b.conn.Apply(ctx, bt.list()...); err != nil {
 			return 0, fmt.Errorf("apply partial sync of %d ops: %w", bt.Len(), err)
@@ -293,7 +295,8 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 			fs.ports[c.id] = &programmed{sp: c.sp, epoch: epoch}
 		}
 	}
-	fs.main, fs.clusterIPs, fs.epoch = main, cips, epoch
+	refs.commit(fs.cipRefs)
+	fs.epoch = epoch
 	return bt.Len(), nil
 }
 
@@ -366,8 +369,20 @@ func merge(t *nft.Table, fr *fragment) {
 	}
 }
 
+// splitFamilies returns the ports of each family, in table order. It sizes
+// each slice first: at 10k ports, growing them by append cost as much as the
+// rest of a partial sync's bookkeeping.
 func splitFamilies(t *servicetable.Table) map[nft.Family][]*servicetable.ServicePort {
-	out := map[nft.Family][]*servicetable.ServicePort{}
+	n6 := 0
+	for _, sp := range t.Ports {
+		if sp.Family == servicetable.IPv6 {
+			n6++
+		}
+	}
+	out := map[nft.Family][]*servicetable.ServicePort{
+		nft.IPv4: make([]*servicetable.ServicePort, 0, len(t.Ports)-n6),
+		nft.IPv6: make([]*servicetable.ServicePort, 0, n6),
+	}
 	for _, sp := range t.Ports {
 		f := nft.IPv4
 		if sp.Family == servicetable.IPv6 {
@@ -398,6 +413,57 @@ func configFor(f nft.Family, n servicetable.NodeConfig) familyConfig {
 func sameConfig(a, b familyConfig) bool {
 	return a.Family == b.Family && a.ClusterCIDR == b.ClusterCIDR && a.MasqueradeAll == b.MasqueradeAll &&
 		slices.Equal(a.NodePortAddrs, b.NodePortAddrs)
+}
+
+// cipDelta is the change of ClusterIP reference counts in one partial sync:
+// the new count of each address touched.
+type cipDelta map[netip.Addr]int
+
+// add changes a's count by d (relative to cur, the programmed counts).
+func (d cipDelta) add(cur map[netip.Addr]int, a netip.Addr, n int) {
+	if !a.IsValid() {
+		return
+	}
+	v, ok := d[a]
+	if !ok {
+		v = cur[a]
+	}
+	d[a] = v + n
+}
+
+// ops appends to tx the cluster-ips elements that appear (count 0 -> >0)
+// or disappear (>0 -> 0), given the programmed counts cur.
+func (d cipDelta) ops(tx *nft.Tx, cur map[netip.Addr]int) {
+	var del, add []netip.Addr
+	for a, n := range d {
+		switch was := cur[a]; {
+		case was > 0 && n <= 0:
+			del = append(del, a)
+		case was <= 0 && n > 0:
+			add = append(add, a)
+		}
+	}
+	elems := func(as []netip.Addr) []nft.Element {
+		slices.SortFunc(as, netip.Addr.Compare)
+		out := make([]nft.Element, len(as))
+		for i, a := range as {
+			out[i] = nft.Element{Key: []nft.Value{nft.A(a)}}
+		}
+		return out
+	}
+	tx.DeleteElements(setClusterIPs, elems(del)...)
+	tx.AddElements(setClusterIPs, elems(add)...)
+}
+
+// commit writes the new counts into cur.
+func (d cipDelta) commit(cur map[netip.Addr]int) {
+	for a, n := range d {
+		if n > 0 {
+			cur[a] = n
+		} else {
+			delete(cur, a)
+		}
+	}
 }
 
 func clusterIPs(ports []*servicetable.ServicePort) []netip.Addr {

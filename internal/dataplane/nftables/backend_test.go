@@ -289,3 +289,34 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 		t.Fatalf("second cleanup: %v", err)
 	}
 }
+
+// A ClusterIP shared by two ports of a Service stays in cluster-ips until
+// its last port goes; partial syncs keep the set equal to a fresh render.
+func TestSharedClusterIPCounted(t *testing.T) {
+	ctx := context.Background()
+	k := nft.NewFake()
+	b := New(k)
+	e := ep("192.168.1.10", 80, true)
+	http := sp("default", "two", "http", model.ProtocolTCP, "10.96.0.50", 80, e)
+	https := sp("default", "two", "https", model.ProtocolTCP, "10.96.0.50", 443, e)
+	other := sp("default", "one", "", model.ProtocolTCP, "10.96.0.51", 80, e)
+	steps := [][]*servicetable.ServicePort{
+		{other},
+		{http, https, other},
+		{https, other}, // one port of the pair goes: the address stays
+		{other},        // the last one goes
+		{http, other},  // it comes back
+		{},
+	}
+	for i, ports := range steps {
+		tbl := &servicetable.Table{Node: testNode(), Ports: ports}
+		st, err := b.Sync(ctx, tbl, false)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if i > 0 && st.Full {
+			t.Fatalf("step %d was a full sync", i)
+		}
+		kernelMatches(t, k, tbl)
+	}
+}
