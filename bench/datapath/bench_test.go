@@ -102,12 +102,16 @@ func TestBenchDatapath(t *testing.T) {
 	if after, err := hostTWReuse(); err != nil || after != hostBefore {
 		t.Fatalf("host tcp_tw_reuse changed from %s to %s (%v): the sysctl must be written only in lab namespaces", hostBefore, after, err)
 	}
+	// srv-remote runs on node2 (fixture.yaml).
+	if err := routeReference(ctx, l, remoteIP, 2); err != nil {
+		t.Fatal(err)
+	}
 	direct := hostPort(remoteIP, 80)
 	targets := []target{
 		{path: pathClusterIPRemote, directNS: cliNS, directAddr: direct, serviceNS: cliNS, svcAddr: hostPort(addrs.clusterIP, 80)},
 		{path: pathClusterIPLocal, directNS: cliNS, directAddr: hostPort(localIP, 80), serviceNS: cliNS, svcAddr: hostPort(addrs.localClusterIP, 80)},
-		{path: pathNodePort, directNS: cliNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(lab.NodeAddr(1), int(addrs.nodePort))},
-		{path: pathLB, directNS: cliNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(addrs.lbIP, 80)},
+		{path: pathNodePort, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(lab.NodeAddr(1), int(addrs.nodePort))},
+		{path: pathLB, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(addrs.lbIP, 80)},
 	}
 	if err := waitTargets(ctx, targets, settleLimit); err != nil {
 		t.Fatal(err)

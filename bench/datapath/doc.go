@@ -17,14 +17,19 @@
 //	path              from          to                          direct reference
 //	clusterip-remote  pod cli       ClusterIP of target         cli -> srv-remote pod IP
 //	clusterip-local   pod cli       ClusterIP of target-local   cli -> srv-local pod IP
-//	nodeport          lab client    node1 IP : NodePort(target) cli -> srv-remote pod IP
-//	loadbalancer      lab client    LB IP of target             cli -> srv-remote pod IP
+//	nodeport          lab client    node1 IP : NodePort(target) client -> srv-remote pod IP via node1
+//	loadbalancer      lab client    LB IP of target             client -> srv-remote pod IP via node1
 //
-// The lab's external client cannot reach pod IPs, so NodePort and LoadBalancer
-// are compared with the pod-to-pod limit (path 1), not with a same-source direct
-// path: their ratio also holds the client's extra hop. The smallest count is
-// at least the Services the lab and the fixture hold (target, target-local,
-// the probe, the lab's own): "1" is reported as that few.
+// The lab's external client does not route to pod IPs, so for the reference
+// of NodePort and LoadBalancer it gets a second address, 172.26.236.11, and
+// a host route to srv-remote via node1 from it, and node2 routes that
+// address back via node1 (reference.go): the reference crosses the same
+// hops as the NodePort path (client, node1, node2, pod) and both directions
+// cross node1, with no Service rule. The LoadBalancer path enters at the IP's
+// ARP owner (printed): when that is node2, it has one hop fewer than its
+// reference. The smallest count is at least the Services the lab and the
+// fixture hold (target, target-local, the probe, the lab's own): "1" is
+// reported as that few.
 //
 // Proxies. The three proxies (lab.Proxies) take turns on the same lab, so the
 // pods, the Services and the control plane are identical for all (re-creating

@@ -98,9 +98,9 @@ func (r report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Service data paths vs direct pod traffic: %d rounds of each, %s per run, %d connections/workers\n", r.rounds, r.duration, workers)
 	fmt.Fprintf(&b, "proxies %s take turns on the same lab (kube control plane, same pods and Services), in serpentine order per round\n", strings.Join(r.proxies(), ", "))
-	fmt.Fprintf(&b, "direct reference: pod cli (node1) -> pod IP of srv-remote (node2), or of srv-local (node1) for clusterip-local,\n")
-	fmt.Fprintf(&b, "measured right before each Service run with the same proxy's rules installed;\n")
-	fmt.Fprintf(&b, "nodeport and loadbalancer start in the lab's external client, which cannot reach pod IPs: their ratio is to pod-to-pod\n")
+	fmt.Fprintf(&b, "direct reference: pod cli (node1) -> pod IP of srv-remote (node2), or of srv-local (node1) for clusterip-local;\n")
+	fmt.Fprintf(&b, "for nodeport and loadbalancer the lab's client (from a second address) -> pod IP of srv-remote, routed via node1\n")
+	fmt.Fprintf(&b, "as the NodePort path is; measured right before each Service run with the same proxy's rules installed\n")
 	for _, c := range r.counts {
 		fmt.Fprintf(&b, "\n%d Services (fillers applied in %s, programmed on both nodes %s after the apply started)",
 			c.services, c.apply.Round(time.Millisecond), c.programmed.Round(time.Millisecond))
