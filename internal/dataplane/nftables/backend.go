@@ -27,7 +27,7 @@ type Backend struct {
 }
 
 type familyState struct {
-	fc familyConfig
+	fc     familyConfig
 	shards int
 	// cipRefs counts the programmed Service ports of each ClusterIP: the
 	// main table's cluster-ips set holds exactly its keys.
