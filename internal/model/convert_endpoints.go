@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"time"
 
@@ -28,7 +27,6 @@ func EndpointSliceFromAPI(in *discoveryv1.EndpointSlice) (sl *EndpointSlice, ok 
 		Name:        in.Name,
 		Service:     svc,
 		AddressType: IPFamily(in.AddressType),
-		Labels:      maps.Clone(in.Labels),
 	}
 	_, out.Headless = in.Labels[LabelHeadless]
 	if t, err := time.Parse(time.RFC3339Nano, in.Annotations[TriggerTimeAnnotation]); err == nil {

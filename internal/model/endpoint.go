@@ -3,7 +3,11 @@ package model
 import "net/netip"
 
 // EndpointSlice is the slim form of a discovery/v1 EndpointSlice. Service names the
-// Service it belongs to (label kubernetes.io/service-name).
+// Service it belongs to (label kubernetes.io/service-name). Of the labels, only
+// that one and service.kubernetes.io/headless are kept (as Service and Headless):
+// a node agent holds every slice of the cluster, and a copy of each slice's label
+// map (which the EndpointSlice controller copies from the Service) would cost more
+// than the rest of the slice.
 type EndpointSlice struct {
 	Namespace   string
 	Name        string
@@ -13,7 +17,6 @@ type EndpointSlice struct {
 	Endpoints   []Endpoint
 	// Headless is set when the slice carries the service.kubernetes.io/headless label.
 	Headless bool
-	Labels   map[string]string
 	// TriggerTime is the endpoints.kubernetes.io/last-change-trigger-time annotation,
 	// used for network-programming latency; zero when absent.
 	TriggerTime int64 // unix nanoseconds

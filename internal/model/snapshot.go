@@ -26,24 +26,25 @@ type Snapshot struct {
 	// synced, manifests loaded). Consumers should not program a data plane before.
 	Synced bool
 
-	services map[ServiceKey]*ServiceState
-	slices   map[ServiceKey]*EndpointSlice // keyed by the slice's own namespace/name
-	nodes    map[string]*Node
-	pods     map[PodKey]*Pod
+	// The maps share storage with the snapshots before and after (cowMap).
+	services *cowMap[ServiceKey, *ServiceState]
+	slices   *cowMap[ServiceKey, *EndpointSlice] // keyed by the slice's own namespace/name
+	nodes    *cowMap[string, *Node]
+	pods     *cowMap[PodKey, *Pod]
 }
 
 func emptySnapshot() *Snapshot {
 	return &Snapshot{
-		services: map[ServiceKey]*ServiceState{},
-		slices:   map[ServiceKey]*EndpointSlice{},
-		nodes:    map[string]*Node{},
-		pods:     map[PodKey]*Pod{},
+		services: &cowMap[ServiceKey, *ServiceState]{},
+		slices:   &cowMap[ServiceKey, *EndpointSlice]{},
+		nodes:    &cowMap[string, *Node]{},
+		pods:     &cowMap[PodKey, *Pod]{},
 	}
 }
 
 // Service returns the state of the Service k, or nil when the Service is unknown.
 func (s *Snapshot) Service(k ServiceKey) *ServiceState {
-	st := s.services[k]
+	st := s.services.get(k)
 	if st == nil || st.Service == nil {
 		return nil
 	}
@@ -52,8 +53,8 @@ func (s *Snapshot) Service(k ServiceKey) *ServiceState {
 
 // Services returns every known Service's state, sorted by key.
 func (s *Snapshot) Services() []*ServiceState {
-	out := make([]*ServiceState, 0, len(s.services))
-	for _, st := range s.services {
+	out := make([]*ServiceState, 0, s.services.len())
+	for _, st := range s.services.all() {
 		if st.Service != nil {
 			out = append(out, st)
 		}
@@ -65,8 +66,8 @@ func (s *Snapshot) Services() []*ServiceState {
 // EndpointSlices returns every slice, also those of unknown Services, sorted by
 // namespace/name.
 func (s *Snapshot) EndpointSlices() []*EndpointSlice {
-	out := make([]*EndpointSlice, 0, len(s.slices))
-	for _, sl := range s.slices {
+	out := make([]*EndpointSlice, 0, s.slices.len())
+	for _, sl := range s.slices.all() {
 		out = append(out, sl)
 	}
 	slices.SortFunc(out, func(a, b *EndpointSlice) int {
@@ -76,12 +77,12 @@ func (s *Snapshot) EndpointSlices() []*EndpointSlice {
 }
 
 // Node returns the named Node or nil.
-func (s *Snapshot) Node(name string) *Node { return s.nodes[name] }
+func (s *Snapshot) Node(name string) *Node { return s.nodes.get(name) }
 
 // Nodes returns every Node sorted by name.
 func (s *Snapshot) Nodes() []*Node {
-	out := make([]*Node, 0, len(s.nodes))
-	for _, n := range s.nodes {
+	out := make([]*Node, 0, s.nodes.len())
+	for _, n := range s.nodes.all() {
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
@@ -89,12 +90,12 @@ func (s *Snapshot) Nodes() []*Node {
 }
 
 // Pod returns the Pod k or nil.
-func (s *Snapshot) Pod(k PodKey) *Pod { return s.pods[k] }
+func (s *Snapshot) Pod(k PodKey) *Pod { return s.pods.get(k) }
 
 // Pods returns every Pod sorted by namespace/name.
 func (s *Snapshot) Pods() []*Pod {
-	out := make([]*Pod, 0, len(s.pods))
-	for _, p := range s.pods {
+	out := make([]*Pod, 0, s.pods.len())
+	for _, p := range s.pods.all() {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *Pod) int { return compareKeys(a.Key(), b.Key()) })

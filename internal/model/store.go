@@ -1,7 +1,6 @@
 package model
 
 import (
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -112,8 +111,8 @@ func initialChanges(s *Snapshot) Changes {
 	return c
 }
 
-// Txn collects writes against a base snapshot. Maps are copied on first write, so the
-// base snapshot is never modified.
+// Txn collects writes against a base snapshot. Maps are copied on first write, shard
+// by shard (cowMap), so the base snapshot is never modified.
 type Txn struct {
 	base    *Snapshot
 	next    *Snapshot
@@ -131,10 +130,10 @@ func (tx *Txn) writable() *Snapshot {
 		tx.next = &Snapshot{
 			Revision: b.Revision,
 			Synced:   b.Synced,
-			services: maps.Clone(b.services),
-			slices:   maps.Clone(b.slices),
-			nodes:    maps.Clone(b.nodes),
-			pods:     maps.Clone(b.pods),
+			services: b.services.clone(),
+			slices:   b.slices.clone(),
+			nodes:    b.nodes.clone(),
+			pods:     b.pods.clone(),
 		}
 	}
 	return tx.next
@@ -146,13 +145,13 @@ func (tx *Txn) state(k ServiceKey) *ServiceState {
 	if !tx.touched[k] {
 		tx.touched[k] = true
 		st := &ServiceState{}
-		if old := n.services[k]; old != nil {
+		if old := n.services.get(k); old != nil {
 			*st = *old
 			st.Slices = slices.Clone(old.Slices)
 		}
-		n.services[k] = st
+		n.services.set(k, st)
 	}
-	return n.services[k]
+	return n.services.get(k)
 }
 
 // SetService adds or replaces a Service.
@@ -160,7 +159,7 @@ func (tx *Txn) SetService(svc *Service) { tx.state(svc.Key()).Service = svc }
 
 // DeleteService removes a Service; its slices stay until they are deleted.
 func (tx *Txn) DeleteService(k ServiceKey) {
-	if tx.current().services[k] == nil {
+	if tx.current().services.get(k) == nil {
 		return
 	}
 	tx.state(k).Service = nil
@@ -168,13 +167,13 @@ func (tx *Txn) DeleteService(k ServiceKey) {
 
 // SetEndpointSlice adds or replaces a slice (matched by namespace/name).
 func (tx *Txn) SetEndpointSlice(sl *EndpointSlice) {
-	if old := tx.current().slices[ServiceKey{sl.Namespace, sl.Name}]; old != nil && reflect.DeepEqual(old, sl) {
+	if old := tx.current().slices.get(ServiceKey{sl.Namespace, sl.Name}); old != nil && reflect.DeepEqual(old, sl) {
 		return
 	}
 	tx.DeleteEndpointSlice(sl.Namespace, sl.Name)
 	tx.slicesDirty = true
 	n := tx.writable()
-	n.slices[ServiceKey{sl.Namespace, sl.Name}] = sl
+	n.slices.set(ServiceKey{sl.Namespace, sl.Name}, sl)
 	st := tx.state(sl.ServiceKey())
 	i, _ := slices.BinarySearchFunc(st.Slices, sl.Name, func(e *EndpointSlice, name string) int { return strings.Compare(e.Name, name) })
 	st.Slices = slices.Insert(st.Slices, i, sl)
@@ -183,11 +182,11 @@ func (tx *Txn) SetEndpointSlice(sl *EndpointSlice) {
 // DeleteEndpointSlice removes a slice by namespace/name; unknown slices are ignored.
 func (tx *Txn) DeleteEndpointSlice(namespace, name string) {
 	k := ServiceKey{namespace, name}
-	old := tx.current().slices[k]
+	old := tx.current().slices.get(k)
 	if old == nil {
 		return
 	}
-	delete(tx.writable().slices, k)
+	tx.writable().slices.del(k)
 	tx.slicesDirty = true
 	st := tx.state(old.ServiceKey())
 	st.Slices = slices.DeleteFunc(st.Slices, func(e *EndpointSlice) bool { return e.Name == name })
@@ -195,35 +194,35 @@ func (tx *Txn) DeleteEndpointSlice(namespace, name string) {
 
 // SetNode adds or replaces a Node.
 func (tx *Txn) SetNode(n *Node) {
-	old := tx.current().nodes[n.Name]
-	tx.writable().nodes[n.Name] = n
+	old := tx.current().nodes.get(n.Name)
+	tx.writable().nodes.set(n.Name, n)
 	tx.changes.Nodes = append(tx.changes.Nodes, NodeChange{Name: n.Name, Old: old, New: n})
 }
 
 // DeleteNode removes a Node by name.
 func (tx *Txn) DeleteNode(name string) {
-	old := tx.current().nodes[name]
+	old := tx.current().nodes.get(name)
 	if old == nil {
 		return
 	}
-	delete(tx.writable().nodes, name)
+	tx.writable().nodes.del(name)
 	tx.changes.Nodes = append(tx.changes.Nodes, NodeChange{Name: name, Old: old})
 }
 
 // SetPod adds or replaces a Pod.
 func (tx *Txn) SetPod(p *Pod) {
-	old := tx.current().pods[p.Key()]
-	tx.writable().pods[p.Key()] = p
+	old := tx.current().pods.get(p.Key())
+	tx.writable().pods.set(p.Key(), p)
 	tx.changes.Pods = append(tx.changes.Pods, PodChange{Key: p.Key(), Old: old, New: p})
 }
 
 // DeletePod removes a Pod.
 func (tx *Txn) DeletePod(k PodKey) {
-	old := tx.current().pods[k]
+	old := tx.current().pods.get(k)
 	if old == nil {
 		return
 	}
-	delete(tx.writable().pods, k)
+	tx.writable().pods.del(k)
 	tx.changes.Pods = append(tx.changes.Pods, PodChange{Key: k, Old: old})
 }
 
@@ -238,7 +237,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, s := range services {
 		keepSvc[s.Key()] = true
 	}
-	for k, st := range cur.services {
+	for k, st := range cur.services.all() {
 		if st.Service != nil && !keepSvc[k] {
 			tx.DeleteService(k)
 		}
@@ -247,7 +246,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, sl := range eps {
 		keepSl[ServiceKey{sl.Namespace, sl.Name}] = true
 	}
-	for k := range cur.slices {
+	for k := range cur.slices.all() {
 		if !keepSl[k] {
 			tx.DeleteEndpointSlice(k.Namespace, k.Name)
 		}
@@ -256,7 +255,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, n := range nodes {
 		keepNode[n.Name] = true
 	}
-	for name := range cur.nodes {
+	for name := range cur.nodes.all() {
 		if !keepNode[name] {
 			tx.DeleteNode(name)
 		}
@@ -265,7 +264,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, p := range pods {
 		keepPod[p.Key()] = true
 	}
-	for k := range cur.pods {
+	for k := range cur.pods.all() {
 		if !keepPod[k] {
 			tx.DeletePod(k)
 		}
@@ -302,11 +301,11 @@ func (tx *Txn) commit() (*Snapshot, Changes) {
 		n.Synced = *tx.synced
 	}
 	for k := range tx.touched {
-		st := n.services[k]
+		st := n.services.get(k)
 		if st.Service == nil && len(st.Slices) == 0 {
-			delete(n.services, k)
+			n.services.del(k)
 		}
-		tx.changes.Services = append(tx.changes.Services, ServiceChange{Key: k, Old: visible(tx.base.services[k]), New: visible(n.services[k])})
+		tx.changes.Services = append(tx.changes.Services, ServiceChange{Key: k, Old: visible(tx.base.services.get(k)), New: visible(n.services.get(k))})
 	}
 	cs := newChangeSet()
 	cs.merge(tx.changes)

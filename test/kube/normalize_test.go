@@ -71,12 +71,9 @@ func normalize(snap *model.Snapshot, skip func(model.ServiceKey) bool) (world, a
 func renderSlices(sls []*model.EndpointSlice) map[string][]string {
 	out := map[string][]string{}
 	for _, sl := range sls {
-		keys := make([]string, 0, len(sl.Labels))
-		for k, v := range sl.Labels {
-			keys = append(keys, k+"="+v)
-		}
-		slices.Sort(keys)
-		shape := fmt.Sprintf("%s labels=%v headless=%v ports=%v", sl.AddressType, keys, sl.Headless, sl.Ports)
+		// The model keeps no slice labels (nothing reads them; the
+		// Service a slice belongs to is its key).
+		shape := fmt.Sprintf("%s headless=%v ports=%v", sl.AddressType, sl.Headless, sl.Ports)
 		eps := out[shape]
 		for _, e := range sl.Endpoints {
 			ref := ""
