@@ -108,26 +108,23 @@ type apiObject interface {
 }
 
 // converted is what the informers cache in place of an API object (see
-// transform): the object's namespace, name and resourceVersion, and the model
-// object converted from it, or why it is not represented. The model store holds
-// the same model object, so a cached object costs a few hundred bytes instead
-// of a second, larger copy of the API object (a tenth of the proxy's memory at
-// 10k Services). Model objects are immutable, so copies share them.
+// transform): the object's namespace, name and resourceVersion (slimMeta), and
+// the model object converted from it, or why it is not represented. The model
+// store holds the same model object, so a cached object costs under a hundred
+// bytes instead of a second, larger copy of the API object. Model objects are
+// immutable, so copies share them.
 type converted struct {
-	metav1.ObjectMeta // Namespace, Name and ResourceVersion only
-	obj               any
-	skip              string // why obj is nil, when err is nil
-	err               error
+	slimMeta
+	obj  any
+	skip string // why obj is nil, when err is nil
+	err  error
 }
 
 func (c *converted) DeepCopyObject() runtime.Object   { cp := *c; return &cp }
 func (c *converted) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 func newConverted(o metav1.Object, v any, skip string, err error) *converted {
-	return &converted{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
-		obj:        v, skip: skip, err: err,
-	}
+	return &converted{slimMeta: metaOf(o), obj: v, skip: skip, err: err}
 }
 
 func convertService(o *corev1.Service) *converted {

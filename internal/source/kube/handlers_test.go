@@ -6,9 +6,11 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -194,5 +196,41 @@ func TestSliceBeforeItsService(t *testing.T) {
 	s.flush(false)
 	if got := s.store.Snapshot().EndpointSlices(); len(got) != 0 {
 		t.Fatalf("slice deleted after its Service stayed in the store: %+v", got)
+	}
+}
+
+// TestConvertedKeepsSlimMetadata: what the informers cache is keyed, compared
+// and deep-copied by its namespace, name and resourceVersion alone, through
+// meta.Accessor as client-go does, and stays under a hundred bytes.
+func TestConvertedKeepsSlimMetadata(t *testing.T) {
+	svc := service("ns", "a", map[string]string{"app": "a"}, "10.96.0.7")
+	svc.ResourceVersion, svc.UID = "7", "uid-a"
+	obj, err := transform(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := obj.(*converted)
+	if !ok || c.obj == nil {
+		t.Fatalf("transform = %T %+v, want a converted Service", obj, obj)
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		t.Fatalf("meta.Accessor: %v", err)
+	}
+	if m.GetNamespace() != "ns" || m.GetName() != "a" || m.GetResourceVersion() != "7" || m.GetUID() != "" || m.GetLabels() != nil {
+		t.Errorf("metadata %q %q %q %q %v, want ns a 7 and nothing else", m.GetNamespace(), m.GetName(), m.GetResourceVersion(), m.GetUID(), m.GetLabels())
+	}
+	if k, err := cache.MetaNamespaceKeyFunc(obj); err != nil || k != "ns/a" {
+		t.Errorf("key = %q, %v; want ns/a", k, err)
+	}
+	cp := c.DeepCopyObject().(*converted)
+	if cp == c || cp.slimMeta != c.slimMeta || cp.obj != c.obj {
+		t.Errorf("deep copy %+v of %+v", cp, c)
+	}
+	if again, _ := transform(obj); again != obj {
+		t.Error("transform converted a converted object again")
+	}
+	if size := unsafe.Sizeof(converted{}); size > 96 {
+		t.Errorf("converted is %d bytes: every cached Service and EndpointSlice pays it", size)
 	}
 }
