@@ -45,6 +45,11 @@ type Deps struct {
 	ProxyHealth    ProxyHealth
 	Metrics        *metrics.Metrics
 	Logger         klog.Logger
+	// BeforeSync, when set, is called before every sync attempt, with whether
+	// the proxier asks for a full one. (The backend may still make a partial
+	// one full on its own: its first sync, a change of the node's addresses,
+	// a new shard count; SyncResult.Full says what it did.)
+	BeforeSync func(full bool)
 	// OnSync, when set, is called after every sync attempt.
 	OnSync func(SyncResult)
 }
@@ -326,7 +331,14 @@ func (p *Proxier) table() *servicetable.Table {
 			}
 		}
 	}
-	clear(p.dirty)
+	// A map keeps the storage of its largest size: after a full build (every
+	// Service dirty) start a fresh one rather than keep ~80 bytes per
+	// Service for a set that is almost always small.
+	if len(p.dirty) > 1024 {
+		p.dirty = map[model.ServiceKey]bool{}
+	} else {
+		clear(p.dirty)
+	}
 	return p.asm.Table()
 }
 
@@ -338,6 +350,9 @@ func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 	}
 	if !full && p.suspect && p.fullAllowed() {
 		full = true
+	}
+	if p.deps.BeforeSync != nil {
+		p.deps.BeforeSync(full)
 	}
 	t := p.table()
 	p.reportSkipped(t)

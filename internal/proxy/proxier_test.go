@@ -40,8 +40,10 @@ type harness struct {
 	kernel *nft.Fake
 	mu     sync.Mutex
 	syncs  []SyncResult
-	cancel context.CancelFunc
-	done   chan error
+	// befores records BeforeSync's argument, one per sync attempt.
+	befores []bool
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 func start(t *testing.T, cfg Config) *harness {
@@ -58,7 +60,8 @@ func start(t *testing.T, cfg Config) *harness {
 		InterfaceAddrs: func() ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("172.26.236.177")}, nil
 		},
-		OnSync: func(r SyncResult) { h.mu.Lock(); h.syncs = append(h.syncs, r); h.mu.Unlock() },
+		BeforeSync: func(full bool) { h.mu.Lock(); h.befores = append(h.befores, full); h.mu.Unlock() },
+		OnSync:     func(r SyncResult) { h.mu.Lock(); h.syncs = append(h.syncs, r); h.mu.Unlock() },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +147,17 @@ func TestProxierWaitsForSyncThenFollowsChanges(t *testing.T) {
 	// Delete: the Service's objects leave the table.
 	h.store.Update(func(tx *model.Txn) { tx.DeleteService(model.ServiceKey{Namespace: "default", Name: "web"}) })
 	h.waitFor("web gone", func(s string) bool { return !strings.Contains(s, "default/web") })
+	// BeforeSync announced every sync, and whether it would be full.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.befores) < len(h.syncs) || len(h.befores) > len(h.syncs)+1 {
+		t.Fatalf("BeforeSync called %d times for %d syncs", len(h.befores), len(h.syncs))
+	}
+	for i, r := range h.syncs {
+		if h.befores[i] != r.Full {
+			t.Errorf("sync %d: BeforeSync(%v), sync full=%v", i, h.befores[i], r.Full)
+		}
+	}
 }
 
 func TestProxierRepairsDriftFromGeneration(t *testing.T) {

@@ -65,11 +65,12 @@ func Assemble(cfg NodeConfig, ports []*ServicePort, errs []*SkipError) *Table {
 
 // claimKey is something one entry can program on the node. addr is invalid for
 // a claim on every node-port address at once (a NodePort, a health check port).
+// (Fields ordered to keep it at 48 bytes: it keys a map entry per claim.)
 type claimKey struct {
-	fam   Family
 	proto model.Protocol
 	addr  netip.Addr
 	port  uint16
+	fam   Family
 }
 
 func (k claimKey) String() string {
@@ -89,20 +90,56 @@ const (
 	rankExternal            // externalIP and LB IP
 )
 
-type claim struct {
-	key   claimKey
-	rank  claimRank
-	owner string // who may hold the key more than once: the entry, or its Service for a health check port
-	what  string // the kind, for messages
+// claimKind says what a claim is for, in messages: a frontend (the first four,
+// in FrontendKind's order), the NodePort on the node as a whole, or a health
+// check node port.
+type claimKind uint8
+
+const (
+	claimClusterIP claimKind = iota
+	claimExternalIP
+	claimLoadBalancer
+	claimNodePortFrontend
+	claimNodePort
+	claimHealthCheck
+)
+
+// frontendClaim is the kind of a claim on a frontend of kind k.
+func frontendClaim(k FrontendKind) claimKind { return claimKind(k) }
+
+func (k claimKind) String() string {
+	return [...]string{"ClusterIP", "ExternalIP", "LoadBalancer", "NodePort", "NodePort", "HealthCheckNodePort"}[k]
 }
 
-// entryOwner names an entry in messages and as a claim owner.
+// claim is one key an entry claims. An entry may hold a key only once, except
+// a Service's claim (a health check port): every entry of the Service may
+// hold that one.
+type claim struct {
+	key     claimKey
+	rank    claimRank
+	kind    claimKind
+	service bool // the claim is the Service's, not the entry's
+}
+
+// entryOwner names an entry in messages.
 func entryOwner(sp *ServicePort) string { return sp.ID + " (" + sp.Family.String() + ")" }
 
 // claimsOf lists what sp claims; every key at most once.
 func claimsOf(sp *ServicePort) []claim {
-	own := entryOwner(sp)
-	out := make([]claim, 0, len(sp.Frontends)+2)
+	n := len(sp.Frontends)
+	if sp.NodePort != 0 {
+		n++
+	}
+	if sp.HealthCheckNodePort != 0 {
+		n++
+		for _, f := range sp.Frontends {
+			if f.Kind == FrontendNodePort {
+				n++
+			}
+		}
+	}
+	// Sized exactly: the assembler keeps every entry's claims.
+	out := make([]claim, 0, n)
 	for _, f := range sp.Frontends {
 		r := rankExternal
 		switch f.Kind {
@@ -111,17 +148,16 @@ func claimsOf(sp *ServicePort) []claim {
 		case FrontendNodePort:
 			r = rankNodePort
 		}
-		out = append(out, claim{key: claimKey{sp.Family, sp.Protocol, f.Addr, f.Port}, rank: r, owner: own, what: f.Kind.String()})
+		out = append(out, claim{key: claimKey{sp.Protocol, f.Addr, f.Port, sp.Family}, rank: r, kind: frontendClaim(f.Kind)})
 	}
 	if sp.NodePort != 0 {
-		out = append(out, claim{key: claimKey{sp.Family, sp.Protocol, netip.Addr{}, sp.NodePort}, rank: rankNodePort, owner: own, what: "NodePort"})
+		out = append(out, claim{key: claimKey{sp.Protocol, netip.Addr{}, sp.NodePort, sp.Family}, rank: rankNodePort, kind: claimNodePort})
 	}
 	if hc := sp.HealthCheckNodePort; hc != 0 {
-		svcOwner := sp.Name.Namespace + "/" + sp.Name.Name + " healthCheckNodePort"
-		out = append(out, claim{key: claimKey{sp.Family, model.ProtocolTCP, netip.Addr{}, hc}, rank: rankNodePort, owner: svcOwner, what: "HealthCheckNodePort"})
+		out = append(out, claim{key: claimKey{model.ProtocolTCP, netip.Addr{}, hc, sp.Family}, rank: rankNodePort, kind: claimHealthCheck, service: true})
 		for _, f := range sp.Frontends {
 			if f.Kind == FrontendNodePort {
-				out = append(out, claim{key: claimKey{sp.Family, model.ProtocolTCP, f.Addr, hc}, rank: rankNodePort, owner: svcOwner, what: "HealthCheckNodePort"})
+				out = append(out, claim{key: claimKey{model.ProtocolTCP, f.Addr, hc, sp.Family}, rank: rankNodePort, kind: claimHealthCheck, service: true})
 			}
 		}
 	}

@@ -40,8 +40,7 @@ type asmService struct {
 
 type asmEntry struct {
 	sp     *ServicePort
-	owner  string
-	claims []claim
+	claims []claim // never reallocated: asmClaims point into it
 	// kept is the entry's current status; inSorted whether it is in sorted.
 	kept, inSorted bool
 	// err says why the entry is left out (a lost claim, or a duplicate).
@@ -57,9 +56,21 @@ type asmClaimants struct {
 	winner asmClaim
 }
 
+// asmClaim is one claim of an entry: c points into e.claims. (Pointers, not
+// copies: the assembler holds one per claim and a winner per key, for every
+// Service of the cluster.)
 type asmClaim struct {
-	c claim
+	c *claim
 	e *asmEntry
+}
+
+// sameOwner reports whether x and y may hold their key together: they are the
+// same entry's, or both the same Service's (a health check port).
+func sameOwner(x, y asmClaim) bool {
+	if x.c.service || y.c.service {
+		return x.c.service && y.c.service && x.e.sp.Name.Namespace == y.e.sp.Name.Namespace && x.e.sp.Name.Name == y.e.sp.Name.Name
+	}
+	return x.e == y.e
 }
 
 // NewAssembler returns an empty Assembler for the node cfg describes.
@@ -116,16 +127,17 @@ func (a *Assembler) Set(k model.ServiceKey, ports []*ServicePort, errs ...*SkipE
 		if sp == nil {
 			continue
 		}
-		e := &asmEntry{sp: sp, owner: entryOwner(sp)}
-		if slices.ContainsFunc(s.entries, func(o *asmEntry) bool { return o.owner == e.owner }) {
+		e := &asmEntry{sp: sp}
+		if slices.ContainsFunc(s.entries, func(o *asmEntry) bool { return o.sp.ID == sp.ID && o.sp.Family == sp.Family }) {
 			// A duplicate, which BuildService never returns: the first is kept.
-			e.err = conflictError(sp, "duplicate entry; "+e.owner+" kept")
+			e.err = conflictError(sp, "duplicate entry; "+entryOwner(sp)+" kept")
 			a.lost[e] = struct{}{}
 			s.dups = append(s.dups, e)
 			continue
 		}
 		e.claims = claimsOf(sp)
-		for _, c := range e.claims {
+		for i := range e.claims {
+			c := &e.claims[i]
 			cl := a.claims[c.key]
 			if cl == nil {
 				cl = &asmClaimants{}
@@ -204,10 +216,11 @@ func (a *Assembler) evaluate(e *asmEntry) {
 		return
 	}
 	kept, err := true, (*SkipError)(nil)
-	for _, c := range e.claims {
-		if w := a.claims[c.key].winner; w.c.owner != c.owner {
+	for i := range e.claims {
+		c := asmClaim{&e.claims[i], e}
+		if w := a.claims[c.c.key].winner; !sameOwner(w, c) {
 			kept = false
-			err = conflictError(e.sp, c.what+" "+c.key.String()+" already claimed as "+w.c.what+" by "+w.e.owner)
+			err = conflictError(e.sp, c.c.kind.String()+" "+c.c.key.String()+" already claimed as "+w.c.kind.String()+" by "+entryOwner(w.e.sp))
 			break
 		}
 	}
@@ -258,7 +271,7 @@ func (a *Assembler) applyChanges() {
 			e.inSorted = e.kept
 		}
 		slices.SortFunc(a.sorted, compareEntries)
-		clear(a.changed)
+		a.changed = emptied(a.changed)
 		return
 	}
 	// Removals first: an entry replaced by a new one of the same ID and
@@ -278,7 +291,18 @@ func (a *Assembler) applyChanges() {
 			e.inSorted = true
 		}
 	}
-	clear(a.changed)
+	a.changed = emptied(a.changed)
+}
+
+// emptied returns m emptied. A Go map keeps the storage of its largest size,
+// so one that grew large (a full build changes every entry) is replaced, not
+// cleared: the assembler lives as long as the proxy.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > 1024 {
+		return map[K]V{}
+	}
+	clear(m)
+	return m
 }
 
 func cloneNode(n NodeConfig) NodeConfig {

@@ -173,11 +173,19 @@ func (c *candidate) availableFor(m topologyMode, nodeName, zone string) bool {
 // LocalEndpoints when UsesLocalEndpoints, each ready first and else
 // serving+terminating (separately); HasEndpoints when any endpoint anywhere is
 // ready or serving+terminating. sp's policies and addresses must be set.
+//
+// A set that holds every endpoint shares AllEndpoints' array (the common case
+// of a Service whose endpoints are all ready: one array instead of two, in a
+// table that holds every Service of the cluster); the table is immutable, so
+// sharing is safe.
 func categorize(sp *ServicePort, all []candidate, cfg NodeConfig) {
 	if len(all) == 0 {
 		return
 	}
-	sp.AllEndpoints = filterCandidates(all, func(*candidate) bool { return true })
+	sp.AllEndpoints = make([]Endpoint, len(all))
+	for i := range all {
+		sp.AllEndpoints[i] = all[i].Endpoint
+	}
 	for i := range all {
 		if all[i].Ready || all[i].Serving && all[i].Terminating {
 			sp.HasEndpoints = true
@@ -187,27 +195,40 @@ func categorize(sp *ServicePort, all []candidate, cfg NodeConfig) {
 	servingTerminating := func(c *candidate) bool { return c.Serving && c.Terminating }
 	if sp.UsesClusterEndpoints() {
 		mode := topologyModeFromHints(all, cfg.NodeName, cfg.Zone)
-		sp.ClusterEndpoints = filterCandidates(all, func(c *candidate) bool {
+		sp.ClusterEndpoints = filterCandidates(all, sp.AllEndpoints, func(c *candidate) bool {
 			return c.Ready && c.availableFor(mode, cfg.NodeName, cfg.Zone)
 		})
 		// Topology is used only when some ready endpoint fits it, so an empty
 		// set here means no ready endpoint anywhere.
 		if sp.ClusterEndpoints == nil {
-			sp.ClusterEndpoints = filterCandidates(all, servingTerminating)
+			sp.ClusterEndpoints = filterCandidates(all, sp.AllEndpoints, servingTerminating)
 		}
 	}
 	if sp.UsesLocalEndpoints() {
-		sp.LocalEndpoints = filterCandidates(all, func(c *candidate) bool { return c.Local && c.Ready })
+		sp.LocalEndpoints = filterCandidates(all, sp.AllEndpoints, func(c *candidate) bool { return c.Local && c.Ready })
 		if sp.LocalEndpoints == nil {
-			sp.LocalEndpoints = filterCandidates(all, func(c *candidate) bool { return c.Local && servingTerminating(c) })
+			sp.LocalEndpoints = filterCandidates(all, sp.AllEndpoints, func(c *candidate) bool { return c.Local && servingTerminating(c) })
 		}
 	}
 }
 
 // filterCandidates returns the endpoints of the candidates keep accepts, in
-// order; nil when none.
-func filterCandidates(all []candidate, keep func(*candidate) bool) []Endpoint {
-	var out []Endpoint
+// order; nil when none, and eps itself (the endpoints of all the candidates,
+// in order) when all.
+func filterCandidates(all []candidate, eps []Endpoint, keep func(*candidate) bool) []Endpoint {
+	n := 0
+	for i := range all {
+		if keep(&all[i]) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case len(all):
+		return eps
+	}
+	out := make([]Endpoint, 0, n)
 	for i := range all {
 		if keep(&all[i]) {
 			out = append(out, all[i].Endpoint)

@@ -227,6 +227,29 @@ func TestEndpointSelection(t *testing.T) {
 	}
 }
 
+// TestEndpointSetsShareStorage: a set holding every endpoint shares
+// AllEndpoints' array (one copy per entry, not two, in a table of every
+// Service); a smaller set has its own, sized to fit.
+func TestEndpointSetsShareStorage(t *testing.T) {
+	shares := func(a, b []Endpoint) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
+	all := mustOne(t, state(svc("web"), httpSlice("web", "w1",
+		mep("192.168.1.10", "node1", "zone-a", ready),
+		mep("192.168.2.10", "node2", "zone-b", ready))), testNode())
+	if !shares(all.ClusterEndpoints, all.AllEndpoints) {
+		t.Error("all endpoints ready: ClusterEndpoints does not share AllEndpoints")
+	}
+	some := mustOne(t, state(svc("web", etpLocal, withNodePort), httpSlice("web", "w1",
+		mep("192.168.1.10", "node1", "zone-a", ready),
+		mep("192.168.2.10", "node2", "zone-b", servingTerm))), testNode())
+	if shares(some.ClusterEndpoints, some.AllEndpoints) || shares(some.LocalEndpoints, some.AllEndpoints) {
+		t.Error("a set of some endpoints shares AllEndpoints' array")
+	}
+	if len(some.ClusterEndpoints) != 1 || cap(some.ClusterEndpoints) != 1 || len(some.LocalEndpoints) != 1 {
+		t.Errorf("cluster %v (cap %d), local %v: want one endpoint each, sized to fit",
+			epStrings(some.ClusterEndpoints), cap(some.ClusterEndpoints), epStrings(some.LocalEndpoints))
+	}
+}
+
 // TestEndpointFields checks the fields an endpoint carries into the table.
 func TestEndpointFields(t *testing.T) {
 	sp := mustOne(t, state(svc("web", etpLocal, withNodePort), httpSlice("web", "w1",

@@ -133,7 +133,11 @@ func comparePrefixes(a, b netip.Prefix) int {
 // frontends lists the entry's frontends in the documented order, each
 // (address, port) once.
 func frontends(sp *ServicePort, nodePortAddrs []netip.Addr) []Frontend {
-	out := make([]Frontend, 0, 1+len(sp.ExternalIPs)+len(sp.LoadBalancerIPs)+len(nodePortAddrs))
+	n := 1 + len(sp.ExternalIPs) + len(sp.LoadBalancerIPs)
+	if sp.NodePort != 0 {
+		n += len(nodePortAddrs)
+	}
+	out := make([]Frontend, 0, n)
 	add := func(k FrontendKind, a netip.Addr, port uint16) {
 		for _, f := range out {
 			if f.Addr == a && f.Port == port {

@@ -203,6 +203,8 @@ type ServicePort struct {
 	HasEndpoints bool
 	// AllEndpoints are every endpoint of the port whatever its state: UDP/SCTP
 	// conntrack cleanup compares against them. Sorted likewise; nil when none.
+	// ClusterEndpoints and LocalEndpoints share its array when they hold every
+	// endpoint (the entry is immutable, as the whole table).
 	AllEndpoints []Endpoint
 }
 
