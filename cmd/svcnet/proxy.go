@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +38,7 @@ type proxyOptions struct {
 	healthzAddr      string
 	metricsAddr      string
 	profiling        bool
+	memoryLimit      string
 	syncPeriod       time.Duration
 	minSyncPeriod    time.Duration
 	serviceProxyName string
@@ -82,6 +82,7 @@ synced and the node known.`,
 	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", proxy.DefaultMinSyncPeriod, "minimum time between syncs: changes within it are coalesced")
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "serve only Services labelled service.kubernetes.io/service-proxy-name=NAME (default: only unlabelled ones, as kube-proxy)")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
+	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, `Go soft memory limit: "auto" derives it from the live heap after each sync (lifted during full syncs; GOMEMLIMIT, when set, wins), "none" leaves the runtime's defaults, a quantity (256Mi) fixes it`)
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.StringVar(&o.dataPlane, "data-plane", dataPlaneNFTables, `Service data plane: "nftables" programs Services; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
@@ -112,6 +113,11 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	if err := o.validateDataPlane(); err != nil {
 		return err
 	}
+	noHeapProfilesUnless(o.profiling)
+	mem, err := newMemoryPolicy(o.memoryLimit, runtimeMemory{}, log.WithName("memory"))
+	if err != nil {
+		return err
+	}
 
 	store := model.NewStore()
 	m := metrics.New()
@@ -130,7 +136,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return reportSynced(ctx, store, health, cfg.Families)
 	}}
 	if o.dataPlane == dataPlaneNFTables {
-		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, log)
+		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
 		}
@@ -257,17 +263,6 @@ func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// releaseAfterFullSync returns the memory of a full sync to the system: it
-// builds the whole ruleset and its netlink batch at once (tens of MB at 10k
-// Services), which is garbage once applied, and full syncs are rare (start,
-// drift). Without it the node agent keeps that peak as resident memory until
-// the runtime's background scavenger gives it back, minutes later.
-func releaseAfterFullSync(r proxy.SyncResult) {
-	if r.Full && r.Err == nil {
-		debug.FreeOSMemory()
-	}
 }
 
 // cleanupPodRoutes removes the routes --pod-routes made (protocol 154), and

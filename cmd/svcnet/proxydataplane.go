@@ -37,10 +37,11 @@ func (o *proxyOptions) validateDataPlane() error {
 }
 
 // serviceDataPlane builds the nftables Service data plane: the proxier and the
-// healthCheckNodePort servers. It returns their run functions (each returns
-// when ctx ends) and closeAll, which releases the kernel handles after they
-// have returned. Nothing is programmed before a run function runs.
-func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+// healthCheckNodePort servers; mem applies --memory-limit around the
+// proxier's syncs. It returns their run functions (each returns when ctx
+// ends) and closeAll, which releases the kernel handles after they have
+// returned. Nothing is programmed before a run function runs.
+func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
 	conn, err := openNFTables()
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +64,8 @@ func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.
 		ProxyHealth:    health,
 		Metrics:        m,
 		Logger:         log,
-		OnSync:         releaseAfterFullSync,
+		BeforeSync:     mem.beforeSync,
+		OnSync:         mem.afterSync,
 	})
 	if err != nil {
 		ct.Close()

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/proxy"
+)
+
+// svcnet proxy's use of memory. A node agent runs on every node and holds the
+// whole cluster's Services; what it costs there is memory, and most of that is
+// garbage the Go runtime lets pile up between collections: with the default
+// GOGC=100 the heap grows to twice the live state before the next collection,
+// and the pages stay resident. --memory-limit auto (the default) bounds that
+// garbage with a soft memory limit (debug.SetMemoryLimit) derived from what
+// the proxy measures of itself:
+//
+//	limit = live heap + headroom + overhead
+//
+// live heap: as marked by the last collection (tracks the cluster's size, so
+// the limit is recomputed after every sync); headroom: a quarter of it, at
+// least minHeadroom (the garbage allowed between collections: one-Service
+// changes leave a few hundred KB each at 10k Services, so collections stay
+// rare); overhead: what the runtime holds besides live objects (fragmentation,
+// GC metadata, stacks), measured after each full sync's forced collection.
+//
+// A full sync builds the whole ruleset at once (tens of MB at 10k Services,
+// garbage once applied): the limit is lifted for it, so it runs at GOGC speed,
+// and its memory is returned to the system right after (FreeOSMemory), which
+// is also when the overhead is measured. Until the first full sync there is no
+// limit. GOGC is left alone: with a small live heap its goal is below the
+// limit and it decides.
+//
+// --memory-limit none leaves the runtime's defaults (and GOMEMLIMIT, which also
+// turns auto off); a quantity (256Mi) sets a fixed limit, as GOMEMLIMIT would.
+
+// Values of --memory-limit besides a quantity, and the mode of a quantity.
+const (
+	memoryLimitAuto  = "auto"
+	memoryLimitNone  = "none"
+	memoryLimitFixed = "fixed"
+)
+
+// Tuning of the auto limit.
+const (
+	headroomRatio = 0.25
+	minHeadroom   = 8 << 20
+	// limitSlack is the change below which a new limit is not worth setting.
+	limitSlack = 1 << 20
+)
+
+// parseMemoryLimit parses --memory-limit: auto, none, or a positive quantity.
+// fixed is the quantity in bytes (0 for auto and none).
+func parseMemoryLimit(v string) (mode string, fixed int64, err error) {
+	switch strings.TrimSpace(v) {
+	case memoryLimitAuto, "":
+		return memoryLimitAuto, 0, nil
+	case memoryLimitNone:
+		return memoryLimitNone, 0, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Value() <= 0 {
+		return "", 0, fmt.Errorf("--memory-limit %q: want %s, %s or a positive quantity such as 256Mi", v, memoryLimitAuto, memoryLimitNone)
+	}
+	return memoryLimitFixed, q.Value(), nil
+}
+
+// goRuntime is the part of the Go runtime the memory policy uses (a fake in
+// tests).
+type goRuntime interface {
+	// Memory returns the live heap as of the last collection and the
+	// memory a limit counts (Go's total, less what was released to the
+	// system), in bytes.
+	Memory() (live, footprint uint64)
+	// SetMemoryLimit is debug.SetMemoryLimit.
+	SetMemoryLimit(int64) int64
+	// FreeOSMemory is debug.FreeOSMemory: a collection, then every free page
+	// returned to the system.
+	FreeOSMemory()
+}
+
+// memoryPolicy applies --memory-limit around the proxier's syncs (its
+// BeforeSync and OnSync hooks, called from the sync loop only). With auto
+// off, it only returns a successful full sync's memory to the system.
+type memoryPolicy struct {
+	rt   goRuntime
+	auto bool
+	log  klog.Logger
+	// overhead is the footprint less the live heap after the last successful
+	// full sync's collection; 0 until then (no limit yet).
+	overhead uint64
+	// limit is the limit in force (math.MaxInt64: none).
+	limit int64
+}
+
+// newMemoryPolicy returns the policy of --memory-limit value v and sets a
+// fixed limit at once. GOMEMLIMIT in the environment takes precedence over
+// auto.
+func newMemoryPolicy(v string, rt goRuntime, log klog.Logger) (*memoryPolicy, error) {
+	mode, fixed, err := parseMemoryLimit(v)
+	if err != nil {
+		return nil, err
+	}
+	p := &memoryPolicy{rt: rt, log: log, limit: math.MaxInt64}
+	switch {
+	case mode == memoryLimitFixed:
+		p.limit = fixed
+		rt.SetMemoryLimit(fixed)
+	case mode == memoryLimitAuto && os.Getenv("GOMEMLIMIT") != "":
+		log.Info("GOMEMLIMIT is set: --memory-limit auto leaves the limit to it", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
+	case mode == memoryLimitAuto:
+		p.auto = true
+	}
+	return p, nil
+}
+
+// beforeSync lifts the auto limit for a full sync.
+func (p *memoryPolicy) beforeSync(full bool) {
+	if p.auto && full {
+		p.set(math.MaxInt64)
+	}
+}
+
+// afterSync returns a successful full sync's memory to the system (it built
+// the whole ruleset at once, garbage now; full syncs are rare, and without
+// this the peak would stay resident until the scavenger returns it, minutes
+// later), then sets the auto limit for the state now live.
+func (p *memoryPolicy) afterSync(r proxy.SyncResult) {
+	if r.Full && r.Err == nil {
+		p.rt.FreeOSMemory()
+	}
+	if !p.auto {
+		return
+	}
+	live, footprint := p.rt.Memory()
+	if r.Full && r.Err == nil {
+		p.overhead = footprint - min(live, footprint)
+	}
+	if p.overhead == 0 {
+		return // no full sync yet: no limit
+	}
+	want := autoLimit(live, p.overhead)
+	if diff := want - p.limit; diff > limitSlack || diff < -limitSlack {
+		p.set(want)
+		p.log.V(2).Info("Memory limit set", "limit", want, "liveHeap", live, "overhead", p.overhead)
+	}
+}
+
+// noHeapProfilesUnless turns heap sampling off unless profiles are served:
+// heap profiles are read only through /debug/pprof (--profiling), and
+// without it their samples (a stack per 512 KB allocated, about 1.5 MB after
+// a full sync at 10k Services) would be kept for nobody. Call it once, early.
+func noHeapProfilesUnless(profiling bool) {
+	if !profiling {
+		runtime.MemProfileRate = 0
+	}
+}
+
+// autoLimit is live + headroom + overhead (see the policy above).
+func autoLimit(live, overhead uint64) int64 {
+	headroom := max(uint64(float64(live)*headroomRatio), minHeadroom)
+	return int64(min(live+headroom+overhead, math.MaxInt64))
+}
+
+func (p *memoryPolicy) set(limit int64) {
+	if limit != p.limit {
+		p.rt.SetMemoryLimit(limit)
+		p.limit = limit
+	}
+}
+
+// runtimeMemory is the real Go runtime.
+type runtimeMemory struct{}
+
+var memorySamples = []string{
+	"/gc/heap/live:bytes",
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+}
+
+func (runtimeMemory) Memory() (live, footprint uint64) {
+	s := make([]metrics.Sample, len(memorySamples))
+	for i, name := range memorySamples {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	v := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	total, released := v(1), v(2)
+	return v(0), total - min(released, total)
+}
+
+func (runtimeMemory) SetMemoryLimit(l int64) int64 { return debug.SetMemoryLimit(l) }
+func (runtimeMemory) FreeOSMemory()                { debug.FreeOSMemory() }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/proxy"
+)
+
+// fakeRuntime records the limits set and frees, and reports the memory the
+// test puts in it.
+type fakeRuntime struct {
+	live, footprint uint64
+	limits          []int64
+	frees           int
+}
+
+func (f *fakeRuntime) Memory() (uint64, uint64) { return f.live, f.footprint }
+func (f *fakeRuntime) SetMemoryLimit(l int64) int64 {
+	f.limits = append(f.limits, l)
+	return l
+}
+func (f *fakeRuntime) FreeOSMemory() { f.frees++ }
+
+// last returns the limit in force (MaxInt64 when none was ever set).
+func (f *fakeRuntime) last() int64 {
+	if len(f.limits) == 0 {
+		return math.MaxInt64
+	}
+	return f.limits[len(f.limits)-1]
+}
+
+const mib = 1 << 20
+
+func syncResult(full bool, err error) proxy.SyncResult {
+	return proxy.SyncResult{Stats: nftables.Stats{Full: full}, Err: err}
+}
+
+func TestParseMemoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		in    string
+		mode  string
+		fixed int64
+		err   bool
+	}{
+		{"auto", memoryLimitAuto, 0, false},
+		{"", memoryLimitAuto, 0, false},
+		{"none", memoryLimitNone, 0, false},
+		{"256Mi", memoryLimitFixed, 256 * mib, false},
+		{"100000000", memoryLimitFixed, 100000000, false},
+		{"0", "", 0, true},
+		{"-1Mi", "", 0, true},
+		{"lots", "", 0, true},
+	} {
+		mode, fixed, err := parseMemoryLimit(tt.in)
+		if (err != nil) != tt.err || mode != tt.mode || fixed != tt.fixed {
+			t.Errorf("parseMemoryLimit(%q) = %q, %d, %v; want %q, %d, error %v", tt.in, mode, fixed, err, tt.mode, tt.fixed, tt.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--memory-limit") {
+			t.Errorf("parseMemoryLimit(%q): error %q does not name the flag", tt.in, err)
+		}
+	}
+}
+
+// TestMemoryPolicyAuto walks the auto limit through a proxy's life: none
+// until the first full sync; then live + headroom + overhead; lifted for
+// every full sync and set again after it, also after a failed one; following
+// the live heap, but not for changes under a MiB.
+func TestMemoryPolicyAuto(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	rt := &fakeRuntime{}
+	p, err := newMemoryPolicy("auto", rt, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what string, full bool, err error, live, footprint uint64, want int64) {
+		t.Helper()
+		rt.live, rt.footprint = live, footprint
+		p.beforeSync(full)
+		if full && rt.last() != math.MaxInt64 {
+			t.Errorf("%s: limit %d during a full sync, want none", what, rt.last())
+		}
+		p.afterSync(syncResult(full, err))
+		if got := rt.last(); got != want {
+			t.Errorf("%s: limit %d, want %d", what, got, want)
+		}
+	}
+	step("partial sync before any full one", false, nil, 10*mib, 20*mib, math.MaxInt64)
+	step("failed first full sync", true, errors.New("boom"), 10*mib, 20*mib, math.MaxInt64)
+	// overhead 17 MiB; headroom max(32/4, 8) = 8 MiB.
+	step("first full sync", true, nil, 32*mib, 49*mib, (32+8+17)*mib)
+	step("partial sync, live heap up 512 KiB", false, nil, 32*mib+512<<10, 60*mib, (32+8+17)*mib)
+	// 64 MiB live: headroom 16 MiB.
+	step("partial sync, live heap doubled", false, nil, 64*mib, 90*mib, (64+16+17)*mib)
+	step("failed full sync", true, errors.New("boom"), 64*mib, 200*mib, (64+16+17)*mib)
+	// A small live heap: the minimum headroom; the overhead is measured again.
+	step("full sync after Services left", true, nil, 4*mib, 12*mib, (4+8+8)*mib)
+	if rt.frees != 2 {
+		t.Errorf("FreeOSMemory called %d times, want once per successful full sync (2)", rt.frees)
+	}
+}
+
+// TestMemoryPolicyFixedAndNone: a fixed limit is set once and kept through
+// syncs; none and GOMEMLIMIT set nothing. Every mode returns a successful
+// full sync's memory.
+func TestMemoryPolicyFixedAndNone(t *testing.T) {
+	for _, tt := range []struct {
+		flag, env string
+		want      []int64
+	}{
+		{"200Mi", "", []int64{200 * mib}},
+		{"none", "", nil},
+		{"auto", "300MiB", nil},
+	} {
+		t.Run(tt.flag+" "+tt.env, func(t *testing.T) {
+			t.Setenv("GOMEMLIMIT", tt.env)
+			rt := &fakeRuntime{live: 32 * mib, footprint: 49 * mib}
+			p, err := newMemoryPolicy(tt.flag, rt, klog.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, full := range []bool{true, false, true} {
+				p.beforeSync(full)
+				p.afterSync(syncResult(full, nil))
+			}
+			if len(rt.limits) != len(tt.want) || (len(tt.want) > 0 && rt.limits[0] != tt.want[0]) {
+				t.Errorf("limits set %v, want %v", rt.limits, tt.want)
+			}
+			if rt.frees != 2 {
+				t.Errorf("FreeOSMemory called %d times, want 2", rt.frees)
+			}
+		})
+	}
+	if _, err := newMemoryPolicy("lots", &fakeRuntime{}, klog.Background()); err == nil {
+		t.Error("newMemoryPolicy accepted --memory-limit lots")
+	}
+}
+
+// TestRuntimeMemory: the real runtime reports a live heap within its
+// footprint.
+func TestRuntimeMemory(t *testing.T) {
+	live, footprint := runtimeMemory{}.Memory()
+	if live == 0 || footprint < live {
+		t.Errorf("live %d, footprint %d: want 0 < live <= footprint", live, footprint)
+	}
+}
