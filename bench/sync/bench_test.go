@@ -29,8 +29,9 @@ const (
 	EnvSizes = "SVCNET_BENCH_SIZES"
 	// EnvChanges is the number of single-Service changes per run (default 50).
 	EnvChanges = "SVCNET_BENCH_CHANGES"
-	// EnvTools is a comma-separated subset of svcnet,kube-proxy (default both;
-	// "none" measures the population alone).
+	// EnvTools is a comma-separated list of svcnet, kube-proxy and svcnet-b
+	// (see ToolSvcnetB), run in that order, repeats allowed (default
+	// svcnet,kube-proxy; "none" measures the population alone).
 	EnvTools = "SVCNET_BENCH_TOOLS"
 	// EnvBudget bounds the whole benchmark (default 35m; go test's -timeout must
 	// be larger).
@@ -66,6 +67,12 @@ func TestBenchSync(t *testing.T) {
 		case "none": // population only
 		case ToolSvcnet:
 			tools = append(tools, Svcnet(benchenv.SvcnetBinary(t)))
+		case ToolSvcnetB:
+			bin := os.Getenv(EnvSvcnetB)
+			if bin == "" {
+				t.Fatalf("%s lists %s: set %s to its binary", EnvTools, ToolSvcnetB, EnvSvcnetB)
+			}
+			tools = append(tools, SvcnetB(bin))
 		case ToolKubeProxy:
 			tools = append(tools, KubeProxy(k8sBinary(t, "kube-proxy")))
 		default:

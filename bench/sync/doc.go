@@ -28,7 +28,11 @@
 //     --sync-period 30s (kube-proxy's nftables mode uses it only as a retry
 //     interval; it resyncs on its own hourly).
 //   - RSS: VmRSS of the proxy process after its full sync and again after the
-//     last change, and its VmHWM (peak) at the end.
+//     last change, and its VmHWM (peak) at the end. With SVCNET_BENCH_PROFILE
+//     set (and SVCNET_BENCH_LOGDIR to keep them), each of those readings also
+//     saves svcnet's heap profile, /metrics and /proc status beside its log
+//     (see EnvProfile; SVCNET_BENCH_SVCNET_ENV=GODEBUG=memprofilerate=1 makes
+//     them exact).
 //
 // Contract: nothing is created in the host's network namespace (loopback
 // sockets of the control plane and the forwarders only); every process and

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,12 @@ type Proc struct {
 	*proc.Process
 
 	out *lineWriter
+	// ns is where the process runs; profile is set when each Memory reading
+	// also saves profiles (EnvProfile, and a command line with --profiling),
+	// readings counts them.
+	ns       *netns.NS
+	profile  bool
+	readings int
 }
 
 // Sync is a parsed sync line and when it was written.
@@ -42,7 +49,7 @@ func StartProc(ns *netns.NS, name, logPath string, argv ...string) (*Proc, error
 		return nil, fmt.Errorf("%s: open log: %w", name, err)
 	}
 	fmt.Fprintf(f, "=== %s\n", strings.Join(argv, " "))
-	p := &Proc{Name: name, LogPath: logPath}
+	p := &Proc{Name: name, LogPath: logPath, ns: ns, profile: profileEnabled() && slices.Contains(argv, profilingFlag)}
 	p.out = &lineWriter{f: f, changed: make(chan struct{})}
 	cmd := ns.Command(argv...)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
@@ -88,13 +95,22 @@ func (p *Proc) Syncs() []Sync {
 	return s
 }
 
-// Memory returns VmRSS and VmHWM of the process, in bytes.
+// Memory returns VmRSS and VmHWM of the process, in bytes. With profiles
+// asked for (see EnvProfile) it then saves them; a failure to do so is noted
+// in the log only.
 func (p *Proc) Memory() (rss, hwm int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: memory: %w", p.Name, err)
 	}
-	return parseStatusKB(b, "VmRSS:"), parseStatusKB(b, "VmHWM:"), nil
+	rss, hwm = parseStatusKB(b, "VmRSS:"), parseStatusKB(b, "VmHWM:")
+	if p.profile {
+		p.readings++
+		if err := saveProfiles(p.ns, p.Pid(), p.LogPath, p.readings, metricsAddr); err != nil {
+			fmt.Fprintf(p.out.f, "=== bench: %v\n", err)
+		}
+	}
+	return rss, hwm, nil
 }
 
 func parseStatusKB(status []byte, key string) int64 {

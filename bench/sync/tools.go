@@ -1,6 +1,10 @@
 package syncbench
 
-import "time"
+import (
+	"os"
+	"strings"
+	"time"
+)
 
 // Both proxies run with the same node name, health and metrics addresses (inside
 // their own namespaces) and log level, and otherwise with their defaults
@@ -12,13 +16,44 @@ const (
 	defaultMinSync = time.Second
 )
 
-// Svcnet runs `svcnet proxy` from bin.
-func Svcnet(bin string) Tool {
+// profilingFlag serves /debug/pprof on the metrics address (svcnet; added
+// only when EnvProfile asks for profiles).
+const profilingFlag = "--profiling"
+
+// Svcnet runs `svcnet proxy` from bin (with --profiling when EnvProfile is
+// set, and with the environment EnvSvcnetEnv adds).
+func Svcnet(bin string) Tool { return svcnetTool(bin, ToolSvcnet, "sv") }
+
+// ToolSvcnetB is a second svcnet build (EnvSvcnetB), for A/B comparisons of
+// two builds on one population: list the tools alternately
+// (svcnet,svcnet-b,svcnet,svcnet-b) to spread the drift of a shared machine.
+// It has no targets; the table shows its rows. (A repeated tool's log and
+// profiles replace those of its earlier run.)
+const ToolSvcnetB = "svcnet-b"
+
+// EnvSvcnetB is the path of the svcnet-b binary.
+const EnvSvcnetB = "SVCNET_BENCH_SVCNET_B"
+
+// SvcnetB runs `svcnet proxy` from bin as tool svcnet-b.
+func SvcnetB(bin string) Tool { return svcnetTool(bin, ToolSvcnetB, "sb") }
+
+func svcnetTool(bin, name, short string) Tool {
+	profile := profileEnabled()
+	env := strings.Fields(os.Getenv(EnvSvcnetEnv))
 	return Tool{
-		Name: ToolSvcnet, Short: "sv", Tables: TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, MinSyncPeriod: defaultMinSync,
+		Name: name, Short: short, Tables: TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, MinSyncPeriod: defaultMinSync,
 		Argv: func(kc string) []string {
-			return []string{bin, "proxy", "--kubeconfig", kc, "--hostname-override", nodeName,
-				"--healthz-bind-address", healthzAddr, "--metrics-bind-address", metricsAddr, "--v=2"}
+			var argv []string
+			if len(env) > 0 {
+				// env execs the proxy in place: the pid stays the proxy's.
+				argv = append([]string{"env"}, env...)
+			}
+			argv = append(argv, bin, "proxy", "--kubeconfig", kc, "--hostname-override", nodeName,
+				"--healthz-bind-address", healthzAddr, "--metrics-bind-address", metricsAddr, "--v=2")
+			if profile {
+				argv = append(argv, profilingFlag)
+			}
+			return argv
 		},
 	}
 }
