@@ -185,6 +185,9 @@ func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, nam
 	if !b.Deadline.IsZero() && b.Deadline.Before(stop) {
 		stop = b.Deadline
 	}
+	// creates holds each measured change's Create call, to print beside it:
+	// a slow change is the apiserver's or the proxy's.
+	var creates []time.Duration
 	for i, name := range names {
 		if time.Now().After(stop) {
 			b.Logf("%s N=%d: change budget spent after %d changes", tool.Name, res.N, i)
@@ -218,13 +221,14 @@ func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, nam
 			continue
 		}
 		res.Changes = append(res.Changes, at.Sub(t0))
+		creates = append(creates, res.Creates[len(res.Creates)-1])
 		if (i+1)%10 == 0 || i+1 == len(names) {
-			last := res.Changes[max(0, len(res.Changes)-10):]
+			from := max(0, len(res.Changes)-10)
 			var ls []string
-			for _, d := range last {
-				ls = append(ls, FmtDur(d))
+			for j, d := range res.Changes[from:] {
+				ls = append(ls, FmtDur(d)+" (create "+FmtDur(creates[from+j])+")")
 			}
-			b.Logf("%s N=%d: %d changes, p50 %s, p99 %s; last ones: %s", tool.Name, res.N, i+1,
+			b.Logf("%s N=%d: %d changes, p50 %s, p99 %s; last ones, each with its Create call: %s", tool.Name, res.N, i+1,
 				FmtDur(res.P50()), FmtDur(res.P99()), strings.Join(ls, " "))
 		}
 		// Spacing, not synchronisation: the next change must find the tool's
