@@ -3,6 +3,7 @@ package nft
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // OpKind is the kind of one transaction operation.
@@ -91,3 +92,27 @@ type Conn interface {
 
 // ErrNoTable is returned (wrapped) by Read when the table does not exist.
 var ErrNoTable = errors.New("no such table")
+
+// ReadTables reads every table of family f whose name keep accepts, in name
+// order. A table deleted between the listing and its read is skipped.
+func ReadTables(ctx context.Context, c Conn, f Family, keep func(name string) bool) ([]*Table, error) {
+	names, err := c.Tables(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list %s tables: %w", f, err)
+	}
+	var out []*Table
+	for _, n := range names {
+		if !keep(n) {
+			continue
+		}
+		t, err := c.Read(ctx, f, n)
+		if errors.Is(err, ErrNoTable) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s %s: %w", f, n, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -89,15 +89,13 @@ func (h *harness) results() []SyncResult {
 // rendered returns the IPv4 svcnet tables of the fake kernel, rendered in
 // name order; false when there are none.
 func (h *harness) rendered() (string, bool) {
-	names, err := h.kernel.Tables(context.Background(), nft.IPv4)
+	tables, err := nft.ReadTables(context.Background(), h.kernel, nft.IPv4, nftables.IsTable)
 	if err != nil {
 		return "", false
 	}
 	var b strings.Builder
-	for _, n := range names {
-		if t, err := h.kernel.Read(context.Background(), nft.IPv4, n); err == nil && nftables.IsTable(n) {
-			b.WriteString(t.Render())
-		}
+	for _, t := range tables {
+		b.WriteString(t.Render())
 	}
 	return b.String(), b.Len() > 0
 }

@@ -2,7 +2,6 @@ package trace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -61,23 +60,11 @@ func KernelRules(ctx context.Context, nsOf func(node string) (string, error)) Ru
 		defer conn.Close()
 		var out []*nft.Table
 		for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
-			names, err := conn.Tables(ctx, f)
+			tables, err := nft.ReadTables(ctx, conn, f, KernelTable)
 			if err != nil {
 				return nil, fmt.Errorf("node %s: %w", node, err)
 			}
-			for _, tn := range names {
-				if !KernelTable(tn) {
-					continue
-				}
-				t, err := conn.Read(ctx, f, tn)
-				if errors.Is(err, nft.ErrNoTable) {
-					continue
-				}
-				if err != nil {
-					return nil, fmt.Errorf("node %s: %w", node, err)
-				}
-				out = append(out, t)
-			}
+			out = append(out, tables...)
 		}
 		if len(out) == 0 {
 			return nil, fmt.Errorf("node %s: no svcnet table in namespace %q: is svcnet proxy running there?", node, name)

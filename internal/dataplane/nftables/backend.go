@@ -140,10 +140,7 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		}
 	}
 	if !b.keep(k, len(ports)) {
-		k = shardsFor(len(ports))
-		if b.shards > 0 {
-			k = b.shards
-		}
+		k = b.count(len(ports))
 	}
 	cips := clusterIPs(ports)
 	want := newLayout(fc, k, cips)
@@ -167,12 +164,11 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		switch {
 		case w == nil:
 			tx.DeleteTable()
+			continue
 		case c == nil:
 			tx.AddTable()
-			diff(tx, nil, w, all)
-		default:
-			diff(tx, c, w, all)
 		}
+		diff(tx, c, w, all)
 	}
 	if bt.Len() > 0 {
 		if err := b.conn.Apply(ctx, bt.list()...); err != nil {
@@ -189,32 +185,25 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 }
 
 // keep reports whether k shards suit n ports.
-func (b *Backend) keep(k, n int) bool {
+func (b *Backend) keep(k, n int) bool { return k == b.count(n) || (b.shards == 0 && keepShards(k, n)) }
+
+// count returns the shard count a new layout for n ports gets.
+func (b *Backend) count(n int) int {
 	if b.shards > 0 {
-		return k == b.shards
+		return b.shards
 	}
-	return keepShards(k, n)
+	return shardsFor(n)
 }
 
 // readTables reads every table of the family that IsTable calls svcnet's.
 func (b *Backend) readTables(ctx context.Context, f nft.Family) (map[string]*nft.Table, error) {
-	names, err := b.conn.Tables(ctx, f)
+	tables, err := nft.ReadTables(ctx, b.conn, f, IsTable)
 	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
+		return nil, err
 	}
-	out := map[string]*nft.Table{}
-	for _, n := range names {
-		if !IsTable(n) {
-			continue
-		}
-		t, err := b.conn.Read(ctx, f, n)
-		if errors.Is(err, nft.ErrNoTable) {
-			continue // deleted since the listing
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", n, err)
-		}
-		out[n] = t
+	out := make(map[string]*nft.Table, len(tables))
+	for _, t := range tables {
+		out[t.Name] = t
 	}
 	return out, nil
 }

@@ -31,20 +31,11 @@ func kernelDump(t *testing.T, k *nft.Fake) string {
 	ctx := context.Background()
 	var tables []*nft.Table
 	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
-		names, err := k.Tables(ctx, f)
+		ts, err := nft.ReadTables(ctx, k, f, IsTable)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range names {
-			if !IsTable(n) {
-				continue
-			}
-			tb, err := k.Read(ctx, f, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tables = append(tables, tb)
-		}
+		tables = append(tables, ts...)
 	}
 	return renderAll(tables)
 }
