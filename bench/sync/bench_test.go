@@ -166,8 +166,13 @@ existed before); serial, each one min-sync-period+200ms after the log line of th
 that wrote the previous one; both tools at their defaults (--min-sync-period 1s,
 --sync-period 30s: svcnet syncs every 30s on its own, kube-proxy's nftables mode hourly).
 p50/p99: nearest rank (p99 of 50 samples is the largest).
-API create p50: the Create call alone (included in the change latency: the apiserver allocates
-the ClusterIP, an O(Services) step in v1.36, before any watcher sees the Service).
+API create p50, create p99: the Create call alone (included in the change latency: the apiserver
+allocates the ClusterIP before any watcher sees the Service; in kube-apiserver v1.36 each
+allocation recounts every IPAddress object for its metrics, ipallocator.go createIPAddress:
+Used() and Free(), an O(Services) step).
+prog p50/p99: programming latency, the proxy's own part: from the arrival of the Service's
+watch event at the bench (a watcher of the same apiserver, as the proxy is) to the element in
+the kernel; below zero when the kernel had it first.
 RSS: VmRSS after the first full sync; RSS end: after the last change; peak: VmHWM at the end.
 The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet (ratio(RSS):
 RSS after the full sync).

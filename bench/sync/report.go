@@ -34,6 +34,11 @@ type Result struct {
 	// change's latency: the apiserver allocates the ClusterIP before anyone
 	// sees the Service).
 	Creates []time.Duration
+	// Programs are the programming latencies: from the arrival of the change
+	// Service's watch event at the bench (WatchClock) to its element in the
+	// kernel; the proxy's own part of a change. A change whose event was not
+	// seen has none (so there may be fewer than Changes).
+	Programs []time.Duration
 	// Timeouts counts changes whose element never arrived in time.
 	Timeouts int
 	// Overruns counts monitor buffer overruns (notifications lost).
@@ -61,6 +66,25 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // P50 and P99 of the change latencies (-1 without samples).
 func (r Result) P50() time.Duration { return Percentile(r.Changes, 50) }
 func (r Result) P99() time.Duration { return Percentile(r.Changes, 99) }
+
+// ProgP50 and ProgP99 of the programming latencies, and CreateP99 of the
+// Create calls (-1 without samples).
+func (r Result) ProgP50() time.Duration   { return Percentile(r.Programs, 50) }
+func (r Result) ProgP99() time.Duration   { return Percentile(r.Programs, 99) }
+func (r Result) CreateP99() time.Duration { return Percentile(r.Creates, 99) }
+
+// fmtSigned prints a latency that may be below zero (an element in the kernel
+// before the bench saw the watch event); "-" when there were no samples.
+func fmtSigned(d time.Duration, samples int) string {
+	switch {
+	case samples == 0:
+		return "-"
+	case d < 0:
+		return "-" + FmtDur(-d)
+	default:
+		return FmtDur(d)
+	}
+}
 
 // FmtDur prints a duration with 3 significant digits; "-" for a negative one.
 func FmtDur(d time.Duration) string {
@@ -102,7 +126,7 @@ func WriteTable(w io.Writer, rs []Result) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "N\t tool\t full sync\t ready\t change p50\t change p99\t changes\t API create p50\t RSS\t RSS end\t peak\t ratio(full)\t ratio(p50)\t ratio(p99)\t ratio(RSS)\t")
+	fmt.Fprintln(tw, "N\t tool\t full sync\t ready\t change p50\t change p99\t changes\t API create p50\t create p99\t prog p50\t prog p99\t RSS\t RSS end\t peak\t ratio(full)\t ratio(p50)\t ratio(p99)\t ratio(RSS)\t")
 	for _, r := range rs {
 		n := fmt.Sprintf("%d", len(r.Changes))
 		if r.Timeouts > 0 {
@@ -123,8 +147,9 @@ func WriteTable(w io.Writer, rs []Result) {
 		if r.Ready == 0 {
 			ready = "-"
 		}
-		fmt.Fprintf(tw, "%d\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n",
-			r.N, r.Tool, full, ready, FmtDur(r.P50()), FmtDur(r.P99()), n, FmtDur(Percentile(r.Creates, 50)),
+		fmt.Fprintf(tw, "%d\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n",
+			r.N, r.Tool, full, ready, FmtDur(r.P50()), FmtDur(r.P99()), n, FmtDur(Percentile(r.Creates, 50)), FmtDur(r.CreateP99()),
+			fmtSigned(r.ProgP50(), len(r.Programs)), fmtSigned(r.ProgP99(), len(r.Programs)),
 			FmtMiB(r.RSS), FmtMiB(r.RSSEnd), FmtMiB(r.HWM), rf, r50, r99, rm)
 	}
 	tw.Flush()
@@ -178,7 +203,12 @@ func Targets(rs []Result) []Target {
 	add("svcnet full sync <= 1s", sv.Full > 0, sv.Full > 0 && sv.Full <= time.Second, FmtDur(sv.Full))
 	p99 := sv.P99()
 	add("svcnet change p99 <= 50ms", p99 >= 0 && sv.Timeouts == 0, p99 >= 0 && p99 <= 50*time.Millisecond && sv.Timeouts == 0,
-		fmt.Sprintf("%s over %d changes, %d lost", FmtDur(p99), len(sv.Changes), sv.Timeouts))
+		fmt.Sprintf("%s over %d changes, %d lost; the Create call alone: p99 %s", FmtDur(p99), len(sv.Changes), sv.Timeouts, FmtDur(sv.CreateP99())))
+	// The same bound on the proxy's own part (not the window: shown
+	// beside it, so a miss above is placed at the apiserver or the proxy).
+	pp99 := sv.ProgP99()
+	add("svcnet programming p99 <= 50ms (watch event to kernel)", len(sv.Programs) > 0, len(sv.Programs) > 0 && pp99 <= 50*time.Millisecond,
+		fmt.Sprintf("%s over %d changes", fmtSigned(pp99, len(sv.Programs)), len(sv.Programs)))
 	// RSS counts at its worst of after the full sync and after the changes.
 	rss := max(sv.RSS, sv.RSSEnd)
 	add("svcnet RSS <= 100MiB", rss > 0, rss > 0 && rss <= 100<<20,
@@ -206,7 +236,7 @@ func WriteTargets(w io.Writer, ts []Target) {
 		case t.Met:
 			state = "met"
 		}
-		fmt.Fprintf(w, "target at N=%d: %-42s %-7s %s\n", TargetN, t.What, state, t.Got)
+		fmt.Fprintf(w, "target at N=%d: %-56s %-7s %s\n", TargetN, t.What, state, t.Got)
 	}
 }
 

@@ -63,6 +63,9 @@ type Bench struct {
 const (
 	// changeTimeout bounds the wait for one change's element.
 	changeTimeout = 2 * time.Minute
+	// seenWait bounds the wait for a change's watch event once its element
+	// is in the kernel.
+	seenWait = 10 * time.Second
 	// syncLineWait bounds the wait for the log line of the sync that wrote a
 	// change's element.
 	syncLineWait = 10 * time.Second
@@ -161,9 +164,19 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("%v", err)
 	}
 	defer func() { res.Overruns = m.Overruns(); m.Close() }()
+	wc, err := StartWatchClock(ctx, b.Client, b.Namespace)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer func() {
+		if err := wc.Err(); err != nil {
+			res.Note = strings.TrimPrefix(res.Note+"; ", "; ") + err.Error()
+		}
+		wc.Close()
+	}()
 	// Like every later change, the first finds the min-sync-period gate open:
 	// it comes a spacing after the full sync's log line.
-	if err := b.changes(ctx, tool, p, m, chg, first.At, &res); err != nil {
+	if err := b.changes(ctx, tool, p, m, wc, chg, first.At, &res); err != nil {
 		return fail("%v", err)
 	}
 	if res.RSSEnd, res.HWM, err = p.Memory(); err != nil {
@@ -173,8 +186,9 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 }
 
 // changes creates the change Services one at a time, the first a spacing
-// after lastSync, and records each one's create-to-kernel latency.
-func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, names []string, lastSync time.Time, res *Result) error {
+// after lastSync, and records each one's create-to-kernel latency and, as
+// the watch clock saw the Service, its programming latency.
+func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, wc *WatchClock, names []string, lastSync time.Time, res *Result) error {
 	spacing := tool.MinSyncPeriod + 200*time.Millisecond
 	select {
 	case <-ctx.Done():
@@ -222,6 +236,9 @@ func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, nam
 		}
 		res.Changes = append(res.Changes, at.Sub(t0))
 		creates = append(creates, res.Creates[len(res.Creates)-1])
+		if seen, ok := wc.Seen(ctx, name, seenWait); ok {
+			res.Programs = append(res.Programs, at.Sub(seen))
+		}
 		if (i+1)%10 == 0 || i+1 == len(names) {
 			from := max(0, len(res.Changes)-10)
 			var ls []string
