@@ -28,14 +28,17 @@ const (
 
 const (
 	rounds   = 3
+	pairs    = 2                // pairs of runs per path in each slot
 	runLimit = 15 * time.Minute // the whole benchmark, lab up to report
-	// defaultDuration is one run's length: the default run's 27 slots of 16
-	// runs each are 3.6 minutes of load, leaving the rest of runLimit to the
-	// lab, the 20,000 objects of the 10k fillers through the apiserver (3 to
-	// 4 minutes here: every watcher in the lab shares the 2 cores) and the
-	// swaps (about 4 minutes at 10k: kube-proxy iptables' first sync takes
-	// about 50 s, twice, nftables' about 20 s, three times).
-	defaultDuration = 500 * time.Millisecond
+	// defaultDuration is one load's length: each run is a keep-alive load, a
+	// new-connection load and a connect probe of half as long, 625ms; the
+	// default run's 27 slots of 4 paths x 2 pairs x 2 runs are 4.5 minutes of
+	// load, leaving the rest of runLimit to the lab, the 20,000 objects of
+	// the 10k fillers through the apiserver (3 to 4 minutes here: every
+	// watcher in the lab shares the 2 cores) and the swaps (about 4 minutes
+	// at 10k: kube-proxy iptables' first sync takes about 40 s, twice,
+	// nftables' about 20 s, three times).
+	defaultDuration = 250 * time.Millisecond
 )
 
 // TestBenchDatapath is the data-path benchmark (see the package doc). It skips
@@ -53,7 +56,7 @@ func TestBenchDatapath(t *testing.T) {
 		t.Fatalf("%s=%s: want a duration from 100ms to 1m", EnvDuration, dur)
 	}
 	slots := schedule(lab.Proxies, len(counts), rounds)
-	if err := checkBudget(len(slots), len(allPaths), dur, runLimit); err != nil {
+	if err := checkBudget(len(slots), len(allPaths), pairs, dur, runLimit); err != nil {
 		t.Fatal(err)
 	}
 	hostBefore, err := hostTWReuse()
@@ -85,7 +88,7 @@ func TestBenchDatapath(t *testing.T) {
 	cliNS, _ := open("cli")
 	extNS, _ := open("client")
 	remoteNS, remote := open("srv-remote")
-	_, local := open("srv-local")
+	localNS, local := open("srv-local")
 	remoteIP, err := podIP(remote.Pod)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +125,7 @@ func TestBenchDatapath(t *testing.T) {
 	}
 	t.Logf("LoadBalancer IP %s is announced by node%d", addrs.lbIP, owner)
 	sc := &scaler{l: l, probeNS: []*netns.NS{cliNS, remoteNS}}
-	rep := report{duration: dur, rounds: rounds}
+	rep := report{duration: dur, rounds: rounds, pairs: pairs}
 	for ci, n := range counts {
 		services, apply, programmed, err := sc.growTo(ctx, n)
 		if err != nil {
@@ -152,7 +155,18 @@ func TestBenchDatapath(t *testing.T) {
 					services, sl.proxy, ready.Round(time.Millisecond), quiet.Round(time.Millisecond))
 				pr.ready = append(pr.ready, ready)
 			}
-			if err := measureSlot(ctx, sl, targets, dur, pr.paths, t.Logf); err != nil {
+			// Pinned only while measuring: agents a swap starts must not
+			// inherit the load generator's CPUs.
+			pin, err := pinCPUs([]string{remoteNS.Path(), localNS.Path()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep.pinning = pin.desc
+			err = measureSlot(ctx, sl, targets, dur, pairs, pr.paths, t.Logf)
+			if uerr := pin.unpin(); uerr != nil && err == nil {
+				err = uerr
+			}
+			if err != nil {
 				t.Fatalf("%d Services: %v", services, err)
 			}
 		}

@@ -51,26 +51,31 @@
 // agents still worked after their first sync were slower on every path, the
 // direct one included.
 //
-// Order. A slot is one proxy's turn in one round: each path's direct run, then
-// its Service run (A B A B ...). Each round gives every proxy one slot, in
+// Order. A slot is one proxy's turn in one round: each path measured in 2
+// pairs of runs, direct and Service, in the order D S S D (a drift within the
+// slot falls on both sides alike). Each round gives every proxy one slot, in
 // serpentine order over the whole run (svcnet, kube-proxy-nftables,
 // kube-proxy-iptables, then the reverse, ...): a drift of the machine over
 // time spreads evenly over the proxies, and the proxy that ends a round
 // begins the next, saving a swap per round boundary. The direct reference is
 // measured with the slot's proxy installed (plain pod traffic crosses its
 // rules too); each proxy's table shows its own direct figures, and its ratios
-// are to them.
+// are to them: the median over its pairs of each pair's Service/direct ratio.
 //
-// For every path three figures, from a load generator running in this process
-// with its sockets made in the place's network namespace (workers run inside
-// netns.NS.Do, one locked thread each): keep-alive HTTP requests/s over 8
-// connections; new connections/s (8 workers: connect, GET, read, close from
-// the client's side, so TIME_WAIT is the client's), with
-// net.ipv4.tcp_tw_reuse=1 written in the lab's client namespaces only; and the
-// TCP connect time (p50, p99) of those new connections, measured around the
-// connect call (it includes the goroutine's scheduling on a busy machine).
-// Each run lasts SVCNET_BENCH_DURATION (default 500ms); there are 3 rounds
-// per count, and medians are reported.
+// Each run, from a load generator in this process: keep-alive HTTP
+// requests/s over 8 connections; new connections/s (8 workers: connect, GET,
+// read, close from the client's side, so TIME_WAIT is the client's), with
+// net.ipv4.tcp_tw_reuse=1 written in the lab's client namespaces only; then
+// a connect probe, one client connecting and closing back to back with no
+// other load, whose connect times give the p50 and p99 (the connect times
+// under the new-connection load measure the loaded machine's queueing more
+// than the path). The sockets are made inside the place's network namespace
+// on one locked thread and used from ordinary goroutines (sockets.go): with a
+// locked thread per worker, the load generator's own thread hand-offs took
+// most of the CPU and made the rates swing. While a slot is measured, the
+// load generator runs on the first half of the CPUs and the measured pods'
+// servers on the other half (pin.go). Each load lasts SVCNET_BENCH_DURATION
+// (default 250ms; the probe half as long); there are 3 rounds per count.
 //
 // This is repeated for each Service count of SVCNET_BENCH_COUNTS (default
 // "1,1000,10000"): filler ClusterIP Services, selector-less, each with one
@@ -86,7 +91,7 @@
 // kube-proxy's.
 //
 // Bounds: the whole run is bounded by 15 minutes (a context over everything;
-// the default run has 27 slots of 16 loads of 500ms, 3.6 minutes, and
+// the default run has 27 slots of 16 runs of 625ms, 4.5 minutes, and
 // checkBudget refuses settings whose load alone would take over half the
 // bound), each apply, probe, swap and settle wait has its own bound.
 //

@@ -3,14 +3,16 @@ package datapathbench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -30,56 +32,63 @@ const (
 type sample struct {
 	keepAlive float64         // HTTP requests/s over workers keep-alive connections
 	newConn   float64         // connect+GET+close per second over workers workers
-	connect   []time.Duration // TCP handshake time of each new connection
+	connect   []time.Duration // TCP handshake time of each new connection, under load
+	probe     []time.Duration // TCP handshake time of one client's back-to-back connects, no other load
 	errors    int             // failed connects or requests, both runs
 }
 
 // measure runs the keep-alive load and then the new-connection load, each for
-// d, from inside ns to addr (host:port). It fails when no request succeeded.
+// d, then the connect probe for d/2, from inside ns to addr (host:port). It
+// fails when no request succeeded.
 func measure(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (sample, error) {
 	var s sample
-	n, errs, err := keepAlive(ctx, ns, addr, d)
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("load to %q: %w", addr, err)
 	}
+	family := unix.AF_INET
+	if ap.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	sockets := startSockets(ctx, ns, family)
+	n, errs := keepAlive(ctx, sockets, ap, d)
 	s.keepAlive, s.errors = float64(n)/d.Seconds(), errs
-	n, lat, errs, err := newConns(ctx, ns, addr, d)
-	if err != nil {
+	n, lat, errs := newConns(ctx, sockets, ap, d)
+	s.newConn, s.connect, s.errors = float64(n)/d.Seconds(), lat, s.errors+errs
+	s.probe, errs = connectProbe(ctx, sockets, ap, d/2)
+	s.errors += errs
+	if err := sockets.stop(); err != nil {
 		return s, err
 	}
-	s.newConn, s.connect, s.errors = float64(n)/d.Seconds(), lat, s.errors+errs
 	if s.keepAlive == 0 || s.newConn == 0 {
 		return s, fmt.Errorf("load to %s: no request succeeded (%d errors)", addr, s.errors)
 	}
 	return s, nil
 }
 
-// perWorker runs fn in workers goroutines, each inside ns on a locked thread of
-// its own (so every socket fn makes lives in ns), and waits for all.
-func perWorker(ns *netns.NS, fn func(w int) error) error {
+// perWorker runs fn in workers goroutines and waits for all.
+func perWorker(fn func(w int)) {
 	var wg sync.WaitGroup
-	errs := make([]error, workers)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[w] = ns.Do(func() error { return fn(w) })
+			fn(w)
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // keepAlive sends HTTP GETs back to back on workers keep-alive connections
 // for d and returns the number answered 200 and the number of failures (a
 // failed connection is redialled, bounded by the end of the run).
-func keepAlive(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (ok, failed int, err error) {
+func keepAlive(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration) (ok, failed int) {
 	oks, fails := make([]int, workers), make([]int, workers)
 	end := time.Now().Add(d)
-	err = perWorker(ns, func(w int) error {
-		req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+	perWorker(func(w int) {
+		req := []byte("GET / HTTP/1.1\r\nHost: " + ap.String() + "\r\n\r\n")
 		for time.Now().Before(end) && ctx.Err() == nil {
-			c, err := dial(ctx, addr)
+			c, err := sockets.dial(ctx, ap)
 			if err != nil {
 				fails[w]++
 				continue
@@ -95,26 +104,25 @@ func keepAlive(ctx context.Context, ns *netns.NS, addr string, d time.Duration) 
 			}
 			c.Close()
 		}
-		return nil
 	})
-	return sum(oks), sum(fails), err
+	return sum(oks), sum(fails)
 }
 
 // newConns makes new connections for d, each: connect, one GET, read the
 // answer, close (the client first). It returns the number answered,
 // the connect time of each successful connect, and the failures.
-func newConns(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (ok int, lat []time.Duration, failed int, err error) {
+func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration) (ok int, lat []time.Duration, failed int) {
 	oks, fails := make([]int, workers), make([]int, workers)
 	lats := make([][]time.Duration, workers)
 	end := time.Now().Add(d)
-	err = perWorker(ns, func(w int) error {
+	perWorker(func(w int) {
 		// No "Connection: close": the client closes first, so TIME_WAIT stays on
 		// the client's side (reused at once with tcp_tw_reuse) and the server's
 		// ports never collide with an old connection's TIME_WAIT.
-		req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+		req := []byte("GET / HTTP/1.1\r\nHost: " + ap.String() + "\r\n\r\n")
 		for time.Now().Before(end) && ctx.Err() == nil {
 			t0 := time.Now()
-			c, err := dial(ctx, addr)
+			c, err := sockets.dial(ctx, ap)
 			if err != nil {
 				fails[w]++
 				continue
@@ -130,19 +138,30 @@ func newConns(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (
 			}
 			c.Close()
 		}
-		return nil
 	})
 	for _, l := range lats {
 		lat = append(lat, l...)
 	}
-	return sum(oks), lat, sum(fails), err
+	return sum(oks), lat, sum(fails)
 }
 
-// dial connects to addr, bounded by requestTimeout. It must run inside the
-// namespace the socket is to live in.
-func dial(ctx context.Context, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: requestTimeout}
-	return d.DialContext(ctx, "tcp", addr)
+// connectProbe connects and closes (the client first) back to back from one
+// client for d, with no other load, and returns each connect's time: the
+// latency of a new connection's first packets through the path, not the
+// queueing of a loaded machine (the new-connection load's connect times).
+func connectProbe(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration) (lat []time.Duration, failed int) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) && ctx.Err() == nil && len(lat) < maxLatencySamples {
+		t0 := time.Now()
+		c, err := sockets.dial(ctx, ap)
+		if err != nil {
+			failed++
+			continue
+		}
+		lat = append(lat, time.Since(t0))
+		c.Close()
+	}
+	return lat, failed
 }
 
 // roundTrip writes req and reads one response whole; an answer other than 200

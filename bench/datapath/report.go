@@ -25,7 +25,7 @@ type pathResult struct {
 }
 
 // figures are one side's medians over its runs; connect quantiles are over all
-// its runs' connects together.
+// its runs' connect probes together.
 type figures struct {
 	keepAlive, newConn float64
 	p50, p99           time.Duration
@@ -38,12 +38,28 @@ func summarize(ss []sample) figures {
 	var lat []time.Duration
 	for _, s := range ss {
 		ka, nc = append(ka, s.keepAlive), append(nc, s.newConn)
-		lat = append(lat, s.connect...)
+		lat = append(lat, s.probe...)
 		f.errors += s.errors
 	}
 	f.keepAlive, f.newConn = median(ka), median(nc)
 	f.p50, f.p99 = quantile(lat, .5), quantile(lat, .99)
 	return f
+}
+
+// ratios are a path's Service figures relative to direct: the median, over
+// the pairs of runs (direct[i], service[i]), of each pair's ratio. A pair's
+// two runs are seconds apart, so the machine's slower drift cancels in each
+// ratio, and the median discards a run that a burst of other work hit.
+type ratios struct{ keepAlive, newConn float64 }
+
+func (p pathResult) ratios() ratios {
+	var ka, nc []float64
+	for i := range min(len(p.direct), len(p.service)) {
+		d, s := p.direct[i], p.service[i]
+		ka = append(ka, ratio(s.keepAlive, d.keepAlive))
+		nc = append(nc, ratio(s.newConn, d.newConn))
+	}
+	return ratios{keepAlive: median(ka), newConn: median(nc)}
 }
 
 // proxyResult is one proxy at one Service count.
@@ -82,6 +98,8 @@ func targeted(path string) bool { return path != pathLB }
 type report struct {
 	duration time.Duration
 	rounds   int
+	pairs    int    // pairs of runs per path in each slot
+	pinning  string // how load generator and servers were placed on CPUs
 	counts   []countResult
 }
 
@@ -96,7 +114,13 @@ func metOrMissed(ok bool) string {
 
 func (r report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Service data paths vs direct pod traffic: %d rounds of each, %s per run, %d connections/workers\n", r.rounds, r.duration, workers)
+	fmt.Fprintf(&b, "Service data paths vs direct pod traffic: %d rounds of %d pairs of runs (direct, Service) each, %s per load, %d connections/workers\n",
+		r.rounds, r.pairs, r.duration, workers)
+	b.WriteString("figures: medians over the runs; ratio: median over the pairs of each pair's Service/direct ratio;\n")
+	fmt.Fprintf(&b, "connect p50/p99: one client's back-to-back connects with no other load (%s per run), over all runs\n", r.duration/2)
+	if r.pinning != "" {
+		b.WriteString("CPUs: " + r.pinning + "\n")
+	}
 	fmt.Fprintf(&b, "proxies %s take turns on the same lab (kube control plane, same pods and Services), in serpentine order per round\n", strings.Join(r.proxies(), ", "))
 	fmt.Fprintf(&b, "direct reference: pod cli (node1) -> pod IP of srv-remote (node2), or of srv-local (node1) for clusterip-local;\n")
 	fmt.Fprintf(&b, "for nodeport and loadbalancer the lab's client (from a second address) -> pod IP of srv-remote, routed via node1\n")
@@ -141,10 +165,10 @@ func writeProxyTable(b *strings.Builder, pr proxyResult) {
 	fmt.Fprintf(b, "%-17s %9s %9s %6s  %9s %9s %6s  %15s %15s %6s\n",
 		"path", "ka dir/s", "ka svc/s", "ratio", "nc dir/s", "nc svc/s", "ratio", "p50 dir/svc", "p99 dir/svc", "errors")
 	for _, p := range pr.paths {
-		d, s := summarize(p.direct), summarize(p.service)
+		d, s, r := summarize(p.direct), summarize(p.service), p.ratios()
 		fmt.Fprintf(b, "%-17s %9.0f %9.0f %5.3fx  %9.0f %9.0f %5.3fx  %15s %15s %6d\n",
-			p.path, d.keepAlive, s.keepAlive, ratio(s.keepAlive, d.keepAlive),
-			d.newConn, s.newConn, ratio(s.newConn, d.newConn),
+			p.path, d.keepAlive, s.keepAlive, r.keepAlive,
+			d.newConn, s.newConn, r.newConn,
 			us(d.p50)+"/"+us(s.p50), us(d.p99)+"/"+us(s.p99), d.errors+s.errors)
 	}
 }
@@ -162,8 +186,8 @@ func (r report) writeTargets(b *strings.Builder) {
 			if !targeted(p.path) {
 				continue
 			}
-			d, s := summarize(p.direct), summarize(p.service)
-			ka, nc := ratio(s.keepAlive, d.keepAlive), ratio(s.newConn, d.newConn)
+			r := p.ratios()
+			ka, nc := r.keepAlive, r.newConn
 			fmt.Fprintf(b, "%5d Services %-17s keep-alive >= %.2fx direct: %-6s (%.3fx)   new connections >= %.2fx direct: %-6s (%.3fx)\n",
 				c.services, p.path, targetKeepAlive, metOrMissed(ka >= targetKeepAlive), ka, targetNewConn, metOrMissed(nc >= targetNewConn), nc)
 		}
@@ -212,10 +236,10 @@ func (r report) writeComparison(b *strings.Builder, a, ref string) {
 			if i >= len(pb.paths) {
 				break
 			}
-			da, sa := summarize(p.direct), summarize(p.service)
-			db, sb := summarize(pb.paths[i].direct), summarize(pb.paths[i].service)
-			kaA, kaB := ratio(sa.keepAlive, da.keepAlive), ratio(sb.keepAlive, db.keepAlive)
-			ncA, ncB := ratio(sa.newConn, da.newConn), ratio(sb.newConn, db.newConn)
+			sa, sb := summarize(p.service), summarize(pb.paths[i].service)
+			ra, rb := p.ratios(), pb.paths[i].ratios()
+			kaA, kaB := ra.keepAlive, rb.keepAlive
+			ncA, ncB := ra.newConn, rb.newConn
 			fmt.Fprintf(b, "%5d Services %-17s keep-alive: %-6s (%.3fx vs %.3fx)   new connections: %-6s (%.3fx vs %.3fx)   connect p99: %-6s (%s vs %s)\n",
 				c.services, p.path, check(kaA >= kaB), kaA, kaB, check(ncA >= ncB), ncA, ncB, check(sa.p99 <= sb.p99), us(sa.p99), us(sb.p99))
 		}

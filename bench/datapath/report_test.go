@@ -106,11 +106,13 @@ func TestFillers(t *testing.T) {
 	}
 }
 
-// fixedSample is a run with the given rates and connect times of 1..n ms.
+// fixedSample is a run with the given rates and connect probe times of 1..n
+// ms (the connect times under load, 1000 ms each, must not count).
 func fixedSample(ka, nc float64, n int) sample {
 	s := sample{keepAlive: ka, newConn: nc}
 	for i := 1; i <= n; i++ {
-		s.connect = append(s.connect, time.Duration(i)*time.Millisecond)
+		s.probe = append(s.probe, time.Duration(i)*time.Millisecond)
+		s.connect = append(s.connect, time.Second)
 	}
 	return s
 }
@@ -129,14 +131,18 @@ func TestReport(t *testing.T) {
 			}}},
 		}
 	}
-	r := report{duration: 3 * time.Second, rounds: 3, counts: []countResult{mk(3, 100), mk(10000, 120)}}
+	r := report{duration: 3 * time.Second, rounds: 3, pairs: 1, pinning: "load generator on CPUs 0", counts: []countResult{mk(3, 100), mk(10000, 120)}}
 	got := r.String()
 	for _, want := range []string{
-		"3 rounds of each, 3s per run, 8 connections/workers",
+		"3 rounds of 1 pairs of runs (direct, Service) each, 3s per load, 8 connections/workers",
+		"one client's back-to-back connects with no other load (1.5s per run)",
+		"CPUs: load generator on CPUs 0",
 		"3 Services (fillers applied in 1.5s, programmed on both nodes 2s after the apply started)",
-		// direct medians 1000 and 500; service medians 980 and 480.
-		"clusterip-remote       1000       980 0.980x        500       480 0.960x",
-		"    3 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.980x)   new connections >= 0.95x direct: met    (0.960x)",
+		// direct medians 1000 and 500; service medians 980 and 480; the
+		// pairs' ka ratios 0.990, 1.089, 0.882 and nc ratios 0.980, 1.200,
+		// 0.783: medians 0.990 and 0.980 (not the ratios of the medians).
+		"clusterip-remote       1000       980 0.990x        500       480 0.980x",
+		"    3 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x)   new connections >= 0.95x direct: met    (0.980x)",
 		// p99 of 1..100 ms is 99 ms; of 1..120 ms is 119 ms.
 		"connect p99 clusterip-remote  with 10000 Services within 10% of with 3: MISSED (119000us vs 99000us, 1.202x)",
 		"connect p99 loadbalancer      with 10000 Services within 10% of with 3: met",
@@ -236,13 +242,13 @@ func TestSchedule(t *testing.T) {
 }
 
 func TestCheckBudget(t *testing.T) {
-	// The default run: 3 counts x 3 rounds x 3 proxies, 4 paths, 500ms
-	// runs: 216s of load, under half of 15 minutes.
-	if err := checkBudget(27, 4, defaultDuration, 15*time.Minute); err != nil {
+	// The default run: 3 counts x 3 rounds x 3 proxies, 4 paths, 2 pairs,
+	// 250ms loads: 270s of load, under half of 15 minutes.
+	if err := checkBudget(27, 4, pairs, defaultDuration, 15*time.Minute); err != nil {
 		t.Errorf("default run: %v", err)
 	}
-	// 3s runs would be 1296s: refused, naming the bound.
-	if err := checkBudget(27, 4, 3*time.Second, 15*time.Minute); err == nil || !strings.Contains(err.Error(), "15m0s") {
+	// 3s loads would be 3240s: refused, naming the bound.
+	if err := checkBudget(27, 4, pairs, 3*time.Second, 15*time.Minute); err == nil || !strings.Contains(err.Error(), "15m0s") {
 		t.Errorf("3s runs: err = %v, want a refusal naming the bound", err)
 	}
 }

@@ -55,14 +55,15 @@ func swaps(slots []slot) int {
 // may take; the rest is for the lab, the fillers and the swaps.
 const measureShare = 0.5
 
-// checkBudget fails when the load of slots (paths paths, each a direct and a
-// Service run, each run a keep-alive and a new-connection load of d) would
-// take more than measureShare of limit.
-func checkBudget(slots, paths int, d, limit time.Duration) error {
-	load := time.Duration(slots*paths*2*2) * d
+// checkBudget fails when the load of slots would take more than measureShare
+// of limit: in each slot, paths paths, each pairs pairs of runs (direct and
+// Service), each run a keep-alive and a new-connection load of d and a
+// connect probe of d/2.
+func checkBudget(slots, paths, pairs int, d, limit time.Duration) error {
+	load := time.Duration(slots*paths*pairs*2) * (2*d + d/2)
 	if float64(load) > measureShare*float64(limit) {
-		return fmt.Errorf("%d slots x %d paths x 2 runs x 2 loads x %s = %s of load: over %.0f%% of the run's bound %s; shorten the duration or the counts",
-			slots, paths, d, load, measureShare*100, limit)
+		return fmt.Errorf("%d slots x %d paths x %d pairs x 2 runs x %s = %s of load: over %.0f%% of the run's bound %s; shorten the duration or the counts",
+			slots, paths, pairs, 2*d+d/2, load, measureShare*100, limit)
 	}
 	return nil
 }

@@ -126,7 +126,8 @@ func podIP(p *corev1.Pod) (netip.Addr, error) {
 // get makes one GET on a new connection from inside ns to addr.
 func get(ctx context.Context, ns *netns.NS, addr string) error {
 	return ns.Do(func() error {
-		c, err := dial(ctx, addr)
+		d := net.Dialer{Timeout: requestTimeout}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return err
 		}
