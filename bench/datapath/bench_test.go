@@ -59,7 +59,7 @@ func TestBenchDatapath(t *testing.T) {
 	if err := checkBudget(len(slots), len(allPaths), pairs, dur, runLimit); err != nil {
 		t.Fatal(err)
 	}
-	hostBefore, err := hostTWReuse()
+	hostBefore, err := hostSysctls()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +98,12 @@ func TestBenchDatapath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ns := range []*netns.NS{cliNS, extNS} {
-		if err := enableTWReuse(ns); err != nil {
+		if err := tuneClient(ns); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if after, err := hostTWReuse(); err != nil || after != hostBefore {
-		t.Fatalf("host tcp_tw_reuse changed from %s to %s (%v): the sysctl must be written only in lab namespaces", hostBefore, after, err)
+	if after, err := hostSysctls(); err != nil || after != hostBefore {
+		t.Fatalf("host sysctls changed from %s to %s (%v): they must be written only in lab namespaces", hostBefore, after, err)
 	}
 	// srv-remote runs on node2 (fixture.yaml).
 	if err := routeReference(ctx, l, remoteIP, 2); err != nil {

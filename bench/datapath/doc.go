@@ -65,7 +65,8 @@
 // Each run, from a load generator in this process: keep-alive HTTP
 // requests/s over 8 connections; new connections/s (8 workers: connect, GET,
 // read, close from the client's side, so TIME_WAIT is the client's), with
-// net.ipv4.tcp_tw_reuse=1 written in the lab's client namespaces only; then
+// net.ipv4.tcp_tw_reuse=1 and tcp_max_tw_buckets=4096 written in the lab's
+// client namespaces only (load.go: clientSysctls says why); then
 // a connect probe, one client connecting and closing back to back with no
 // other load, whose connect times give the p50 and p99 (the connect times
 // under the new-connection load measure the loaded machine's queueing more
@@ -95,7 +96,7 @@
 // checkBudget refuses settings whose load alone would take over half the
 // bound), each apply, probe, swap and settle wait has its own bound.
 //
-// Contract: everything lives in the lab's namespaces (the tw_reuse sysctl is
+// Contract: everything lives in the lab's namespaces (the client sysctls are
 // written only in the lab's client pod and external client namespaces); the lab
 // is removed when the test ends, pass or fail; every wait is bounded.
 package datapathbench

@@ -34,7 +34,8 @@ type sample struct {
 	newConn   float64         // connect+GET+close per second over workers workers
 	connect   []time.Duration // TCP handshake time of each new connection, under load
 	probe     []time.Duration // TCP handshake time of one client's back-to-back connects, no other load
-	errors    int             // failed connects or requests, both runs
+	errors    int             // failed connects or requests, all loads
+	firstErr  error           // the first of them
 }
 
 // measure runs the keep-alive load and then the new-connection load, each for
@@ -51,17 +52,17 @@ func measure(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (s
 		family = unix.AF_INET6
 	}
 	sockets := startSockets(ctx, ns, family)
-	n, errs := keepAlive(ctx, sockets, ap, d)
-	s.keepAlive, s.errors = float64(n)/d.Seconds(), errs
-	n, lat, errs := newConns(ctx, sockets, ap, d)
-	s.newConn, s.connect, s.errors = float64(n)/d.Seconds(), lat, s.errors+errs
-	s.probe, errs = connectProbe(ctx, sockets, ap, d/2)
-	s.errors += errs
+	var errs failures
+	s.keepAlive = float64(keepAlive(ctx, sockets, ap, d, &errs)) / d.Seconds()
+	n, lat := newConns(ctx, sockets, ap, d, &errs)
+	s.newConn, s.connect = float64(n)/d.Seconds(), lat
+	s.probe = connectProbe(ctx, sockets, ap, d/2, &errs)
+	s.errors, s.firstErr = errs.count(), errs.first()
 	if err := sockets.stop(); err != nil {
 		return s, err
 	}
 	if s.keepAlive == 0 || s.newConn == 0 {
-		return s, fmt.Errorf("load to %s: no request succeeded (%d errors)", addr, s.errors)
+		return s, fmt.Errorf("load to %s: no request succeeded (%d errors, the first: %v)", addr, s.errors, s.firstErr)
 	}
 	return s, nil
 }
@@ -79,25 +80,54 @@ func perWorker(fn func(w int)) {
 	wg.Wait()
 }
 
+// failures counts a load's failed connects and requests, safe for its
+// workers, and keeps the first error to say what failed.
+type failures struct {
+	mu       sync.Mutex
+	n        int
+	earliest error
+}
+
+func (f *failures) add(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.earliest == nil {
+		f.earliest = err
+	}
+}
+
+func (f *failures) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+func (f *failures) first() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.earliest
+}
+
 // keepAlive sends HTTP GETs back to back on workers keep-alive connections
-// for d and returns the number answered 200 and the number of failures (a
-// failed connection is redialled, bounded by the end of the run).
-func keepAlive(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration) (ok, failed int) {
-	oks, fails := make([]int, workers), make([]int, workers)
+// for d and returns the number answered 200 (a failed connection is counted
+// in errs and redialled, bounded by the end of the run).
+func keepAlive(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration, errs *failures) int {
+	oks := make([]int, workers)
 	end := time.Now().Add(d)
 	perWorker(func(w int) {
 		req := []byte("GET / HTTP/1.1\r\nHost: " + ap.String() + "\r\n\r\n")
 		for time.Now().Before(end) && ctx.Err() == nil {
 			c, err := sockets.dial(ctx, ap)
 			if err != nil {
-				fails[w]++
+				errs.add(err)
 				continue
 			}
 			_ = c.SetDeadline(end.Add(requestTimeout))
 			br := bufio.NewReader(c)
 			for time.Now().Before(end) {
 				if err := roundTrip(c, br, req); err != nil {
-					fails[w]++
+					errs.add(fmt.Errorf("request: %w", err))
 					break
 				}
 				oks[w]++
@@ -105,14 +135,14 @@ func keepAlive(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d
 			c.Close()
 		}
 	})
-	return sum(oks), sum(fails)
+	return sum(oks)
 }
 
 // newConns makes new connections for d, each: connect, one GET, read the
-// answer, close (the client first). It returns the number answered,
-// the connect time of each successful connect, and the failures.
-func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration) (ok int, lat []time.Duration, failed int) {
-	oks, fails := make([]int, workers), make([]int, workers)
+// answer, close (the client first). It returns the number answered and the
+// connect time of each successful connect; failures go to errs.
+func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration, errs *failures) (ok int, lat []time.Duration) {
+	oks := make([]int, workers)
 	lats := make([][]time.Duration, workers)
 	end := time.Now().Add(d)
 	perWorker(func(w int) {
@@ -124,7 +154,7 @@ func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d 
 			t0 := time.Now()
 			c, err := sockets.dial(ctx, ap)
 			if err != nil {
-				fails[w]++
+				errs.add(err)
 				continue
 			}
 			if len(lats[w]) < maxLatencySamples {
@@ -132,7 +162,7 @@ func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d 
 			}
 			_ = c.SetDeadline(time.Now().Add(requestTimeout))
 			if err := roundTrip(c, bufio.NewReader(c), req); err != nil {
-				fails[w]++
+				errs.add(fmt.Errorf("request: %w", err))
 			} else {
 				oks[w]++
 			}
@@ -142,26 +172,26 @@ func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d 
 	for _, l := range lats {
 		lat = append(lat, l...)
 	}
-	return sum(oks), lat, sum(fails)
+	return sum(oks), lat
 }
 
 // connectProbe connects and closes (the client first) back to back from one
 // client for d, with no other load, and returns each connect's time: the
 // latency of a new connection's first packets through the path, not the
 // queueing of a loaded machine (the new-connection load's connect times).
-func connectProbe(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration) (lat []time.Duration, failed int) {
+func connectProbe(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration, errs *failures) (lat []time.Duration) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) && ctx.Err() == nil && len(lat) < maxLatencySamples {
 		t0 := time.Now()
 		c, err := sockets.dial(ctx, ap)
 		if err != nil {
-			failed++
+			errs.add(err)
 			continue
 		}
 		lat = append(lat, time.Since(t0))
 		c.Close()
 	}
-	return lat, failed
+	return lat
 }
 
 // roundTrip writes req and reads one response whole; an answer other than 200
@@ -193,16 +223,28 @@ func sum(xs []int) int {
 	return n
 }
 
-// twReusePath is the sysctl the new-connection load wants at 1 in the
-// client's namespace, so closed connections' ports are reused at once.
-const twReusePath = "/proc/sys/net/ipv4/tcp_tw_reuse"
+// clientSysctls are what the new-connection load wants in the client's
+// namespace. tcp_tw_reuse=1 lets a closed connection's port be reused a
+// second later. A low tcp_max_tw_buckets keeps the TIME_WAIT sockets few
+// (beyond it a closing socket skips TIME_WAIT; its FIN and last ACK are still
+// sent): at about 8,000 connections/s the ephemeral range (28,000 ports) was
+// full of TIME_WAIT sockets after four seconds, and from then on every
+// connect() searched the whole range for a port, about 3 ms each, and the
+// rate of the direct and the Service runs fell alike to a few hundred/s.
+var clientSysctls = []struct{ path, value string }{
+	{"/proc/sys/net/ipv4/tcp_tw_reuse", "1"},
+	{"/proc/sys/net/ipv4/tcp_max_tw_buckets", "4096"},
+}
 
-// enableTWReuse sets net.ipv4.tcp_tw_reuse=1 in ns (and only there: the
-// write happens on a thread inside ns, and /proc/sys/net is per namespace).
-func enableTWReuse(ns *netns.NS) error {
-	err := ns.Do(func() error { return os.WriteFile(twReusePath, []byte("1\n"), 0o644) })
-	if err != nil {
-		return fmt.Errorf("tcp_tw_reuse in %s: %w", ns.Name(), err)
-	}
-	return nil
+// tuneClient writes clientSysctls in ns, and only there: the writes happen
+// on a thread inside ns, and /proc/sys/net is per namespace.
+func tuneClient(ns *netns.NS) error {
+	return ns.Do(func() error {
+		for _, s := range clientSysctls {
+			if err := os.WriteFile(s.path, []byte(s.value+"\n"), 0o644); err != nil {
+				return fmt.Errorf("%s in %s: %w", s.path, ns.Name(), err)
+			}
+		}
+		return nil
+	})
 }

@@ -156,11 +156,18 @@ func waitAnswer(ctx context.Context, ns *netns.NS, addr string, limit time.Durat
 
 func hostPort(a netip.Addr, port int) string { return net.JoinHostPort(a.String(), strconv.Itoa(port)) }
 
-// hostTWReuse reads the host's tcp_tw_reuse, to check that the benchmark left
-// it alone.
-func hostTWReuse() (string, error) {
-	b, err := os.ReadFile(twReusePath)
-	return strings.TrimSpace(string(b)), err
+// hostSysctls reads the host's values of clientSysctls, to check that the
+// benchmark left them alone.
+func hostSysctls() (string, error) {
+	var out []string
+	for _, s := range clientSysctls {
+		b, err := os.ReadFile(s.path)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, s.path+"="+strings.TrimSpace(string(b)))
+	}
+	return strings.Join(out, " "), nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
