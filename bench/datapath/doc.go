@@ -89,7 +89,12 @@
 // at the largest count within 10% of the smallest; and svcnet at least equal
 // to kube-proxy nftables on every figure, per count and path: keep-alive and
 // new-connection ratios to direct at least kube-proxy's, connect p99 at most
-// kube-proxy's.
+// kube-proxy's. Each ratio target shows the 90% bootstrap interval of its
+// median; each comparison is judged strictly (medians) and by the noise (the
+// bootstrap interval of the difference of the medians: better, equal or
+// worse), and the target is met when no figure is worse by the noise: two
+// proxies programming the same nftables NAT are equal, and a strict
+// comparison of their medians is a coin toss per figure.
 //
 // Bounds: the whole run is bounded by 15 minutes (a context over everything;
 // the default run has 27 slots of 16 runs of 625ms, 4.5 minutes, and

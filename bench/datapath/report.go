@@ -53,13 +53,49 @@ func summarize(ss []sample) figures {
 type ratios struct{ keepAlive, newConn float64 }
 
 func (p pathResult) ratios() ratios {
-	var ka, nc []float64
+	ka, nc := p.pairRatios()
+	return ratios{keepAlive: median(ka), newConn: median(nc)}
+}
+
+// pairRatios are each pair's Service/direct ratios, keep-alive and new
+// connections.
+func (p pathResult) pairRatios() (ka, nc []float64) {
 	for i := range min(len(p.direct), len(p.service)) {
 		d, s := p.direct[i], p.service[i]
 		ka = append(ka, ratio(s.keepAlive, d.keepAlive))
 		nc = append(nc, ratio(s.newConn, d.newConn))
 	}
-	return ratios{keepAlive: median(ka), newConn: median(nc)}
+	return ka, nc
+}
+
+// runP99s are the connect probe's p99 of each Service run, in microseconds.
+func (p pathResult) runP99s() []float64 {
+	var out []float64
+	for _, s := range p.service {
+		if len(s.probe) > 0 {
+			out = append(out, float64(quantile(s.probe, .99))/float64(time.Microsecond))
+		}
+	}
+	return out
+}
+
+// verdict compares a figure of two proxies by the noise of their runs: the
+// bootstrap interval of the difference of their medians (a minus b; for a
+// figure where lower is better, lowerBetter flips it). "better" and "worse"
+// need the whole interval on one side of zero; otherwise "equal".
+func verdict(a, b []float64, lowerBetter bool) (string, float64, float64) {
+	lo, hi := diffCI(a, b)
+	if lowerBetter {
+		lo, hi = 0-hi, 0-lo // 0-x, not -x: no "-0" in the report
+	}
+	switch {
+	case lo > 0:
+		return "better", lo, hi
+	case hi < 0:
+		return "worse", lo, hi
+	default:
+		return "equal", lo, hi
+	}
 }
 
 // proxyResult is one proxy at one Service count.
@@ -176,7 +212,7 @@ func writeProxyTable(b *strings.Builder, pr proxyResult) {
 // writeTargets writes svcnet's own targets: ratios to direct, and connect p99
 // growth with the Service count.
 func (r report) writeTargets(b *strings.Builder) {
-	fmt.Fprintf(b, "\ntargets of %s\n", lab.ProxySvcnet)
+	fmt.Fprintf(b, "\ntargets of %s (the median of the paired ratios, and its %.0f%% bootstrap interval)\n", lab.ProxySvcnet, bootstrapLevel*100)
 	for _, c := range r.counts {
 		pr := c.proxy(lab.ProxySvcnet)
 		if pr == nil {
@@ -186,10 +222,13 @@ func (r report) writeTargets(b *strings.Builder) {
 			if !targeted(p.path) {
 				continue
 			}
-			r := p.ratios()
-			ka, nc := r.keepAlive, r.newConn
-			fmt.Fprintf(b, "%5d Services %-17s keep-alive >= %.2fx direct: %-6s (%.3fx)   new connections >= %.2fx direct: %-6s (%.3fx)\n",
-				c.services, p.path, targetKeepAlive, metOrMissed(ka >= targetKeepAlive), ka, targetNewConn, metOrMissed(nc >= targetNewConn), nc)
+			kas, ncs := p.pairRatios()
+			ka, nc := median(kas), median(ncs)
+			kaLo, kaHi := medianCI(kas)
+			ncLo, ncHi := medianCI(ncs)
+			fmt.Fprintf(b, "%5d Services %-17s keep-alive >= %.2fx direct: %-6s (%.3fx, %.3f-%.3f)   new connections >= %.2fx direct: %-6s (%.3fx, %.3f-%.3f)\n",
+				c.services, p.path, targetKeepAlive, metOrMissed(ka >= targetKeepAlive), ka, kaLo, kaHi,
+				targetNewConn, metOrMissed(nc >= targetNewConn), nc, ncLo, ncHi)
 		}
 	}
 	if len(r.counts) < 2 {
@@ -212,20 +251,32 @@ func (r report) writeTargets(b *strings.Builder) {
 }
 
 // writeComparison writes the target "a at least equal to b on every figure",
-// per count and path: keep-alive and new-connection ratios to direct at least
-// b's, connect p99 at most b's. Nothing when either was not measured.
+// per count and path: keep-alive and new-connection ratios to direct, and
+// connect p99. Each figure is judged two ways: strictly (a's median ratio at
+// least b's, a's pooled p99 at most b's), and by the runs' noise (verdict:
+// better, equal or worse, from the bootstrap interval of the difference).
+// The target is met when no figure is worse by the noise; both counts are
+// printed. Nothing when either proxy was not measured.
 func (r report) writeComparison(b *strings.Builder, a, ref string) {
 	if !slices.Contains(r.proxies(), a) || !slices.Contains(r.proxies(), ref) {
 		return
 	}
-	fmt.Fprintf(b, "\n%s at least equal to %s on every figure (ratios to direct at least as high, connect p99 at most as long)\n", a, ref)
-	met, all := 0, 0
-	check := func(ok bool) string {
+	fmt.Fprintf(b, "\n%s at least equal to %s on every figure: ratios to direct at least as high, connect p99 at most as long;\n", a, ref)
+	fmt.Fprintf(b, "each figure strictly (medians) and by the noise: the %.0f%% bootstrap interval of the difference of the medians\n", bootstrapLevel*100)
+	b.WriteString("(of the paired ratios; of the runs' p99s) above zero: better, below: worse, else equal\n")
+	strict, all := 0, 0
+	tally := map[string]int{}
+	judge := func(ok bool, x, y []float64, lowerBetter bool) string {
 		all++
 		if ok {
-			met++
+			strict++
 		}
-		return metOrMissed(ok)
+		v, lo, hi := verdict(x, y, lowerBetter)
+		tally[v]++
+		if lowerBetter { // microseconds saved
+			return fmt.Sprintf("%-6s %-6s [%+.0fus,%+.0fus]", metOrMissed(ok), v, lo, hi)
+		}
+		return fmt.Sprintf("%-6s %-6s [%+.3f,%+.3f]", metOrMissed(ok), v, lo, hi)
 	}
 	for _, c := range r.counts {
 		pa, pb := c.proxy(a), c.proxy(ref)
@@ -236,13 +287,17 @@ func (r report) writeComparison(b *strings.Builder, a, ref string) {
 			if i >= len(pb.paths) {
 				break
 			}
-			sa, sb := summarize(p.service), summarize(pb.paths[i].service)
-			ra, rb := p.ratios(), pb.paths[i].ratios()
-			kaA, kaB := ra.keepAlive, rb.keepAlive
-			ncA, ncB := ra.newConn, rb.newConn
-			fmt.Fprintf(b, "%5d Services %-17s keep-alive: %-6s (%.3fx vs %.3fx)   new connections: %-6s (%.3fx vs %.3fx)   connect p99: %-6s (%s vs %s)\n",
-				c.services, p.path, check(kaA >= kaB), kaA, kaB, check(ncA >= ncB), ncA, ncB, check(sa.p99 <= sb.p99), us(sa.p99), us(sb.p99))
+			q := pb.paths[i]
+			kaA, ncA := p.pairRatios()
+			kaB, ncB := q.pairRatios()
+			sa, sb := summarize(p.service), summarize(q.service)
+			fmt.Fprintf(b, "%5d Services %-17s keep-alive: %s (%.3fx vs %.3fx)   new connections: %s (%.3fx vs %.3fx)   connect p99: %s (%s vs %s)\n",
+				c.services, p.path,
+				judge(median(kaA) >= median(kaB), kaA, kaB, false), median(kaA), median(kaB),
+				judge(median(ncA) >= median(ncB), ncA, ncB, false), median(ncA), median(ncB),
+				judge(sa.p99 <= sb.p99, p.runP99s(), q.runP99s(), true), us(sa.p99), us(sb.p99))
 		}
 	}
-	fmt.Fprintf(b, "%s >= %s on every figure: %s (%d of %d figures)\n", a, ref, metOrMissed(all > 0 && met == all), met, all)
+	fmt.Fprintf(b, "%s >= %s on every figure: %s by the noise (%d better, %d equal, %d worse of %d figures); strictly %d of %d\n",
+		a, ref, metOrMissed(all > 0 && tally["worse"] == 0), tally["better"], tally["equal"], tally["worse"], all, strict, all)
 }

@@ -142,7 +142,8 @@ func TestReport(t *testing.T) {
 		// pairs' ka ratios 0.990, 1.089, 0.882 and nc ratios 0.980, 1.200,
 		// 0.783: medians 0.990 and 0.980 (not the ratios of the medians).
 		"clusterip-remote       1000       980 0.990x        500       480 0.980x",
-		"    3 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x)   new connections >= 0.95x direct: met    (0.980x)",
+		// with the bootstrap interval of each median over its 3 pairs.
+		"    3 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x, 0.882-1.089)   new connections >= 0.95x direct: met    (0.980x, 0.783-1.200)",
 		// p99 of 1..100 ms is 99 ms; of 1..120 ms is 119 ms.
 		"connect p99 clusterip-remote  with 10000 Services within 10% of with 3: MISSED (119000us vs 99000us, 1.202x)",
 		"connect p99 loadbalancer      with 10000 Services within 10% of with 3: met",
@@ -184,13 +185,14 @@ func TestReportAgainstKubeProxy(t *testing.T) {
 		"kube-proxy-nftables (ready 2s after a swap to it began, median of 1 swaps)",
 		"\nkube-proxy-iptables\npath ",
 		// svcnet's own targets, from its table only.
-		" 1000 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x)",
-		" 1000 Services nodeport          keep-alive >= 0.97x direct: MISSED (0.900x)",
+		" 1000 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x, 0.990-0.990)",
+		" 1000 Services nodeport          keep-alive >= 0.97x direct: MISSED (0.900x, 0.900-0.900)",
 		"svcnet at least equal to kube-proxy-nftables on every figure",
-		" 1000 Services clusterip-remote  keep-alive: met    (0.990x vs 0.980x)   new connections: met    (0.980x vs 0.960x)   connect p99: met    (99000us vs 99000us)",
+		// One pair each: every difference is outside the noise.
+		" 1000 Services clusterip-remote  keep-alive: met    better [+0.010,+0.010] (0.990x vs 0.980x)   new connections: met    better [+0.020,+0.020] (0.980x vs 0.960x)   connect p99: met    equal  [+0us,+0us] (99000us vs 99000us)",
 		// nodeport: kube-proxy's ratios are higher (1.125x, 1.000x) and its p99 shorter.
-		" 1000 Services nodeport          keep-alive: MISSED (0.900x vs 1.125x)   new connections: MISSED (0.800x vs 1.000x)   connect p99: MISSED (99000us vs 89000us)",
-		"svcnet >= kube-proxy-nftables on every figure: MISSED (3 of 6 figures)",
+		" 1000 Services nodeport          keep-alive: MISSED worse  [-0.225,-0.225] (0.900x vs 1.125x)   new connections: MISSED worse  [-0.200,-0.200] (0.800x vs 1.000x)   connect p99: MISSED worse  [-10000us,-10000us] (99000us vs 89000us)",
+		"svcnet >= kube-proxy-nftables on every figure: MISSED by the noise (2 better, 1 equal, 3 worse of 6 figures); strictly 3 of 6",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
@@ -202,7 +204,7 @@ func TestReportAgainstKubeProxy(t *testing.T) {
 	c.proxies = append(c.proxies, proxyResult{proxy: lab.ProxyKubeProxyNFTables,
 		paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 900, 400, 200), path(pathNodePort, 1000, 500, 800, 300, 200)}})
 	got = report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
-	if !strings.Contains(got, "svcnet >= kube-proxy-nftables on every figure: met (6 of 6 figures)") {
+	if !strings.Contains(got, "svcnet >= kube-proxy-nftables on every figure: met by the noise (6 better, 0 equal, 0 worse of 6 figures); strictly 6 of 6") {
 		t.Errorf("all figures better: report does not say met:\n%s", got)
 	}
 
@@ -250,5 +252,27 @@ func TestCheckBudget(t *testing.T) {
 	// 3s loads would be 3240s: refused, naming the bound.
 	if err := checkBudget(27, 4, pairs, 3*time.Second, 15*time.Minute); err == nil || !strings.Contains(err.Error(), "15m0s") {
 		t.Errorf("3s runs: err = %v, want a refusal naming the bound", err)
+	}
+}
+
+// Overlapping samples are "equal" whichever median is higher; samples apart
+// are "better" or "worse", flipped for a figure where lower is better. The
+// intervals are seeded: the same samples give the same report.
+func TestVerdict(t *testing.T) {
+	a, b := []float64{0.95, 1.00, 1.05, 0.97, 1.02, 0.99}, []float64{0.97, 1.02, 0.99, 1.01, 0.96, 1.00}
+	if v, _, _ := verdict(a, b, false); v != "equal" {
+		t.Errorf("overlapping: %s, want equal", v)
+	}
+	lo, hi := []float64{0.90, 0.91, 0.92, 0.90, 0.91, 0.92}, []float64{0.99, 1.00, 1.01, 0.99, 1.00, 1.01}
+	if v, _, _ := verdict(lo, hi, false); v != "worse" {
+		t.Errorf("lower ratios: %s, want worse", v)
+	}
+	if v, _, _ := verdict(lo, hi, true); v != "better" {
+		t.Errorf("lower p99s: %s, want better", v)
+	}
+	x1, y1 := medianCI(a)
+	x2, y2 := medianCI(a)
+	if x1 != x2 || y1 != y2 || x1 > median(a) || y1 < median(a) {
+		t.Errorf("medianCI(%v) = [%v, %v] then [%v, %v]: want one interval around the median %v", a, x1, y1, x2, y2, median(a))
 	}
 }
