@@ -245,8 +245,13 @@ func (r report) writeTargets(b *strings.Builder) {
 		}
 		a, z := summarize(lo.paths[i].service).p99, summarize(p.service).p99
 		g := ratio(float64(z), float64(a))
-		fmt.Fprintf(b, "connect p99 %-17s with %d Services within %.0f%% of with %d: %-6s (%s vs %s, %.3fx)\n",
-			p.path, r.counts[len(r.counts)-1].services, (targetP99Growth-1)*100, r.counts[0].services, metOrMissed(g <= targetP99Growth), us(z), us(a), g)
+		// The direct reference's own growth over the same hours: a tail that
+		// grew on the direct path too is the machine's, not the rules'.
+		da, dz := summarize(lo.paths[i].direct).p99, summarize(p.direct).p99
+		dg := ratio(float64(dz), float64(da))
+		fmt.Fprintf(b, "connect p99 %-17s with %d Services within %.0f%% of with %d: %-6s (%s vs %s, %.3fx; direct %s vs %s, %.3fx; Service/direct growth %.3fx)\n",
+			p.path, r.counts[len(r.counts)-1].services, (targetP99Growth-1)*100, r.counts[0].services, metOrMissed(g <= targetP99Growth), us(z), us(a), g,
+			us(dz), us(da), dg, ratio(g, dg))
 	}
 }
 
