@@ -142,8 +142,7 @@ func TestPinCPUs(t *testing.T) {
 	if err := p.unpin(); err != nil {
 		t.Fatal(err)
 	}
-	var all unix.CPUSet
-	all = client
+	all := client
 	for c := range 1024 {
 		if servers.IsSet(c) {
 			all.Set(c)
