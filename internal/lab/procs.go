@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -99,13 +98,10 @@ func stopNamespaceProcesses(name string, grace time.Duration) error {
 	if !netns.Exists(name) {
 		return nil
 	}
-	all, err := netns.PidsIn(netns.RunDir + "/" + name)
+	pids, err := netns.PidsIn(netns.RunDir + "/" + name)
 	if err != nil {
 		return err
 	}
-	// This process may be listed: its main thread can be one that ran code in
-	// the namespace and was retired there (internal/netns never moves it back).
-	pids := slices.DeleteFunc(all, func(p int) bool { return p == os.Getpid() })
 	if err := stopPids(pids, grace); err != nil {
 		return fmt.Errorf("namespace %s: %w", name, err)
 	}

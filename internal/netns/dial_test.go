@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
 	"testing"
@@ -79,6 +80,9 @@ func TestPidsIn(t *testing.T) {
 		for _, p := range pids {
 			if p == outside.Process.Pid {
 				t.Fatal("a process in the host's namespace was listed")
+			}
+			if p == os.Getpid() {
+				t.Fatal("the calling process was listed")
 			}
 			found = found || p == cmd.Process.Pid
 		}

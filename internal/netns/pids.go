@@ -10,8 +10,11 @@ import (
 )
 
 // PidsIn returns the processes whose network namespace is the one at path (a bind
-// mount under RunDir, or any nsfs path). Processes that exit during the scan are
-// skipped. It never enters the namespace.
+// mount under RunDir, or any nsfs path), never the calling process: its main
+// thread may be one that ran Do and was retired inside some namespace (the
+// runtime wedges the main thread rather than end it), which /proc/PID/ns/net
+// then shows, though the process lives in its own. Processes that exit during
+// the scan are skipped. It never enters the namespace.
 func PidsIn(path string) ([]int, error) {
 	var want unix.Stat_t
 	if err := unix.Stat(path, &want); err != nil {
@@ -22,9 +25,10 @@ func PidsIn(path string) ([]int, error) {
 		return nil, fmt.Errorf("scan processes: %w", err)
 	}
 	var pids []int
+	self := os.Getpid()
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == self {
 			continue
 		}
 		var st unix.Stat_t
