@@ -3,11 +3,13 @@ package datapathbench
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/bench/benchenv"
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // CPU placement. On a 2-core machine the load generator's goroutines and the
@@ -51,7 +53,7 @@ func pinCPUs(nsPaths []string) (*pinning, error) {
 	if !ok {
 		return &pinning{desc: "1 CPU: nothing pinned"}, nil
 	}
-	if err := setAffinity(os.Getpid(), &client); err != nil {
+	if err := benchenv.SetAffinity(os.Getpid(), &client); err != nil {
 		return nil, fmt.Errorf("pin load generator: %w", err)
 	}
 	p := &pinning{}
@@ -68,7 +70,7 @@ func pinCPUs(nsPaths []string) (*pinning, error) {
 // each in p.pids.
 func (p *pinning) pinServers(nsPaths []string, servers *unix.CPUSet) error {
 	for _, path := range nsPaths {
-		pids, err := pidsIn(path)
+		pids, err := netns.PidsIn(path)
 		if err != nil {
 			return err
 		}
@@ -77,7 +79,7 @@ func (p *pinning) pinServers(nsPaths []string, servers *unix.CPUSet) error {
 		}
 		for _, pid := range pids {
 			p.pids = append(p.pids, pid)
-			if err := setAffinity(pid, servers); err != nil {
+			if err := benchenv.SetAffinity(pid, servers); err != nil {
 				return fmt.Errorf("pin server pid %d in %s: %w", pid, path, err)
 			}
 		}
@@ -92,54 +94,11 @@ func (p *pinning) unpin() error {
 	for c := range runtime.NumCPU() {
 		all.Set(c)
 	}
-	err := setAffinity(os.Getpid(), &all)
+	err := benchenv.SetAffinity(os.Getpid(), &all)
 	for _, pid := range p.pids {
-		_ = setAffinity(pid, &all)
+		_ = benchenv.SetAffinity(pid, &all)
 	}
 	return err
-}
-
-// setAffinity sets the CPU set of every thread of pid (sched_setaffinity
-// works per thread; threads made later inherit their creator's set).
-func setAffinity(pid int, set *unix.CPUSet) error {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, set); err != nil && err != unix.ESRCH {
-			return fmt.Errorf("thread %d: %w", tid, err)
-		}
-	}
-	return nil
-}
-
-// pidsIn lists the processes whose network namespace is the one at path.
-func pidsIn(path string) ([]int, error) {
-	var want unix.Stat_t
-	if err := unix.Stat(path, &want); err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", path, err)
-	}
-	dirs, err := filepath.Glob("/proc/[0-9]*/ns/net")
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, d := range dirs {
-		var st unix.Stat_t
-		if unix.Stat(d, &st) != nil || st.Ino != want.Ino || st.Dev != want.Dev {
-			continue
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(d))))
-		if err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
 }
 
 // cpuList prints a CPU set as "0,1".
