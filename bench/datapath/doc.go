@@ -52,31 +52,34 @@
 // direct one included.
 //
 // Order. A slot is one proxy's turn in one round: each path measured in 2
-// pairs of runs, direct and Service, in the order D S S D (a drift within the
-// slot falls on both sides alike). Each round gives every proxy one slot, in
-// serpentine order over the whole run (svcnet, kube-proxy-nftables,
-// kube-proxy-iptables, then the reverse, ...): a drift of the machine over
-// time spreads evenly over the proxies, and the proxy that ends a round
-// begins the next, saving a swap per round boundary. The direct reference is
-// measured with the slot's proxy installed (plain pod traffic crosses its
-// rules too); each proxy's table shows its own direct figures, and its ratios
-// are to them: the median over its pairs of each pair's Service/direct ratio.
+// pairs, a pair being the direct reference and the Service loaded in turns of
+// 25ms (D S S D D S S D ..., the other side first in the second pair) until
+// each side had its duration (turns.go): a drift of the machine, even within a
+// pair, falls on both sides alike. Each round gives every proxy one slot, in
+// serpentine order over the whole run (svcnet, kube-proxy-nftables, kube-proxy-
+// iptables, then the reverse, ...): a drift of the machine over time spreads
+// evenly over the proxies, and the proxy that ends a round begins the next,
+// saving a swap per round boundary. The direct reference is measured
+// with the slot's proxy installed (plain pod traffic crosses its rules too);
+// each proxy's table shows its own direct figures, and its ratios are to them:
+// the median over its pairs of each pair's Service/direct ratio.
 //
-// Each run, from a load generator in this process: keep-alive HTTP
-// requests/s over 8 connections; new connections/s (8 workers: connect, GET,
-// read, close from the client's side, so TIME_WAIT is the client's), with
+// Each pair, from a load generator in this process: keep-alive HTTP requests/s
+// over 8 connections a side; new connections/s (8 workers: connect, GET, read,
+// close from the client's side, so TIME_WAIT is the client's), with
 // net.ipv4.tcp_tw_reuse=1 and tcp_max_tw_buckets=4096 written in the lab's
-// client namespaces only (load.go: clientSysctls says why); then
-// a connect probe, one client connecting and closing back to back with no
-// other load, whose connect times give the p50 and p99 (the connect times
-// under the new-connection load measure the loaded machine's queueing more
-// than the path). The sockets are made inside the place's network namespace
-// on one locked thread and used from ordinary goroutines (sockets.go): with a
-// locked thread per worker, the load generator's own thread hand-offs took
-// most of the CPU and made the rates swing. While a slot is measured, the
-// load generator runs on the first half of the CPUs and the measured pods'
-// servers on the other half (pin.go). Each load lasts SVCNET_BENCH_DURATION
-// (default 250ms; the probe half as long); there are 3 rounds per count.
+// client namespaces only (load.go: clientSysctls says why); then a connect
+// probe, one client connecting and closing back to back with no other load,
+// alternating the sides connect by connect, whose connect times give the p50
+// and p99 (the connect times under the new-connection load measure the loaded
+// machine's queueing more than the path). The sockets are made inside the
+// place's network namespace on one locked thread and used from ordinary
+// goroutines (sockets.go): with a locked thread per worker, the load
+// generator's own thread hand-offs took most of the CPU and made the rates
+// swing. While a slot is measured, the load generator runs on the first half
+// of the CPUs and the measured pods' servers on the other half (pin.go). Each
+// load lasts SVCNET_BENCH_DURATION a side (default 250ms; the probe half as
+// long); there are 3 rounds per count.
 //
 // This is repeated for each Service count of SVCNET_BENCH_COUNTS (default
 // "1,1000,10000"): filler ClusterIP Services, selector-less, each with one

@@ -28,7 +28,8 @@ const (
 	maxLatencySamples = 200000
 )
 
-// sample is one run of one path: both load figures.
+// sample is one side of a pair: the figures of the direct reference or of
+// the Service over its turns.
 type sample struct {
 	keepAlive float64         // HTTP requests/s over workers keep-alive connections
 	newConn   float64         // connect+GET+close per second over workers workers
@@ -38,33 +39,60 @@ type sample struct {
 	firstErr  error           // the first of them
 }
 
-// measure runs the keep-alive load and then the new-connection load, each for
-// d, then the connect probe for d/2, from inside ns to addr (host:port). It
-// fails when no request succeeded.
-func measure(ctx context.Context, ns *netns.NS, addr string, d time.Duration) (sample, error) {
-	var s sample
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		return s, fmt.Errorf("load to %q: %w", addr, err)
+// end is where one side's load goes: sockets made in the side's client
+// namespace, and the address.
+type end struct {
+	sockets *socketFactory
+	ap      netip.AddrPort
+	errs    failures
+}
+
+// measurePair measures a target's two sides in turns (turns.go), starting
+// with side first: the keep-alive load for d a side, the new-connection load
+// for d a side, then the connect probe for d/2 a side, each from the side's
+// namespace to its address. It fails when a side had no request answered.
+func measurePair(ctx context.Context, t target, d time.Duration, first int) (direct, service sample, err error) {
+	var ends [2]*end
+	for i, x := range []struct {
+		ns   *netns.NS
+		addr string
+	}{sideDirect: {t.directNS, t.directAddr}, sideService: {t.serviceNS, t.svcAddr}} {
+		ap, err := netip.ParseAddrPort(x.addr)
+		if err != nil {
+			return direct, service, fmt.Errorf("load to %q: %w", x.addr, err)
+		}
+		family := unix.AF_INET
+		if ap.Addr().Is6() {
+			family = unix.AF_INET6
+		}
+		ends[i] = &end{sockets: startSockets(ctx, x.ns, family), ap: ap}
 	}
-	family := unix.AF_INET
-	if ap.Addr().Is6() {
-		family = unix.AF_INET6
+	var ss [2]sample
+	ka, kaHad := keepAlive(ctx, ends, d, first)
+	nc, ncHad, lat := newConns(ctx, ends, d, first)
+	probe := connectProbe(ctx, ends, d, first)
+	for i, e := range ends {
+		s := &ss[i]
+		s.keepAlive, s.newConn = perSecond(ka[i], kaHad[i]), perSecond(nc[i], ncHad[i])
+		s.connect, s.probe = lat[i], probe[i]
+		s.errors, s.firstErr = e.errs.count(), e.errs.first()
+		if serr := e.sockets.stop(); serr != nil && err == nil {
+			err = serr
+		}
 	}
-	sockets := startSockets(ctx, ns, family)
-	var errs failures
-	s.keepAlive = float64(keepAlive(ctx, sockets, ap, d, &errs)) / d.Seconds()
-	n, lat := newConns(ctx, sockets, ap, d, &errs)
-	s.newConn, s.connect = float64(n)/d.Seconds(), lat
-	s.probe = connectProbe(ctx, sockets, ap, d/2, &errs)
-	s.errors, s.firstErr = errs.count(), errs.first()
-	if err := sockets.stop(); err != nil {
-		return s, err
+	for i, s := range ss {
+		if err == nil && (s.keepAlive == 0 || s.newConn == 0) {
+			err = fmt.Errorf("load to %s: no request succeeded (%d errors, the first: %v)", ends[i].ap, s.errors, s.firstErr)
+		}
 	}
-	if s.keepAlive == 0 || s.newConn == 0 {
-		return s, fmt.Errorf("load to %s: no request succeeded (%d errors, the first: %v)", addr, s.errors, s.firstErr)
+	return ss[sideDirect], ss[sideService], err
+}
+
+func perSecond(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
 	}
-	return s, nil
+	return float64(n) / d.Seconds()
 }
 
 // perWorker runs fn in workers goroutines and waits for all.
@@ -109,86 +137,134 @@ func (f *failures) first() error {
 	return f.earliest
 }
 
-// keepAlive sends HTTP GETs back to back on workers keep-alive connections
-// for d and returns the number answered 200 (a failed connection is counted
-// in errs and redialled, bounded by the end of the run).
-func keepAlive(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration, errs *failures) int {
-	oks := make([]int, workers)
-	end := time.Now().Add(d)
+// keepAlive sends HTTP GETs back to back on workers keep-alive connections a
+// side, in turns, each side for d, and returns each side's answers (HTTP 200)
+// and the time it had. Each worker opens its connection to both sides before
+// the turns begin; a failed connection is counted in its side's errors and
+// redialled in a later turn of that side.
+func keepAlive(ctx context.Context, ends [2]*end, d time.Duration, first int) (oks [2]int, had [2]time.Duration) {
+	counts := make([][2]int, workers)
+	var ready sync.WaitGroup
+	ready.Add(workers)
+	start := make(chan *turns, workers)
 	perWorker(func(w int) {
-		req := []byte("GET / HTTP/1.1\r\nHost: " + ap.String() + "\r\n\r\n")
-		for time.Now().Before(end) && ctx.Err() == nil {
-			c, err := sockets.dial(ctx, ap)
+		var conns [2]net.Conn
+		var brs [2]*bufio.Reader
+		dial := func(s int) {
+			c, err := ends[s].sockets.dial(ctx, ends[s].ap)
 			if err != nil {
-				errs.add(err)
+				ends[s].errs.add(err)
+				return
+			}
+			_ = c.SetDeadline(time.Now().Add(2*d + requestTimeout))
+			conns[s], brs[s] = c, bufio.NewReader(c)
+		}
+		dial(sideDirect)
+		dial(sideService)
+		defer func() {
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+		}()
+		ready.Done()
+		if w == 0 {
+			ready.Wait()
+			t := startTurns(ctx, first, d)
+			for range workers {
+				start <- t
+			}
+		}
+		t := <-start
+		reqs := [2][]byte{}
+		for s := range ends {
+			reqs[s] = []byte("GET / HTTP/1.1\r\nHost: " + ends[s].ap.String() + "\r\n\r\n")
+		}
+		for s := t.side(); s >= 0; s = t.side() {
+			if conns[s] == nil {
+				dial(s)
 				continue
 			}
-			_ = c.SetDeadline(end.Add(requestTimeout))
-			br := bufio.NewReader(c)
-			for time.Now().Before(end) {
-				if err := roundTrip(c, br, req); err != nil {
-					errs.add(fmt.Errorf("request: %w", err))
-					break
-				}
-				oks[w]++
+			if err := roundTrip(conns[s], brs[s], reqs[s]); err != nil {
+				ends[s].errs.add(fmt.Errorf("request: %w", err))
+				conns[s].Close()
+				conns[s] = nil
+				continue
 			}
-			c.Close()
+			counts[w][s]++
+		}
+		if w == 0 {
+			had = t.wait()
 		}
 	})
-	return sum(oks)
+	for _, c := range counts {
+		oks[0], oks[1] = oks[0]+c[0], oks[1]+c[1]
+	}
+	return oks, had
 }
 
-// newConns makes new connections for d, each: connect, one GET, read the
-// answer, close (the client first). It returns the number answered and the
-// connect time of each successful connect; failures go to errs.
-func newConns(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration, errs *failures) (ok int, lat []time.Duration) {
-	oks := make([]int, workers)
-	lats := make([][]time.Duration, workers)
-	end := time.Now().Add(d)
+// newConns makes new connections in turns, each side for d, each: connect,
+// one GET, read the answer, close (the client first). It returns each side's
+// answered connections, the time it had, and the connect time of each of its
+// successful connects; failures go to the side's errors.
+func newConns(ctx context.Context, ends [2]*end, d time.Duration, first int) (oks [2]int, had [2]time.Duration, lat [2][]time.Duration) {
+	counts := make([][2]int, workers)
+	lats := make([][2][]time.Duration, workers)
+	t := startTurns(ctx, first, d)
 	perWorker(func(w int) {
 		// No "Connection: close": the client closes first, so TIME_WAIT stays on
 		// the client's side (reused at once with tcp_tw_reuse) and the server's
 		// ports never collide with an old connection's TIME_WAIT.
-		req := []byte("GET / HTTP/1.1\r\nHost: " + ap.String() + "\r\n\r\n")
-		for time.Now().Before(end) && ctx.Err() == nil {
+		reqs := [2][]byte{}
+		for s := range ends {
+			reqs[s] = []byte("GET / HTTP/1.1\r\nHost: " + ends[s].ap.String() + "\r\n\r\n")
+		}
+		for s := t.side(); s >= 0; s = t.side() {
 			t0 := time.Now()
-			c, err := sockets.dial(ctx, ap)
+			c, err := ends[s].sockets.dial(ctx, ends[s].ap)
 			if err != nil {
-				errs.add(err)
+				ends[s].errs.add(err)
 				continue
 			}
-			if len(lats[w]) < maxLatencySamples {
-				lats[w] = append(lats[w], time.Since(t0))
+			if len(lats[w][s]) < maxLatencySamples {
+				lats[w][s] = append(lats[w][s], time.Since(t0))
 			}
 			_ = c.SetDeadline(time.Now().Add(requestTimeout))
-			if err := roundTrip(c, bufio.NewReader(c), req); err != nil {
-				errs.add(fmt.Errorf("request: %w", err))
+			if err := roundTrip(c, bufio.NewReader(c), reqs[s]); err != nil {
+				ends[s].errs.add(fmt.Errorf("request: %w", err))
 			} else {
-				oks[w]++
+				counts[w][s]++
 			}
 			c.Close()
 		}
 	})
-	for _, l := range lats {
-		lat = append(lat, l...)
+	had = t.wait()
+	for w := range counts {
+		for s := range ends {
+			oks[s] += counts[w][s]
+			lat[s] = append(lat[s], lats[w][s]...)
+		}
 	}
-	return sum(oks), lat
+	return oks, had, lat
 }
 
 // connectProbe connects and closes (the client first) back to back from one
-// client for d, with no other load, and returns each connect's time: the
-// latency of a new connection's first packets through the path, not the
-// queueing of a loaded machine (the new-connection load's connect times).
-func connectProbe(ctx context.Context, sockets *socketFactory, ap netip.AddrPort, d time.Duration, errs *failures) (lat []time.Duration) {
+// client for d/2 a side, the sides alternating in the order of turnOrder
+// connect by connect, and returns each side's connect times: the latency of
+// a new connection's first packets through the path, not the queueing of a
+// loaded machine (the new-connection load's connect times).
+func connectProbe(ctx context.Context, ends [2]*end, d time.Duration, first int) (lat [2][]time.Duration) {
 	end := time.Now().Add(d)
-	for time.Now().Before(end) && ctx.Err() == nil && len(lat) < maxLatencySamples {
+	for i := 0; time.Now().Before(end) && ctx.Err() == nil && len(lat[0])+len(lat[1]) < maxLatencySamples; i++ {
+		s := turnSide(first, i)
 		t0 := time.Now()
-		c, err := sockets.dial(ctx, ap)
+		c, err := ends[s].sockets.dial(ctx, ends[s].ap)
 		if err != nil {
-			errs.add(err)
+			ends[s].errs.add(err)
 			continue
 		}
-		lat = append(lat, time.Since(t0))
+		lat[s] = append(lat[s], time.Since(t0))
 		c.Close()
 	}
 	return lat
@@ -213,14 +289,6 @@ func roundTrip(c net.Conn, br *bufio.Reader, req []byte) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
-}
-
-func sum(xs []int) int {
-	n := 0
-	for _, x := range xs {
-		n += x
-	}
-	return n
 }
 
 // clientSysctls are what the new-connection load wants in the client's

@@ -150,17 +150,17 @@ func metOrMissed(ok bool) string {
 
 func (r report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Service data paths vs direct pod traffic: %d rounds of %d pairs of runs (direct, Service) each, %s per load, %d connections/workers\n",
-		r.rounds, r.pairs, r.duration, workers)
-	b.WriteString("figures: medians over the runs; ratio: median over the pairs of each pair's Service/direct ratio;\n")
-	fmt.Fprintf(&b, "connect p50/p99: one client's back-to-back connects with no other load (%s per run), over all runs\n", r.duration/2)
+	fmt.Fprintf(&b, "Service data paths vs direct pod traffic: %d rounds of %d pairs each; a pair loads direct and Service in turns of %s, %s a side per load, %d connections/workers\n",
+		r.rounds, r.pairs, turnLen, r.duration, workers)
+	b.WriteString("figures: medians over the pairs' sides; ratio: median over the pairs of each pair's Service/direct ratio;\n")
+	fmt.Fprintf(&b, "connect p50/p99: one client's back-to-back connects with no other load, sides alternating (%s a side per pair), over all pairs\n", r.duration/2)
 	if r.pinning != "" {
 		b.WriteString("CPUs: " + r.pinning + "\n")
 	}
 	fmt.Fprintf(&b, "proxies %s take turns on the same lab (kube control plane, same pods and Services), in serpentine order per round\n", strings.Join(r.proxies(), ", "))
 	fmt.Fprintf(&b, "direct reference: pod cli (node1) -> pod IP of srv-remote (node2), or of srv-local (node1) for clusterip-local;\n")
 	fmt.Fprintf(&b, "for nodeport and loadbalancer the lab's client (from a second address) -> pod IP of srv-remote, routed via node1\n")
-	fmt.Fprintf(&b, "as the NodePort path is; measured right before each Service run with the same proxy's rules installed\n")
+	fmt.Fprintf(&b, "as the NodePort path is; measured in turns with the Service, with the same proxy's rules installed\n")
 	for _, c := range r.counts {
 		fmt.Fprintf(&b, "\n%d Services (fillers applied in %s, programmed on both nodes %s after the apply started)",
 			c.services, c.apply.Round(time.Millisecond), c.programmed.Round(time.Millisecond))

@@ -134,8 +134,8 @@ func TestReport(t *testing.T) {
 	r := report{duration: 3 * time.Second, rounds: 3, pairs: 1, pinning: "load generator on CPUs 0", counts: []countResult{mk(3, 100), mk(10000, 120)}}
 	got := r.String()
 	for _, want := range []string{
-		"3 rounds of 1 pairs of runs (direct, Service) each, 3s per load, 8 connections/workers",
-		"one client's back-to-back connects with no other load (1.5s per run)",
+		"3 rounds of 1 pairs each; a pair loads direct and Service in turns of 25ms, 3s a side per load, 8 connections/workers",
+		"one client's back-to-back connects with no other load, sides alternating (1.5s a side per pair)",
 		"CPUs: load generator on CPUs 0",
 		"3 Services (fillers applied in 1.5s, programmed on both nodes 2s after the apply started)",
 		// direct medians 1000 and 500; service medians 980 and 480; the

@@ -92,31 +92,17 @@ func clusterIPOf(ctx context.Context, l *lab.Lab, name string) (a netip.Addr, er
 	return a, fmt.Errorf("service default/%s: not found", name)
 }
 
-// measureSlot measures every target in pairs of runs (a direct run and a
-// Service run), pairs times, in the order D S, S D, D S, ... so a drift of the
-// machine within the slot falls on both sides alike, and appends the samples
-// to res in pair order (direct[i] and service[i] are one pair).
+// measureSlot measures every target in pairs (measurePair: the direct
+// reference and the Service loaded in turns), pairs times, the first turn
+// going to the direct side in odd pairs and to the Service in even ones, and
+// appends the samples to res in pair order (direct[i] and service[i] are one
+// pair).
 func measureSlot(ctx context.Context, sl slot, targets []target, d time.Duration, pairs int, res []pathResult, logf func(string, ...any)) error {
 	for i, t := range targets {
 		for k := range pairs {
-			var ds, ss sample
-			var err error
-			run := func(side string, out *sample, ns *netns.NS, addr string) {
-				if err == nil {
-					if *out, err = measure(ctx, ns, addr, d); err != nil {
-						err = fmt.Errorf("round %d %s %s %s: %w", sl.round, sl.proxy, t.path, side, err)
-					}
-				}
-			}
-			if k%2 == 0 {
-				run("direct", &ds, t.directNS, t.directAddr)
-				run("service", &ss, t.serviceNS, t.svcAddr)
-			} else {
-				run("service", &ss, t.serviceNS, t.svcAddr)
-				run("direct", &ds, t.directNS, t.directAddr)
-			}
+			ds, ss, err := measurePair(ctx, t, d, k%2)
 			if err != nil {
-				return err
+				return fmt.Errorf("round %d %s %s pair %d: %w", sl.round, sl.proxy, t.path, k+1, err)
 			}
 			logf("round %d %-19s %-17s pair %d direct %s: ka %.0f/s nc %.0f/s connect p50 %s | service %s: ka %.0f/s nc %.0f/s connect p50 %s",
 				sl.round, sl.proxy, t.path, k+1, t.directAddr, ds.keepAlive, ds.newConn, us(quantile(ds.probe, .5)),
