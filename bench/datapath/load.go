@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -291,26 +292,48 @@ func roundTrip(c net.Conn, br *bufio.Reader, req []byte) error {
 	return nil
 }
 
-// clientSysctls are what the new-connection load wants in the client's
-// namespace. tcp_tw_reuse=1 lets a closed connection's port be reused a
-// second later. A low tcp_max_tw_buckets keeps the TIME_WAIT sockets few
-// (beyond it a closing socket skips TIME_WAIT; its FIN and last ACK are still
-// sent): at about 8,000 connections/s the ephemeral range (28,000 ports) was
-// full of TIME_WAIT sockets after four seconds, and from then on every
-// connect() searched the whole range for a port, about 3 ms each, and the
-// rate of the direct and the Service runs fell alike to a few hundred/s.
+// clientSysctls are what the load wants in the client's namespace.
+//
+// tcp_tw_reuse=1 lets a closed connection's port be reused a second later. A
+// low tcp_max_tw_buckets keeps the TIME_WAIT sockets few (beyond it a closing
+// socket skips TIME_WAIT; its FIN and last ACK are still sent): at about
+// 8,000 connections/s the ephemeral range (28,000 ports) was full of
+// TIME_WAIT sockets after four seconds, and from then on every connect()
+// searched the whole range for a port, about 3 ms each, and the rate of the
+// direct and the Service runs fell alike to a few hundred/s.
+//
+// accept_redirects=0 (all, default and, in tuneClient, every interface: a
+// host takes a redirect when either says yes): the external client's direct
+// reference goes to the pod via node1, which forwards it out of the interface
+// it came in on to node2, a neighbour of the client, so node1 sends the
+// client an ICMP redirect. A client that takes it sends straight to node2,
+// node1 sees only the replies, finds them conntrack-INVALID and drops them,
+// and the reference path is dead for the redirect's five minutes (seen:
+// every connect from the reference address timed out after one redirect).
 var clientSysctls = []struct{ path, value string }{
 	{"/proc/sys/net/ipv4/tcp_tw_reuse", "1"},
 	{"/proc/sys/net/ipv4/tcp_max_tw_buckets", "4096"},
+	{"/proc/sys/net/ipv4/conf/all/accept_redirects", "0"},
+	{"/proc/sys/net/ipv4/conf/default/accept_redirects", "0"},
 }
 
-// tuneClient writes clientSysctls in ns, and only there: the writes happen
-// on a thread inside ns, and /proc/sys/net is per namespace.
+// tuneClient writes clientSysctls in ns, and accept_redirects=0 of each of
+// its interfaces, and only there: the writes happen on a thread inside ns,
+// and /proc/sys/net is per namespace.
 func tuneClient(ns *netns.NS) error {
 	return ns.Do(func() error {
+		ifaces, err := filepath.Glob("/proc/sys/net/ipv4/conf/*/accept_redirects")
+		if err != nil {
+			return err
+		}
 		for _, s := range clientSysctls {
 			if err := os.WriteFile(s.path, []byte(s.value+"\n"), 0o644); err != nil {
 				return fmt.Errorf("%s in %s: %w", s.path, ns.Name(), err)
+			}
+		}
+		for _, p := range ifaces {
+			if err := os.WriteFile(p, []byte("0\n"), 0o644); err != nil {
+				return fmt.Errorf("%s in %s: %w", p, ns.Name(), err)
 			}
 		}
 		return nil

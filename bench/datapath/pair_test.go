@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -56,6 +57,18 @@ func TestMeasurePair(t *testing.T) {
 	ipIn(t, "-n", cli.Name(), "link", "set", "v0", "up")
 	ipIn(t, "-n", srv.Name(), "link", "set", "v1", "up")
 	if err := tuneClient(cli); err != nil {
+		t.Fatal(err)
+	}
+	// The client takes no ICMP redirect, on any interface (load.go).
+	if err := cli.Do(func() error {
+		for _, f := range []string{"all", "default", "v0", "lo"} {
+			b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + f + "/accept_redirects")
+			if err != nil || strings.TrimSpace(string(b)) != "0" {
+				t.Errorf("accept_redirects of %s in the client: %q, %v", f, b, err)
+			}
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	direct, service := httpIn(t, srv, "10.99.0.2:8080"), httpIn(t, srv, "10.99.0.2:8081")
