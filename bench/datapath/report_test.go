@@ -2,6 +2,8 @@ package datapathbench
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,8 +168,14 @@ func TestReport(t *testing.T) {
 // stay svcnet's, and "svcnet >= kube-proxy nftables" is judged per figure:
 // ratios to direct at least kube-proxy's, connect p99 at most kube-proxy's.
 func TestReportAgainstKubeProxy(t *testing.T) {
+	// Six pairs, the Service's rates spread by +-1% around the given ones.
 	path := func(p string, dka, dnc, ska, snc float64, p99ms int) pathResult {
-		return pathResult{path: p, direct: []sample{fixedSample(dka, dnc, 100)}, service: []sample{fixedSample(ska, snc, p99ms)}}
+		pr := pathResult{path: p}
+		for _, f := range []float64{1, 1.01, 0.99, 1.005, 0.995, 1} {
+			pr.direct = append(pr.direct, fixedSample(dka, dnc, 100))
+			pr.service = append(pr.service, fixedSample(ska*f, snc*f, p99ms))
+		}
+		return pr
 	}
 	c := countResult{services: 1000, apply: time.Second, programmed: 3 * time.Second, grownBy: lab.ProxyKubeProxyIPTables,
 		proxies: []proxyResult{
@@ -186,14 +194,21 @@ func TestReportAgainstKubeProxy(t *testing.T) {
 		"kube-proxy-nftables (ready 2s after a swap to it began, median of 1 swaps)",
 		"\nkube-proxy-iptables\npath ",
 		// svcnet's own targets, from its table only.
-		" 1000 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x, 0.990-0.990)",
-		" 1000 Services nodeport          keep-alive >= 0.97x direct: MISSED (0.900x, 0.900-0.900)",
+		" 1000 Services clusterip-remote  keep-alive >= 0.97x direct: met    (0.990x, 0.985-0.995)",
+		" 1000 Services nodeport          keep-alive >= 0.97x direct: MISSED (0.900x, 0.895-0.905)",
 		"svcnet at least equal to kube-proxy-nftables on every figure",
-		// One pair each: every difference is outside the noise.
-		" 1000 Services clusterip-remote  keep-alive: met    better [+0.010,+0.010] (0.990x vs 0.980x)   new connections: met    better [+0.020,+0.020] (0.980x vs 0.960x)   connect p99: met    equal  [+0us,+0us] (99000us vs 99000us)",
-		// nodeport: kube-proxy's ratios are higher (1.125x, 1.000x) and its p99 shorter.
-		" 1000 Services nodeport          keep-alive: MISSED worse  [-0.225,-0.225] (0.900x vs 1.125x)   new connections: MISSED worse  [-0.200,-0.200] (0.800x vs 1.000x)   connect p99: MISSED worse  [-10000us,-10000us] (99000us vs 89000us)",
-		"svcnet >= kube-proxy-nftables on every figure: MISSED by the noise (2 better, 1 equal, 3 worse of 6 figures); strictly 3 of 6",
+		"worse or better only where Holm's procedure over all 6 figures rejects \"equal\" at a family-wise 5%, else equal",
+		// clusterip-remote: 0.990x against 0.980x, and 0.980x against
+		// 0.960x, with the same 1% spread: above in most pairs, so better
+		// even over all 6 figures; the p99s are the same: equal.
+		" 1000 Services clusterip-remote  keep-alive: met    better [+0.003,+0.017] p=0.996 (0.990x vs 0.980x)   new connections: met    better [+0.013,+0.027] p=1.000 (0.980x vs 0.960x)   connect p99: met    equal  [+0us,+0us] p=1.000 (99000us vs 99000us)",
+		// nodeport: kube-proxy's ratios are higher (1.125x, 1.000x) and its
+		// p99 shorter, in every pair: the smallest p-value of 6+6 runs,
+		// 1/924, under Holm's 5%/6 and so on.
+		" 1000 Services nodeport          keep-alive: MISSED worse  [",
+		"] p=0.001 (0.900x vs 1.125x)   new connections: MISSED worse  [",
+		"] p=0.001 (0.800x vs 1.000x)   connect p99: MISSED worse  [-10000us,-10000us] p=0.001 (99000us vs 90000us)",
+		"svcnet >= kube-proxy-nftables on every figure: MISSED by the noise (2 better, 1 equal, 3 worse of 6 figures); strictly 3 of 6; intervals wholly below zero: 3 (about 0.3 expected between equal proxies)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
@@ -205,7 +220,7 @@ func TestReportAgainstKubeProxy(t *testing.T) {
 	c.proxies = append(c.proxies, proxyResult{proxy: lab.ProxyKubeProxyNFTables,
 		paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 900, 400, 200), path(pathNodePort, 1000, 500, 800, 300, 200)}})
 	got = report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
-	if !strings.Contains(got, "svcnet >= kube-proxy-nftables on every figure: met by the noise (6 better, 0 equal, 0 worse of 6 figures); strictly 6 of 6") {
+	if !strings.Contains(got, "svcnet >= kube-proxy-nftables on every figure: met by the noise (6 better, 0 equal, 0 worse of 6 figures); strictly 6 of 6; intervals wholly below zero: 0") {
 		t.Errorf("all figures better: report does not say met:\n%s", got)
 	}
 
@@ -256,24 +271,109 @@ func TestCheckBudget(t *testing.T) {
 	}
 }
 
-// Overlapping samples are "equal" whichever median is higher; samples apart
-// are "better" or "worse", flipped for a figure where lower is better. The
-// intervals are seeded: the same samples give the same report.
-func TestVerdict(t *testing.T) {
-	a, b := []float64{0.95, 1.00, 1.05, 0.97, 1.02, 0.99}, []float64{0.97, 1.02, 0.99, 1.01, 0.96, 1.00}
-	if v, _, _ := verdict(a, b, false); v != "equal" {
-		t.Errorf("overlapping: %s, want equal", v)
+// Groups apart give the smallest p-value the split count allows on their
+// side and 1 on the other, ties included; the same groups give the same
+// values; pooled groups over 20 are sampled (seeded), not enumerated.
+func TestRankSumP(t *testing.T) {
+	lo, hi := []float64{1, 2, 3}, []float64{4, 5, 6}
+	if l, h := rankSumP(lo, hi); l != 1.0/20 || h != 1 {
+		t.Errorf("rankSumP(low, high) = %v, %v; want 1/20 (the 20 splits of 6 into 3+3; only the measured one is as low), 1", l, h)
 	}
-	lo, hi := []float64{0.90, 0.91, 0.92, 0.90, 0.91, 0.92}, []float64{0.99, 1.00, 1.01, 0.99, 1.00, 1.01}
-	if v, _, _ := verdict(lo, hi, false); v != "worse" {
-		t.Errorf("lower ratios: %s, want worse", v)
+	if l, h := rankSumP(hi, lo); l != 1 || h != 1.0/20 {
+		t.Errorf("rankSumP(high, low) = %v, %v; want 1, 1/20", l, h)
 	}
-	if v, _, _ := verdict(lo, hi, true); v != "better" {
-		t.Errorf("lower p99s: %s, want better", v)
+	if l, h := rankSumP([]float64{99, 99, 99}, []float64{198, 198, 198}); l != 1.0/20 || h != 1 {
+		t.Errorf("rankSumP(tied low, tied high) = %v, %v; want 1/20, 1", l, h)
 	}
-	x1, y1 := medianCI(a)
-	x2, y2 := medianCI(a)
-	if x1 != x2 || y1 != y2 || x1 > median(a) || y1 < median(a) {
-		t.Errorf("medianCI(%v) = [%v, %v] then [%v, %v]: want one interval around the median %v", a, x1, y1, x2, y2, median(a))
+	if got, want := ranks([]float64{5, 1, 5, 3}), []float64{3.5, 1, 3.5, 2}; !slices.Equal(got, want) {
+		t.Errorf("ranks = %v, want %v", got, want)
 	}
+	same := []float64{1, 2, 3, 4, 5, 6}
+	if l, h := rankSumP(same, same); l < 0.5 || h < 0.5 {
+		t.Errorf("rankSumP(same, same) = %v, %v; want both >= 0.5", l, h)
+	}
+	if l, h := rankSumP(nil, same); l != 1 || h != 1 {
+		t.Errorf("rankSumP(none, ...) = %v, %v; want 1, 1", l, h)
+	}
+	var big, bigHi []float64
+	for i := range 11 {
+		big, bigHi = append(big, float64(i)), append(bigHi, float64(100+i))
+	}
+	l1, h1 := rankSumP(big, bigHi)
+	l2, h2 := rankSumP(big, bigHi)
+	if l1 != l2 || h1 != h2 || l1 > 0.001 || h1 != 1 {
+		t.Errorf("22 pooled runs: %v, %v then %v, %v; want one tiny low p-value and high 1", l1, h1, l2, h2)
+	}
+}
+
+func TestHolm(t *testing.T) {
+	for _, c := range []struct {
+		ps   []float64
+		want []bool
+	}{
+		// Thresholds 0.05/4, /3, /2, /1: the second smallest, 0.02, is over
+		// 0.0167, which stops the procedure.
+		{[]float64{0.3, 0.001, 0.04, 0.02}, []bool{false, true, false, false}},
+		{[]float64{0.04, 0.01, 0.02, 0.012}, []bool{true, true, true, true}},
+		{[]float64{0.02}, []bool{true}},
+		{nil, []bool{}},
+	} {
+		if got := holm(c.ps, 0.05); !slices.Equal(got, c.want) {
+			t.Errorf("holm(%v) = %v, want %v", c.ps, got, c.want)
+		}
+	}
+}
+
+// The comparison's calibration, simulated: runs of 36 figures whose two
+// proxies' 6 runs each come from one distribution (pair ratios around 1.0,
+// 3% spread, as the turns give). Judged one figure at a time at 5% a side,
+// most runs would show a "worse" figure; by verdicts, about one run in
+// twenty (familyAlpha) may. A figure really 10% worse is still found in
+// most runs.
+func TestVerdictsCalibration(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	group := func(mean float64) []float64 {
+		out := make([]float64, 6)
+		for i := range out {
+			out[i] = mean + 0.03*r.NormFloat64()
+		}
+		return out
+	}
+	const runs, figures = 100, 36
+	falseRuns, aloneRuns, found := 0, 0, 0
+	for range runs {
+		var cs []comparison
+		alone := false
+		for range figures {
+			a, b := group(1.0), group(1.0)
+			low, high := rankSumP(a, b)
+			cs = append(cs, comparison{pWorse: low, pBetter: high})
+			if low <= 0.05 {
+				alone = true
+			}
+		}
+		if slices.Contains(verdicts(cs), "worse") {
+			falseRuns++
+		}
+		if alone {
+			aloneRuns++
+		}
+		// The same run with figure 0 really 10% worse.
+		a, b := group(0.90), group(1.0)
+		low, high := rankSumP(a, b)
+		cs[0] = comparison{pWorse: low, pBetter: high}
+		if verdicts(cs)[0] == "worse" {
+			found++
+		}
+	}
+	if falseRuns > runs/10 {
+		t.Errorf("equal proxies: %d of %d runs show a worse figure, want about %.0f%%", falseRuns, runs, familyAlpha*100)
+	}
+	if aloneRuns < runs/2 {
+		t.Errorf("equal proxies judged a figure at a time: only %d of %d runs show a p <= 0.05 (the reason for Holm)", aloneRuns, runs)
+	}
+	if found < runs/2 {
+		t.Errorf("a figure 10%% worse found in %d of %d runs, want most", found, runs)
+	}
+	t.Logf("equal proxies: %d of %d runs with a worse figure (a figure at a time: %d); 10%% worse found in %d", falseRuns, runs, aloneRuns, found)
 }

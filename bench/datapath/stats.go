@@ -1,6 +1,8 @@
 package datapathbench
 
 import (
+	"cmp"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -100,4 +102,118 @@ func interval(xs []float64) (lo, hi float64) {
 		return xs[max(0, min(i, len(xs)-1))]
 	}
 	return at((1 - bootstrapLevel) / 2), at((1 + bootstrapLevel) / 2)
+}
+
+// Rank-sum tests. Two proxies' runs of one figure are two small groups (6
+// pair ratios or run p99s each by default). Under "the proxies are equal"
+// every split of the pooled runs into groups of those sizes is as likely as
+// the one measured, so the share of splits whose statistic is at least as
+// extreme as the measured one is an exact p-value (a permutation test). The
+// statistic is the sum of a's ranks in the pooled runs (Wilcoxon-Mann-
+// Whitney; tied runs share their mean rank): a run that a burst hit counts
+// as one rank, not by how far it fell, and groups wholly apart get the
+// smallest p-value there is, 1/924 for 6 and 6 (a difference of medians
+// ties between many splits and could not).
+const (
+	permutationExact = 20    // pooled runs up to this many: enumerate every split
+	permutationDraws = 20000 // more: this many seeded random splits
+)
+
+// rankSumP returns the one-sided p-values of a's rank sum: low is the share
+// of splits with a rank sum at most a's (small when a's runs are below b's),
+// high the share with one at least a's. Both are 1 when either group is
+// empty.
+func rankSumP(a, b []float64) (low, high float64) {
+	if len(a) == 0 || len(b) == 0 {
+		return 1, 1
+	}
+	rk := ranks(append(slices.Clone(a), b...))
+	n := len(rk)
+	var w float64
+	for _, r := range rk[:len(a)] {
+		w += r
+	}
+	const eps = 1e-9
+	var le, ge, all int
+	count := func(wi float64) {
+		all++
+		if wi <= w+eps {
+			le++
+		}
+		if wi >= w-eps {
+			ge++
+		}
+	}
+	if n <= permutationExact {
+		for mask := uint32(0); mask < 1<<n; mask++ {
+			if bits.OnesCount32(mask) != len(a) {
+				continue
+			}
+			var wi float64
+			for i, r := range rk {
+				if mask&(1<<i) != 0 {
+					wi += r
+				}
+			}
+			count(wi)
+		}
+	} else {
+		r := rand.New(rand.NewPCG(3, uint64(len(a)<<16|len(b))))
+		count(w) // the measured split is one of them
+		perm := make([]float64, n)
+		for range permutationDraws {
+			copy(perm, rk)
+			r.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+			var wi float64
+			for _, x := range perm[:len(a)] {
+				wi += x
+			}
+			count(wi)
+		}
+	}
+	return float64(le) / float64(all), float64(ge) / float64(all)
+}
+
+// ranks returns the rank (1-based) of each of xs in xs, ties sharing the
+// mean of their ranks.
+func ranks(xs []float64) []float64 {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(xs[x], xs[y]) })
+	out := make([]float64, len(xs))
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && xs[idx[j+1]] == xs[idx[i]] {
+			j++
+		}
+		mean := float64(i+j)/2 + 1
+		for k := i; k <= j; k++ {
+			out[idx[k]] = mean
+		}
+		i = j + 1
+	}
+	return out
+}
+
+// holm returns which of the p-values Holm's step-down procedure rejects at
+// family-wise level alpha: the k-th smallest (from 0) is rejected when it and
+// every smaller one are at most alpha/(len(ps)-k). The chance that it rejects
+// any true "no difference" is at most alpha, however many p-values there are;
+// testing each at alpha alone would reject about alpha*len(ps) of them.
+func holm(ps []float64, alpha float64) []bool {
+	idx := make([]int, len(ps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(ps[x], ps[y]) })
+	out := make([]bool, len(ps))
+	for k, i := range idx {
+		if ps[i] > alpha/float64(len(ps)-k) {
+			break
+		}
+		out[i] = true
+	}
+	return out
 }
