@@ -93,14 +93,19 @@
 // to kube-proxy nftables on every figure, per count and path: keep-alive and
 // new-connection ratios to direct at least kube-proxy's, connect p99 at most
 // kube-proxy's. Each ratio target shows the 90% bootstrap interval of its
-// median; each comparison is judged strictly (medians) and by the noise (the
-// bootstrap interval of the difference of the medians: better, equal or
-// worse), and the target is met when no figure is worse by the noise: two
-// proxies programming the same nftables NAT are equal, and a strict
-// comparison of their medians is a coin toss per figure.
+// median; every path's ratios over all counts together follow, for
+// information (an established flow's cost does not depend on the count).
+// Each comparison is judged strictly (medians) and by the noise: two
+// proxies programming the same nftables NAT are equal, a strict comparison
+// of their medians is a coin toss per figure, and 36 figures each judged
+// alone at 5% a side would find a "worse" one in most runs. So each figure
+// gets a one-sided rank-sum permutation p-value (stats.go), and a figure is
+// worse (or better) only where Holm's procedure over all the figures
+// rejects "equal" at a family-wise 5%; the target is met when none is
+// worse. The bootstrap interval of the difference is printed beside it.
 //
 // Bounds: the whole run is bounded by 15 minutes (a context over everything;
-// the default run has 27 slots of 16 runs of 625ms, 4.5 minutes, and
+// the default run has 27 slots of 8 pairs of 1.25s, 4.5 minutes, and
 // checkBudget refuses settings whose load alone would take over half the
 // bound), each apply, probe, swap and settle wait has its own bound.
 //

@@ -202,8 +202,45 @@ func (r report) String() string {
 		}
 	}
 	r.writeTargets(&b)
+	r.writePooled(&b)
 	r.writeComparison(&b, lab.ProxySvcnet, lab.ProxyKubeProxyNFTables)
 	return b.String()
+}
+
+// writePooled writes each proxy's Service/direct ratios per path over the
+// pairs of every count together, with their bootstrap intervals: the
+// Service count changes only a connection's first packet (the rule lookup),
+// so for keep-alive this is the path's cost with three times the pairs of a
+// count. For information; the targets are per count. Nothing for one count.
+func (r report) writePooled(b *strings.Builder) {
+	if len(r.counts) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "\nService/direct over every count together (%d counts x %d pairs; median and %.0f%% bootstrap interval; for information)\n",
+		len(r.counts), r.rounds*r.pairs, bootstrapLevel*100)
+	for _, name := range r.proxies() {
+		var paths []string
+		kas, ncs := map[string][]float64{}, map[string][]float64{}
+		for _, c := range r.counts {
+			pr := c.proxy(name)
+			if pr == nil {
+				continue
+			}
+			for _, p := range pr.paths {
+				if !slices.Contains(paths, p.path) {
+					paths = append(paths, p.path)
+				}
+				ka, nc := p.pairRatios()
+				kas[p.path], ncs[p.path] = append(kas[p.path], ka...), append(ncs[p.path], nc...)
+			}
+		}
+		for _, p := range paths {
+			kaLo, kaHi := medianCI(kas[p])
+			ncLo, ncHi := medianCI(ncs[p])
+			fmt.Fprintf(b, "%-19s %-17s keep-alive %.3fx (%.3f-%.3f)   new connections %.3fx (%.3f-%.3f)   %d pairs\n",
+				name, p, median(kas[p]), kaLo, kaHi, median(ncs[p]), ncLo, ncHi, len(kas[p]))
+		}
+	}
 }
 
 // proxies lists the proxies measured, in the order of the first count.

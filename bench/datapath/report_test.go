@@ -150,6 +150,11 @@ func TestReport(t *testing.T) {
 		// the direct p99 stayed at 99 ms: the growth is the Service path's.
 		"connect p99 clusterip-remote  with 10000 Services within 10% of with 3: MISSED (119000us vs 99000us, 1.202x; direct 99000us vs 99000us, 1.000x; Service/direct growth 1.202x)",
 		"connect p99 loadbalancer      with 10000 Services within 10% of with 3: met",
+		// Every count's pairs together: the 6 pair ratios 0.990, 1.089,
+		// 0.882 twice over.
+		"Service/direct over every count together (2 counts x 3 pairs; median and 90% bootstrap interval; for information)",
+		"svcnet              clusterip-remote  keep-alive 0.990x (0.882-1.089)   new connections 0.980x (0.783-1.200)   6 pairs",
+		"svcnet              loadbalancer      keep-alive 0.500x (0.500-0.500)   new connections 0.400x (0.400-0.400)   2 pairs",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)
@@ -159,7 +164,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("report gives the loadbalancer path ratio targets:\n%s", got)
 	}
 	one := report{duration: time.Second, rounds: 1, counts: []countResult{mk(3, 100)}}
-	if !strings.Contains(one.String(), "not measured (one count only)") {
+	if !strings.Contains(one.String(), "not measured (one count only)") || strings.Contains(one.String(), "every count together") {
 		t.Errorf("one count: report does not say p99 growth was not measured:\n%s", one.String())
 	}
 }
