@@ -165,3 +165,45 @@ func TestSimulatedProbabilitiesSumToOne(t *testing.T) {
 		t.Fatalf("probabilities sum to %s", sum.RatString())
 	}
 }
+
+// A forwarded packet of an established (or related) connection leaves each
+// filter chain by its first rule, one ct lookup; an invalid one still meets
+// the drop, and a new one every check.
+func TestSimulatedSettledPacketsOneRule(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	s := simulator(t)
+	ctx := sim.Context{LocalAddrs: node1Addrs, Path: sim.PathPrerouting, EgressAddr: egress}
+	rulesIn := func(res sim.Result, chain string) (n int, last sim.Step) {
+		for _, st := range res.Trace {
+			if st.Chain == chain && st.Rule >= 0 {
+				n++
+				last = st
+			}
+		}
+		return n, last
+	}
+	for _, c := range []struct {
+		state  nft.CtState
+		rules  int
+		action sim.Action
+	}{
+		{nft.CtEstablished, 1, sim.ActAccept},
+		{nft.CtRelated, 1, sim.ActAccept},
+		{nft.CtInvalid, 2, sim.ActDrop},
+		{nft.CtNew, 4, sim.ActNoMatch}, // both checks run (and jump back): no verdict
+	} {
+		res, err := s.Run(ctx, sim.Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: ap("192.168.1.5:40000"), Dst: ap("192.168.2.10:8080"), CtState: c.state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, last := rulesIn(res, "filter-forward")
+		if n != c.rules || (c.state != nft.CtNew && last.Action != c.action) {
+			t.Errorf("%s packet: %d rules of filter-forward evaluated, the last %q (action %v); want %d\n%s",
+				ctName(c.state), n, last.Text, last.Action, c.rules, traceText([]sim.Outcome{{Result: res}}))
+		}
+	}
+}
+
+func ctName(s nft.CtState) string {
+	return map[nft.CtState]string{nft.CtEstablished: "established", nft.CtRelated: "related", nft.CtInvalid: "invalid", nft.CtNew: "new"}[s]
+}

@@ -52,18 +52,29 @@ func renderMain(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 	// Filtering happens in filter chains just before (prerouting, output:
 	// source ranges, on the original destination) or after DNAT (input,
 	// forward, output at -90: no endpoints, unknown ClusterIP ports).
+	//
+	// Every check is of a new connection's first packet or of an invalid one,
+	// and nearly every packet is neither: a base chain of more than one rule
+	// lets established and related packets go by its first rule, one ct
+	// lookup instead of one per rule. perf at 10k Services, keep-alive
+	// through a ClusterIP: nft_* took 1.4-1.6% of the busy CPU with a rule per
+	// check, kube-proxy's (fewer rules per hook) 1.2-1.3%.
+	settled := nft.R(nft.CtStateMatch{States: nft.CtEstablished | nft.CtRelated}, nft.Verdict{Kind: nft.Accept})
 	chain(chainFilterPrerouting, hook("filter", "prerouting", -110),
 		nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
 	chain(chainFilterInput, hook("filter", "input", -110),
+		settled,
 		nft.R(ctNew, nft.JumpTo(chainNodePortEPCheck)),
 		nft.R(ctNew, nft.JumpTo(chainServiceEPCheck)))
 	chain(chainFilterForward, hook("filter", "forward", -110),
+		settled,
 		// Conntrack-INVALID packets would otherwise reach pods un-DNATed and
 		// reset connections (kubernetes#74839), as kube-proxy drops them.
 		nft.R(nft.CtStateMatch{States: nft.CtInvalid}, nft.Verdict{Kind: nft.Drop}),
 		nft.R(ctNew, nft.JumpTo(chainServiceEPCheck)),
 		nft.R(ctNew, nft.JumpTo(chainClusterIPsCheck)))
 	chain(chainFilterOutput, hook("filter", "output", -110),
+		settled,
 		nft.R(ctNew, nft.JumpTo(chainServiceEPCheck)),
 		nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
 	chain(chainFilterOutputPost, hook("filter", "output", -90),
