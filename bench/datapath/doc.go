@@ -91,13 +91,13 @@
 // connections >= 0.95x direct through ClusterIP and NodePort, and connect p99
 // at the largest count within 10% of the smallest; and svcnet at least equal
 // to kube-proxy nftables on every figure, per count and path: keep-alive and
-// new-connection ratios to direct at least kube-proxy's, connect p99 at most
-// kube-proxy's. Each ratio target shows the 90% bootstrap interval of its
+// new-connection ratios to direct at least kube-proxy's, connect p50 and p99
+// at most kube-proxy's. Each ratio target shows the 90% bootstrap interval of its
 // median; every path's ratios over all counts together follow, for
 // information (an established flow's cost does not depend on the count).
 // Each comparison is judged strictly (medians) and by the noise: two
 // proxies programming the same nftables NAT are equal, a strict comparison
-// of their medians is a coin toss per figure, and 36 figures each judged
+// of their medians is a coin toss per figure, and 48 figures each judged
 // alone at 5% a side would find a "worse" one in most runs. So each figure
 // gets a one-sided rank-sum permutation p-value (stats.go), and a figure is
 // worse (or better) only where Holm's procedure over all the figures
