@@ -51,7 +51,7 @@
 // agents still worked after their first sync were slower on every path, the
 // direct one included.
 //
-// Order. A slot is one proxy's turn in one round: each path measured in 2
+// Order. A slot is one proxy's turn in one round: each path measured in 3
 // pairs, a pair being the direct reference and the Service loaded in turns of
 // 25ms (D S S D D S S D ..., the other side first in the second pair) until
 // each side had its duration (turns.go): a drift of the machine, even within a
@@ -78,7 +78,7 @@
 // generator's own thread hand-offs took most of the CPU and made the rates
 // swing. While a slot is measured, the load generator runs on the first half
 // of the CPUs and the measured pods' servers on the other half (pin.go). Each
-// load lasts SVCNET_BENCH_DURATION a side (default 250ms; the probe half as
+// load lasts SVCNET_BENCH_DURATION a side (default 200ms; the probe half as
 // long); there are 3 rounds per count.
 //
 // This is repeated for each Service count of SVCNET_BENCH_COUNTS (default
@@ -105,7 +105,7 @@
 // worse. The bootstrap interval of the difference is printed beside it.
 //
 // Bounds: the whole run is bounded by 15 minutes (a context over everything;
-// the default run has 27 slots of 8 pairs of 1.25s, 4.5 minutes, and
+// the default run has 27 slots of 12 pairs of 1s, 5.4 minutes, and
 // checkBudget refuses settings whose load alone would take over half the
 // bound), each apply, probe, swap and settle wait has its own bound.
 //

@@ -266,12 +266,12 @@ func TestSchedule(t *testing.T) {
 }
 
 func TestCheckBudget(t *testing.T) {
-	// The default run: 3 counts x 3 rounds x 3 proxies, 4 paths, 2 pairs,
-	// 250ms loads: 270s of load, under half of 15 minutes.
+	// The default run: 3 counts x 3 rounds x 3 proxies, 4 paths, 3 pairs,
+	// 200ms loads: 324s of load, under half of 15 minutes.
 	if err := checkBudget(27, 4, pairs, defaultDuration, 15*time.Minute); err != nil {
 		t.Errorf("default run: %v", err)
 	}
-	// 3s loads would be 3240s: refused, naming the bound.
+	// 3s loads would be 4860s: refused, naming the bound.
 	if err := checkBudget(27, 4, pairs, 3*time.Second, 15*time.Minute); err == nil || !strings.Contains(err.Error(), "15m0s") {
 		t.Errorf("3s runs: err = %v, want a refusal naming the bound", err)
 	}
@@ -330,22 +330,22 @@ func TestHolm(t *testing.T) {
 	}
 }
 
-// The comparison's calibration, simulated: runs of 36 figures whose two
-// proxies' 6 runs each come from one distribution (pair ratios around 1.0,
-// 3% spread, as the turns give). Judged one figure at a time at 5% a side,
-// most runs would show a "worse" figure; by verdicts, about one run in
-// twenty (familyAlpha) may. A figure really 10% worse is still found in
-// most runs.
+// The comparison's calibration, simulated: runs of 48 figures (the default
+// run's) whose two proxies' 9 runs each (3 rounds x 3 pairs) come from one
+// distribution (pair ratios around 1.0, 3% spread, as the turns give).
+// Judged one figure at a time at 5% a side, most runs would show a "worse"
+// figure; by verdicts, about one run in twenty (familyAlpha) may. A figure
+// really 10% worse is still found in most runs.
 func TestVerdictsCalibration(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	group := func(mean float64) []float64 {
-		out := make([]float64, 6)
+		out := make([]float64, rounds*pairs)
 		for i := range out {
 			out[i] = mean + 0.03*r.NormFloat64()
 		}
 		return out
 	}
-	const runs, figures = 100, 36
+	const runs, figures = 100, 48
 	falseRuns, aloneRuns, found := 0, 0, 0
 	for range runs {
 		var cs []comparison
