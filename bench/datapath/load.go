@@ -41,10 +41,12 @@ type sample struct {
 }
 
 // end is where one side's load goes: sockets made in the side's client
-// namespace, and the address.
+// namespace, the address and the HTTP request for it; errs collects the
+// side's failures.
 type end struct {
 	sockets *socketFactory
 	ap      netip.AddrPort
+	req     []byte
 	errs    failures
 }
 
@@ -66,7 +68,12 @@ func measurePair(ctx context.Context, t target, d time.Duration, first int) (dir
 		if ap.Addr().Is6() {
 			family = unix.AF_INET6
 		}
-		ends[i] = &end{sockets: startSockets(ctx, x.ns, family), ap: ap}
+		// No "Connection: close": in the new-connection load the client
+		// closes first, so TIME_WAIT stays on the client's side (reused at
+		// once with tcp_tw_reuse) and the server's ports never collide with
+		// an old connection's TIME_WAIT.
+		req := []byte("GET / HTTP/1.1\r\nHost: " + ap.String() + "\r\n\r\n")
+		ends[i] = &end{sockets: startSockets(ctx, x.ns, family), ap: ap, req: req}
 	}
 	var ss [2]sample
 	ka, kaHad := keepAlive(ctx, ends, d, first)
@@ -140,67 +147,55 @@ func (f *failures) first() error {
 
 // keepAlive sends HTTP GETs back to back on workers keep-alive connections a
 // side, in turns, each side for d, and returns each side's answers (HTTP 200)
-// and the time it had. Each worker opens its connection to both sides before
-// the turns begin; a failed connection is counted in its side's errors and
-// redialled in a later turn of that side.
+// and the time it had. Every connection is opened before the turns begin; a
+// failed one is counted in its side's errors and redialled in a later turn of
+// that side.
 func keepAlive(ctx context.Context, ends [2]*end, d time.Duration, first int) (oks [2]int, had [2]time.Duration) {
-	counts := make([][2]int, workers)
-	var ready sync.WaitGroup
-	ready.Add(workers)
-	start := make(chan *turns, workers)
-	perWorker(func(w int) {
-		var conns [2]net.Conn
-		var brs [2]*bufio.Reader
-		dial := func(s int) {
-			c, err := ends[s].sockets.dial(ctx, ends[s].ap)
-			if err != nil {
-				ends[s].errs.add(err)
-				return
-			}
-			_ = c.SetDeadline(time.Now().Add(2*d + requestTimeout))
-			conns[s], brs[s] = c, bufio.NewReader(c)
+	type conn struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	dial := func(s int) *conn {
+		c, err := ends[s].sockets.dial(ctx, ends[s].ap)
+		if err != nil {
+			ends[s].errs.add(err)
+			return nil
 		}
-		dial(sideDirect)
-		dial(sideService)
-		defer func() {
-			for _, c := range conns {
-				if c != nil {
-					c.Close()
-				}
-			}
-		}()
-		ready.Done()
-		if w == 0 {
-			ready.Wait()
-			t := startTurns(ctx, first, d)
-			for range workers {
-				start <- t
-			}
-		}
-		t := <-start
-		reqs := [2][]byte{}
+		_ = c.SetDeadline(time.Now().Add(2*d + requestTimeout))
+		return &conn{c, bufio.NewReader(c)}
+	}
+	conns := make([][2]*conn, workers)
+	for w := range conns {
 		for s := range ends {
-			reqs[s] = []byte("GET / HTTP/1.1\r\nHost: " + ends[s].ap.String() + "\r\n\r\n")
+			conns[w][s] = dial(s)
 		}
+	}
+	counts := make([][2]int, workers)
+	t := startTurns(ctx, first, d)
+	perWorker(func(w int) {
 		for s := t.side(); s >= 0; s = t.side() {
-			if conns[s] == nil {
-				dial(s)
+			cn := conns[w][s]
+			if cn == nil {
+				conns[w][s] = dial(s)
 				continue
 			}
-			if err := roundTrip(conns[s], brs[s], reqs[s]); err != nil {
+			if err := roundTrip(cn.c, cn.br, ends[s].req); err != nil {
 				ends[s].errs.add(fmt.Errorf("request: %w", err))
-				conns[s].Close()
-				conns[s] = nil
+				cn.c.Close()
+				conns[w][s] = nil
 				continue
 			}
 			counts[w][s]++
 		}
-		if w == 0 {
-			had = t.wait()
-		}
 	})
-	for _, c := range counts {
-		oks[0], oks[1] = oks[0]+c[0], oks[1]+c[1]
+	had = t.wait()
+	for w := range counts {
+		for s := range ends {
+			oks[s] += counts[w][s]
+			if conns[w][s] != nil {
+				conns[w][s].c.Close()
+			}
+		}
 	}
 	return oks, had
 }
@@ -214,13 +209,6 @@ func newConns(ctx context.Context, ends [2]*end, d time.Duration, first int) (ok
 	lats := make([][2][]time.Duration, workers)
 	t := startTurns(ctx, first, d)
 	perWorker(func(w int) {
-		// No "Connection: close": the client closes first, so TIME_WAIT stays on
-		// the client's side (reused at once with tcp_tw_reuse) and the server's
-		// ports never collide with an old connection's TIME_WAIT.
-		reqs := [2][]byte{}
-		for s := range ends {
-			reqs[s] = []byte("GET / HTTP/1.1\r\nHost: " + ends[s].ap.String() + "\r\n\r\n")
-		}
 		for s := t.side(); s >= 0; s = t.side() {
 			t0 := time.Now()
 			c, err := ends[s].sockets.dial(ctx, ends[s].ap)
@@ -232,7 +220,7 @@ func newConns(ctx context.Context, ends [2]*end, d time.Duration, first int) (ok
 				lats[w][s] = append(lats[w][s], time.Since(t0))
 			}
 			_ = c.SetDeadline(time.Now().Add(requestTimeout))
-			if err := roundTrip(c, bufio.NewReader(c), reqs[s]); err != nil {
+			if err := roundTrip(c, bufio.NewReader(c), ends[s].req); err != nil {
 				ends[s].errs.add(fmt.Errorf("request: %w", err))
 			} else {
 				counts[w][s]++
@@ -256,8 +244,8 @@ func newConns(ctx context.Context, ends [2]*end, d time.Duration, first int) (ok
 // a new connection's first packets through the path, not the queueing of a
 // loaded machine (the new-connection load's connect times).
 func connectProbe(ctx context.Context, ends [2]*end, d time.Duration, first int) (lat [2][]time.Duration) {
-	end := time.Now().Add(d)
-	for i := 0; time.Now().Before(end) && ctx.Err() == nil && len(lat[0])+len(lat[1]) < maxLatencySamples; i++ {
+	until := time.Now().Add(d)
+	for i := 0; time.Now().Before(until) && ctx.Err() == nil && len(lat[0])+len(lat[1]) < maxLatencySamples; i++ {
 		s := turnSide(first, i)
 		t0 := time.Now()
 		c, err := ends[s].sockets.dial(ctx, ends[s].ap)

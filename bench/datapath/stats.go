@@ -177,11 +177,7 @@ func rankSumP(a, b []float64) (low, high float64) {
 // ranks returns the rank (1-based) of each of xs in xs, ties sharing the
 // mean of their ranks.
 func ranks(xs []float64) []float64 {
-	idx := make([]int, len(xs))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(xs[x], xs[y]) })
+	idx := argsort(xs)
 	out := make([]float64, len(xs))
 	for i := 0; i < len(idx); {
 		j := i
@@ -203,11 +199,7 @@ func ranks(xs []float64) []float64 {
 // any true "no difference" is at most alpha, however many p-values there are;
 // testing each at alpha alone would reject about alpha*len(ps) of them.
 func holm(ps []float64, alpha float64) []bool {
-	idx := make([]int, len(ps))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(ps[x], ps[y]) })
+	idx := argsort(ps)
 	out := make([]bool, len(ps))
 	for k, i := range idx {
 		if ps[i] > alpha/float64(len(ps)-k) {
@@ -216,4 +208,15 @@ func holm(ps []float64, alpha float64) []bool {
 		out[i] = true
 	}
 	return out
+}
+
+// argsort returns the indices of xs in ascending order of their values, ties
+// in index order.
+func argsort(xs []float64) []int {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(xs[x], xs[y]) })
+	return idx
 }
