@@ -297,8 +297,18 @@ func checkElement(t *Table, s *Set, e Element) error {
 }
 
 // chainUsers names a rule or element that jumps to chain n, or returns "".
+// The first of them in name order: a scan in map order finds whether there
+// is one (no sort on the common path, where a deleted chain is unused), and
+// only then a sorted scan names it.
 func chainUsers(t *Table, n string) string {
-	for _, cn := range t.ChainNames() {
+	if chainUser(t, n, mapKeys(t.Chains), mapKeys(t.Sets)) == "" {
+		return ""
+	}
+	return chainUser(t, n, t.ChainNames(), t.SetNames())
+}
+
+func chainUser(t *Table, n string, chains, sets []string) string {
+	for _, cn := range chains {
 		for _, r := range t.Chains[cn].Rules {
 			for _, e := range r.Exprs {
 				if v, ok := e.(Verdict); ok && (v.Kind == Jump || v.Kind == Goto) && v.Chain == n {
@@ -307,7 +317,7 @@ func chainUsers(t *Table, n string) string {
 			}
 		}
 	}
-	for _, sn := range t.SetNames() {
+	for _, sn := range sets {
 		for k, e := range t.Sets[sn].Elements {
 			if e.Verdict != nil && e.Verdict.Chain == n {
 				return "element " + k + " of map " + sn
@@ -317,9 +327,26 @@ func chainUsers(t *Table, n string) string {
 	return ""
 }
 
-// setUsers names a rule that uses set n, or returns "".
+// mapKeys returns m's keys in map order.
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// setUsers names a rule that uses set n, or returns "": the first in chain
+// name order, found as chainUsers finds one.
 func setUsers(t *Table, n string) string {
-	for _, cn := range t.ChainNames() {
+	if setUser(t, n, mapKeys(t.Chains)) == "" {
+		return ""
+	}
+	return setUser(t, n, t.ChainNames())
+}
+
+func setUser(t *Table, n string, chains []string) string {
+	for _, cn := range chains {
 		for _, r := range t.Chains[cn].Rules {
 			for _, e := range r.Exprs {
 				switch e := e.(type) {

@@ -157,10 +157,7 @@ const (
 )
 
 func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
+	out := mapKeys(m)
 	slices.Sort(out)
 	return out
 }
