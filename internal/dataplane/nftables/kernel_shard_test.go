@@ -11,7 +11,7 @@ import (
 	"github.com/svcnet/svcnet/internal/proxy/servicetable"
 )
 
-// TestKernelShards programs 2600 Service ports (4 shards) into a throwaway
+// TestKernelShards programs 5200 Service ports (4 shards) into a throwaway
 // namespace's kernel: the kernel accepts the sharded layout in one batch, a
 // restarted backend adopts it without an operation, a one-port change
 // applies partially, and shrinking to 1000 ports reshards to one shard and
@@ -24,7 +24,7 @@ func TestKernelShards(t *testing.T) {
 	}
 	defer conn.Close()
 	ctx := context.Background()
-	all := manyPorts(2600)
+	all := manyPorts(5200)
 	names := func() []string {
 		t.Helper()
 		n, err := conn.Tables(ctx, nft.IPv4)
@@ -34,7 +34,7 @@ func TestKernelShards(t *testing.T) {
 		return n
 	}
 	if _, err := New(conn, nft.IPv4).Sync(ctx, all, false); err != nil {
-		t.Fatalf("full sync of 2600 ports: %v", err)
+		t.Fatalf("full sync of 5200 ports: %v", err)
 	}
 	want := []string{TableName, ShardTable(0), ShardTable(1), ShardTable(2), ShardTable(3)}
 	if got := names(); !slices.Equal(got, want) {

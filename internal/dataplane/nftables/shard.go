@@ -15,23 +15,37 @@ import (
 // that adds a rule or a jump/goto verdict to it: every chain reachable from
 // each base chain, through every element of every verdict map, is walked
 // again (nf_tables_validate, kernel 6.x). One table holding the chains of 10k
-// Services therefore costs ~20-40 ms of kernel time per one-Service change,
+// Services therefore costs tens of ms of kernel time per one-Service change,
 // whatever its size. So the Service NAT lives in K shard tables
 // (svcnet-nat-00 …): each has its own nat base chains, dispatch maps and the
 // chains of the Service ports that hash to it, and a change validates only
-// its shard (measured at 10k Services: K=1 41.5 ms, K=4 9.4 ms, K=16 1.8 ms
-// a commit). The main table `svcnet` keeps what is not per-Service NAT: the
+// its shard. The main table `svcnet` keeps what is not per-Service NAT: the
 // filter chains (source ranges, no endpoints, unknown ClusterIP ports) with
 // their maps, and the masquerade in postrouting.
 //
-// The price is K nat base chains per hook, each one map lookup, met only by
-// the first packet of a connection (nat chains see only new conntracks), so K
-// grows with the number of Service ports: about one shard per
-// portsPerShard ports, a power of two, at most maxShards.
+// The price is K nat base chains per hook, each one jump and two lookups
+// (the dispatch map and the NodePort addresses), met by the first packet of
+// every connection (nat chains see only new conntracks): a connection to no
+// Service, as to a pod IP, runs all K on each node it crosses. So K is kept
+// as small as the commit budget allows. Measured at 10k Service ports on
+// kernel 6.18, 2 vCPUs: the commit by BenchmarkKernelChange (p50 of 30 adds,
+// two runs; K=2 and K=8 one run with the count set by hand), the connect by
+// BenchmarkKernelShardConnect (its excess over K=1, p50 of 4000 connects
+// each, three runs):
+//
+//	K                          1        2         4         8         16
+//	commit of one change, p50  43..58   27        8.8..12.2 6.2       3.4..4.1 ms
+//	connect to a pod, over K=1 0        -0.3..2.5 -0.1..2.5 2.6..4.0  5.0..7.2 µs a node
+//
+// portsPerShard puts 10k ports in 4 shards (2500 each): a commit of ~10 ms
+// (p99 13-20 ms), well inside the 50 ms a change may take, for about 1 µs a
+// node on a new connection, where 16 shards cost about 6. The count is the
+// power of two nearest above n/portsPerShard, at most maxShards; keepShards
+// lets a shard grow to twice that (~25 ms a commit) before the layout changes.
 const (
 	// ShardPrefix starts the name of every shard table.
 	ShardPrefix   = TableName + "-nat-"
-	portsPerShard = 1024
+	portsPerShard = 2560
 	maxShards     = 64
 )
 

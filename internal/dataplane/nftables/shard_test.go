@@ -15,8 +15,8 @@ import (
 
 func TestShardCount(t *testing.T) {
 	for _, c := range []struct{ n, want int }{
-		{0, 1}, {1, 1}, {1024, 1}, {1025, 2}, {2048, 2}, {2049, 4},
-		{10000, 16}, {30000, 32}, {1 << 30, maxShards},
+		{0, 1}, {1, 1}, {2560, 1}, {2561, 2}, {5120, 2}, {5121, 4},
+		{10000, 4}, {10241, 8}, {30000, 16}, {1 << 30, maxShards},
 	} {
 		if got := shardsFor(c.n); got != c.want {
 			t.Errorf("shardsFor(%d) = %d, want %d", c.n, got, c.want)
@@ -31,11 +31,12 @@ func TestShardCount(t *testing.T) {
 	}{
 		{0, 0, false},              // no layout yet
 		{1, 0, true},               // one shard is never too many
-		{1, 2048, true},            // up to twice the ports per shard
-		{1, 2049, false},           // then it grows
-		{4, 1024, true},            // a quarter of the ports per shard
-		{4, 1023, false},           // then it shrinks
-		{16, 10000, true},          //
+		{1, 5120, true},            // up to twice the ports per shard
+		{1, 5121, false},           // then it grows
+		{4, 2560, true},            // a quarter of the ports per shard
+		{4, 2559, false},           // then it shrinks
+		{4, 10000, true},           //
+		{16, 10000, false},         // a finer layout (of an older svcnet) shrinks
 		{maxShards, 1 << 30, true}, // it cannot grow further
 		{maxShards + 1, 10, false}, // a count svcnet never makes
 	} {
@@ -102,13 +103,13 @@ func TestShardedSyncFollowsTheCount(t *testing.T) {
 	ctx := context.Background()
 	k := nft.NewFake()
 	b := New(k)
-	all := manyPorts(2600)
+	all := manyPorts(5200)
 	steps := []struct {
 		n      int
 		full   bool
 		shards int
 	}{
-		{100, true, 1}, {2000, false, 1}, {2600, true, 4}, {1100, false, 4}, {1000, true, 1},
+		{100, true, 1}, {2000, false, 1}, {5200, true, 4}, {2600, false, 4}, {2500, true, 1},
 	}
 	for i, s := range steps {
 		tbl := &servicetable.Table{Node: all.Node, Ports: all.Ports[:s.n]}
@@ -136,14 +137,14 @@ func TestShardedSyncFollowsTheCount(t *testing.T) {
 	}
 }
 
-// TestShardedPartialSyncTouchesOneShard changes one Service port at 2600
+// TestShardedPartialSyncTouchesOneShard changes one Service port at 5200
 // ports (4 shards): the transaction touches only that port's shard (and the
 // main table for its ClusterIP), and the result equals a fresh render. A
 // restarted proxy adopts all shards without a change.
 func TestShardedPartialSyncTouchesOneShard(t *testing.T) {
 	ctx := context.Background()
 	k := nft.NewFake()
-	tbl := manyPorts(2600)
+	tbl := manyPorts(5200)
 	b := New(k)
 	if _, err := b.Sync(ctx, tbl, false); err != nil {
 		t.Fatal(err)
