@@ -30,6 +30,7 @@ type figures struct {
 	keepAlive, newConn float64
 	p50, p99           time.Duration
 	errors             int
+	firstErr           error // of the first run that had errors
 }
 
 func summarize(ss []sample) figures {
@@ -40,6 +41,9 @@ func summarize(ss []sample) figures {
 		ka, nc = append(ka, s.keepAlive), append(nc, s.newConn)
 		lat = append(lat, s.probe...)
 		f.errors += s.errors
+		if f.firstErr == nil {
+			f.firstErr = s.firstErr
+		}
 	}
 	f.keepAlive, f.newConn = median(ka), median(nc)
 	f.p50, f.p99 = quantile(lat, .5), quantile(lat, .99)
@@ -267,12 +271,26 @@ func writeProxyTable(b *strings.Builder, pr proxyResult) {
 	b.WriteString("\n")
 	fmt.Fprintf(b, "%-17s %9s %9s %6s  %9s %9s %6s  %15s %15s %6s\n",
 		"path", "ka dir/s", "ka svc/s", "ratio", "nc dir/s", "nc svc/s", "ratio", "p50 dir/svc", "p99 dir/svc", "errors")
+	var failed []string
 	for _, p := range pr.paths {
 		d, s, r := summarize(p.direct), summarize(p.service), p.ratios()
 		fmt.Fprintf(b, "%-17s %9.0f %9.0f %5.3fx  %9.0f %9.0f %5.3fx  %15s %15s %6d\n",
 			p.path, d.keepAlive, s.keepAlive, r.keepAlive,
 			d.newConn, s.newConn, r.newConn,
 			us(d.p50)+"/"+us(s.p50), us(d.p99)+"/"+us(s.p99), d.errors+s.errors)
+		for _, x := range []struct {
+			side string
+			f    figures
+		}{{"direct", d}, {"Service", s}} {
+			if x.f.errors > 0 {
+				failed = append(failed, fmt.Sprintf("  %s %s: %d errors, the first: %v\n", p.path, x.side, x.f.errors, x.f.firstErr))
+			}
+		}
+	}
+	// A path's errors are named under the table, so a count is never
+	// without its cause.
+	for _, l := range failed {
+		b.WriteString(l)
 	}
 }
 

@@ -1,6 +1,7 @@
 package datapathbench
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -134,7 +135,15 @@ func TestReport(t *testing.T) {
 		}
 	}
 	r := report{duration: 3 * time.Second, rounds: 3, pairs: 1, pinning: "load generator on CPUs 0", counts: []countResult{mk(3, 100), mk(10000, 120)}}
+	// Two runs of one side failed some connects: the table counts them
+	// and names the first run's first error under it.
+	lb := &r.counts[1].proxies[0].paths[1]
+	lb.service = append(lb.service, sample{keepAlive: 500, newConn: 200, errors: 2, firstErr: errors.New("dial tcp 10.0.0.1:80: i/o timeout")},
+		sample{keepAlive: 500, newConn: 200, errors: 1, firstErr: errors.New("later")})
 	got := r.String()
+	if want := "loadbalancer Service: 3 errors, the first: dial tcp 10.0.0.1:80: i/o timeout\n"; !strings.Contains(got, want) || strings.Count(got, "errors, the first") != 1 {
+		t.Errorf("report does not name the errors once as %q:\n%s", want, got)
+	}
 	for _, want := range []string{
 		"3 rounds of 1 pairs each; a pair loads direct and Service in turns of 25ms, 3s a side per load, 8 connections/workers",
 		"one client's back-to-back connects with no other load, sides alternating (1.5s a side per pair)",
