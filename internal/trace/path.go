@@ -41,6 +41,10 @@ type Request struct {
 	// EphemeralPort is set when the source port was picked by the tracer (as
 	// the kernel would pick one from ip_local_port_range), not given.
 	EphemeralPort bool `json:"ephemeralPort,omitempty"`
+	// EphemeralNetNS names the network namespace whose kernel picked the
+	// ephemeral port and held it for the probe (Verify); "" when the tracer
+	// picked it at random.
+	EphemeralNetNS string `json:"ephemeralNetns,omitempty"`
 	// Source of the rulesets: "kernel" (read back from live nodes) or
 	// "rendered" (built from the cluster state as svcnet proxy would).
 	Rules string `json:"rules"`

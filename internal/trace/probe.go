@@ -49,7 +49,8 @@ func probe(ctx context.Context, nsName string, t Tuple) (string, error) {
 			}
 			return nil
 		case "udp":
-			c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(t.Src), net.UDPAddrFromAddrPort(t.Dst))
+			d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(t.Src), Control: reuseAddr}
+			c, err := d.DialContext(ctx, "udp", t.Dst.String())
 			if err != nil {
 				return fmt.Errorf("udp socket %s: %w", t.Src, err)
 			}
@@ -86,7 +87,7 @@ func isTimeout(ctx context.Context, err error) bool {
 }
 
 // reuseAddr lets the probe bind its source port again soon after an earlier
-// probe used it.
+// probe used it, and beside the socket that reserved it (reservePort).
 func reuseAddr(_, _ string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {

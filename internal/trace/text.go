@@ -22,7 +22,11 @@ func WriteText(w io.Writer, tr *Trace) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(b, "  from %s to %s; rules: %s\n", r.From, r.To, r.Rules)
-	if r.EphemeralPort {
+	switch {
+	case r.EphemeralPort && r.EphemeralNetNS != "":
+		fmt.Fprintf(b, "  source port %d is ephemeral: picked by the kernel of netns %s (a port no socket holds, from its ip_local_port_range) and held for the probe\n",
+			r.Packet.Src.Port(), r.EphemeralNetNS)
+	case r.EphemeralPort:
 		fmt.Fprintf(b, "  source port %d is ephemeral: picked by the tracer from %d-%d, as the kernel picks one (ip_local_port_range)\n",
 			r.Packet.Src.Port(), ephemeralLow, ephemeralHigh)
 	}

@@ -87,6 +87,20 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	if err != nil {
 		return nil, err
 	}
+	senderNS := net.NetNS[st.From.Name]
+	if senderNS == "" {
+		return nil, fmt.Errorf("verify: the network namespace of %s is unknown (give --netns %s=NETNS)", st.From, st.From.Name)
+	}
+	if req.EphemeralPort && (st.Packet.Proto == "tcp" || st.Packet.Proto == "udp") {
+		// The sender's kernel picks the port, so the probe can bind it.
+		rp, err := reservePort(senderNS, st.Packet.Proto, st.Packet.Src.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("verify: %s: %w", st.From, err)
+		}
+		defer rp.Close()
+		st.Packet.Src = netip.AddrPortFrom(st.Packet.Src.Addr(), rp.Port)
+		req.Packet, req.EphemeralNetNS = st.Packet, senderNS
+	}
 	first, err := e.Trace(st, req)
 	if err != nil {
 		return nil, err
@@ -107,11 +121,6 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			cands = append(cands, tr)
 		}
 	}
-	senderNS := net.NetNS[st.From.Name]
-	if senderNS == "" {
-		return nil, fmt.Errorf("verify: the network namespace of %s is unknown (give --netns %s=NETNS)", st.From, st.From.Name)
-	}
-
 	// Arm every node any candidate crosses, listening before arming.
 	matches := map[string][]nftrace.Match{}
 	for _, tr := range cands {

@@ -62,6 +62,9 @@ func traceScenarios(t *testing.T, e *env) {
 				t.Fatalf("the kernel disagrees: %v\n%s", rep.Differences, out.String())
 			}
 			tr := rep.Trace
+			if req := tr.Request; !req.EphemeralPort || req.EphemeralNetNS == "" {
+				t.Errorf("source port %d: ephemeral %v, picked in netns %q; want one the sender's kernel picked and held for the probe", req.Packet.Src.Port(), req.EphemeralPort, req.EphemeralNetNS)
+			}
 			if tr.Verdict.Kind != tc.want {
 				t.Fatalf("verdict %s (%s), want %s\n%s", tr.Verdict.Kind, tr.Verdict.Reason, tc.want, out.String())
 			}
