@@ -92,7 +92,12 @@
 // at the largest count within 10% of the smallest; and svcnet at least equal
 // to kube-proxy nftables on every figure, per count and path: keep-alive and
 // new-connection ratios to direct at least kube-proxy's, connect p50 and p99
-// at most kube-proxy's. Each ratio target shows the 90% bootstrap interval of its
+// over direct at most kube-proxy's (each pair's Service quantile minus its
+// direct one: slots of one proxy differ by up to 10us on both sides alike, the
+// machine's drift, which an absolute comparison of proxies measured minutes
+// apart would judge; the plain pod traffic's own cost of each proxy's rules
+// is in its table's direct columns, and per node in the nftables package's
+// BenchmarkKernelShardConnect). Each ratio target shows the 90% bootstrap interval of its
 // median; every path's ratios over all counts together follow, for
 // information (an established flow's cost does not depend on the count).
 // Each comparison is judged strictly (medians) and by the noise: two
