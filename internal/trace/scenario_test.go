@@ -688,6 +688,16 @@ func TestScenarioText(t *testing.T) {
 			t.Errorf("text lacks %q", w)
 		}
 	}
+
+	// Under --verify the sender's kernel picked the port, and the text says so.
+	tr.Request.EphemeralNetNS = "lab.pod.default.client"
+	b.Reset()
+	if err := trace.WriteText(&b, tr); err != nil {
+		t.Fatalf("WriteText: %v", err)
+	}
+	if w := "source port 33768 is ephemeral: picked by the kernel of netns lab.pod.default.client"; !strings.Contains(b.String(), w) {
+		t.Errorf("verified text lacks %q:\n%s", w, b.String())
+	}
 	// Each candidate on a line of its own: probability, endpoint, pod.
 	for _, c := range tr.Choice.Candidates {
 		if !slices.ContainsFunc(strings.Split(text, "\n"), func(line string) bool {

@@ -65,6 +65,9 @@ func traceScenarios(t *testing.T, e *env) {
 			if req := tr.Request; !req.EphemeralPort || req.EphemeralNetNS == "" {
 				t.Errorf("source port %d: ephemeral %v, picked in netns %q; want one the sender's kernel picked and held for the probe", req.Packet.Src.Port(), req.EphemeralPort, req.EphemeralNetNS)
 			}
+			if w := fmt.Sprintf("source port %d is ephemeral: picked by the kernel of netns %s", tr.Request.Packet.Src.Port(), tr.Request.EphemeralNetNS); !strings.Contains(out.String(), w) {
+				t.Errorf("the text lacks %q\n%s", w, out.String())
+			}
 			if tr.Verdict.Kind != tc.want {
 				t.Fatalf("verdict %s (%s), want %s\n%s", tr.Verdict.Kind, tr.Verdict.Reason, tc.want, out.String())
 			}
