@@ -79,6 +79,9 @@ func (e *ObjectError) Error() string {
 	if e.Namespace != "" {
 		id = e.Namespace + "/" + e.Name
 	}
+	if e.Origin == "" {
+		return fmt.Sprintf("%s %s: %v", e.Kind, id, e.Err)
+	}
 	return fmt.Sprintf("%s: %s %s: %v", e.Origin, e.Kind, id, e.Err)
 }
 

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/lb/plan"
@@ -24,8 +23,8 @@ func preparePools(in *intake) []*pool.IPAddressPool {
 	var out []*pool.IPAddressPool
 	for _, e := range in.pools {
 		p := e.obj
-		p.TypeMeta = metav1.TypeMeta{APIVersion: pool.SchemeGroupVersion.String(), Kind: pool.Kind}
-		if _, err := pool.Parse(p); err != nil {
+		preparePool(p)
+		if err := validatePool(p); err != nil {
 			in.errs.add(e.idx, e.origin, kindIPAddressPool, p, err)
 			continue
 		}
