@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -37,6 +38,9 @@ func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
 	if i := strings.IndexByte(where, '/'); i >= 0 {
 		ns, name = where[:i], where[i+1:]
 	}
+	if err := controlplane.ValidateName("Pod", ns, name); err != nil {
+		return Place{}, fmt.Errorf("%q: not a place: want client, node1..node%d, or a pod (NAME or NAMESPACE/NAME): %w", where, l.info.Nodes, err)
+	}
 	p, err := l.cluster.Pod(ctx, ns, name)
 	if err != nil {
 		return Place{}, err
@@ -56,7 +60,7 @@ func (l *Lab) Command(p Place, argv ...string) *exec.Cmd {
 // CommandContext is Command, killed when ctx ends.
 func (l *Lab) CommandContext(ctx context.Context, p Place, argv ...string) *exec.Cmd {
 	if p.Pod != nil {
-		argv = podCommand(p.Pod.Name, argv...)
+		argv = podCommand(podHostname(p.Pod), argv...)
 	}
 	return netns.CommandIn(ctx, p.NS, argv...)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // applyOrder is the order objects are applied in, as kubectl's: namespaces before
@@ -34,12 +35,15 @@ func applyOrder(o runtime.Object) int {
 }
 
 // Apply creates or updates objects, as `kubectl apply -f` does. Pods are
-// scheduled, wired and started (see applyPod). Each object that cannot be applied
-// yields an error naming it; the others are applied.
+// scheduled, wired and started (see applyPod). Every object is validated as the
+// apiserver would validate its create before anything is done for it: an
+// invalid one is refused whole, with an error naming its origin (the user's
+// file and document), and leaves no file, namespace or process behind; the
+// others are applied.
 func (l *Lab) Apply(ctx context.Context, objs []controlplane.Object) []error {
 	var errs []error
-	var rest []runtime.Object
-	var pods []*corev1.Pod
+	var rest []controlplane.Object
+	var pods []controlplane.Object
 	sorted := slices.Clone(objs)
 	slices.SortStableFunc(sorted, func(a, b controlplane.Object) int { return applyOrder(a.Obj) - applyOrder(b.Obj) })
 	for _, o := range sorted {
@@ -49,40 +53,51 @@ func (l *Lab) Apply(ctx context.Context, objs []controlplane.Object) []error {
 			errs = append(errs, fmt.Errorf("%s: %w", o.Origin, err))
 			continue
 		}
-		switch obj.(type) {
-		case *corev1.Node:
+		if _, ok := obj.(*corev1.Node); ok {
 			errs = append(errs, fmt.Errorf("%s: Node %s: the lab's nodes are its own (svcnet lab up --nodes N)", o.Origin, m.GetName()))
 			continue
-		case *corev1.Namespace:
-		default:
-			if m.GetNamespace() == "" {
-				m.SetNamespace(metav1.NamespaceDefault)
-			}
 		}
-		if p, ok := obj.(*corev1.Pod); ok {
-			pods = append(pods, p)
+		if namespaced, _ := controlplane.Namespaced(kindOf(obj)); namespaced && m.GetNamespace() == "" {
+			m.SetNamespace(metav1.NamespaceDefault)
+		}
+		if _, ok := obj.(*pool.IPAddressPool); ok {
+			m.SetNamespace("") // as the apiserver clears it for a cluster-scoped custom resource
+		}
+		o = controlplane.Object{Origin: o.Origin, Obj: obj}
+		if err := controlplane.Validate(o); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, o)
 		} else {
-			rest = append(rest, obj)
+			rest = append(rest, o)
 		}
 	}
 	if len(rest) > 0 {
 		errs = append(errs, l.cluster.Apply(ctx, rest)...)
 	}
-	for _, p := range pods {
-		if err := l.applyPod(ctx, p); err != nil {
-			errs = append(errs, err)
+	for _, o := range pods {
+		if err := l.applyPod(ctx, o.Obj.(*corev1.Pod)); err != nil {
+			errs = append(errs, withOrigin(err, o.Origin))
 		}
 	}
 	return errs
 }
 
-// Delete deletes one object; a Pod gracefully (see DeletePod).
+// Delete deletes one object; a Pod gracefully (see DeletePod). The name (and,
+// for namespaced kinds, the namespace) must be valid for the kind by the
+// apiserver's rules; the namespace of a cluster-scoped kind is ignored.
 func (l *Lab) Delete(ctx context.Context, kind, namespace, name string, grace time.Duration) error {
+	namespaced, ok := controlplane.Namespaced(kind)
+	if ok && !namespaced {
+		namespace = ""
+	}
+	if err := controlplane.ValidateName(kind, namespace, name); err != nil {
+		return err
+	}
 	if kind == "Pod" {
 		return l.DeletePod(ctx, namespace, name, grace)
-	}
-	if kind == "Namespace" {
-		namespace = ""
 	}
 	return l.cluster.Delete(ctx, kind, namespace, name)
 }

@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // cluster is the lab's control plane as the lab itself uses it: the part of the API
@@ -21,10 +23,10 @@ type cluster interface {
 	// RegisterNodes records the lab's nodes, as kubelets register theirs.
 	RegisterNodes(ctx context.Context, nodes []*corev1.Node) error
 	// Apply creates or updates objects other than Pods and Nodes (Services,
-	// Namespaces, EndpointSlices, Endpoints), as `kubectl apply` does. An invalid
-	// object is rejected with an error naming it and changes nothing; the others
-	// are applied.
-	Apply(ctx context.Context, objs []runtime.Object) []error
+	// Namespaces, EndpointSlices, Endpoints, IPAddressPools), as `kubectl
+	// apply` does. An object the control plane refuses is rejected with an
+	// error naming its origin and changes nothing; the others are applied.
+	Apply(ctx context.Context, objs []controlplane.Object) []error
 	// Delete removes an object of a kind Apply takes.
 	Delete(ctx context.Context, kind, namespace, name string) error
 	// Pod returns the Pod, or nil when there is none.
@@ -56,6 +58,10 @@ func kindOf(obj runtime.Object) string {
 		return "Namespace"
 	case *corev1.Endpoints:
 		return "Endpoints"
+	case *discoveryv1.EndpointSlice:
+		return "EndpointSlice"
+	case *pool.IPAddressPool:
+		return pool.Kind
 	}
 	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != "" {
 		return k

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
-	"github.com/svcnet/svcnet/internal/lb/pool"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -48,13 +47,20 @@ func (c *fileCluster) publishPath() string { return c.names.Path("cluster", "clu
 
 func (c *fileCluster) ProxyArgs() []string { return []string{"--state", c.publishPath()} }
 
-// objectPath is where one object is kept: objects/KIND.NAMESPACE.NAME.yaml.
-func (c *fileCluster) objectPath(kind, namespace, name string) string {
-	base := kind + "."
-	if namespace != "" {
-		base += namespace + "."
+// objectPath is where one object is kept: objects/KIND.NAMESPACE.NAME.yaml
+// (KIND.NAME.yaml when cluster-scoped), shortened and hashed where that is too
+// long for a file name (see nameKey). The name and namespace are checked by the
+// apiserver's rules for the kind first: a name that could not be created is
+// refused before it comes near a path.
+func (c *fileCluster) objectPath(kind, namespace, name string) (string, error) {
+	if err := controlplane.ValidateName(kind, namespace, name); err != nil {
+		return "", err
 	}
-	return filepath.Join(c.objectsDir(), base+name+".yaml")
+	parts := []string{kind, name}
+	if namespace != "" {
+		parts = []string{kind, namespace, name}
+	}
+	return filepath.Join(c.objectsDir(), nameKey(maxObjectKey, parts...)+".yaml"), nil
 }
 
 func (c *fileCluster) pathOf(obj runtime.Object) (string, error) {
@@ -62,7 +68,7 @@ func (c *fileCluster) pathOf(obj runtime.Object) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return c.objectPath(kindOf(obj), m.GetNamespace(), m.GetName()), nil
+	return c.objectPath(kindOf(obj), m.GetNamespace(), m.GetName())
 }
 
 func (c *fileCluster) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
@@ -74,31 +80,33 @@ func (c *fileCluster) RegisterNodes(_ context.Context, nodes []*corev1.Node) err
 	return c.publish()
 }
 
-func (c *fileCluster) Apply(_ context.Context, objs []runtime.Object) []error {
+func (c *fileCluster) Apply(_ context.Context, objs []controlplane.Object) []error {
 	type undo struct {
-		path string
-		old  []byte // nil: the object did not exist
+		path   string
+		origin string // where the user's object came from
+		old    []byte // nil: the object did not exist
 	}
 	var undos []undo
 	var errs []error
 	for _, o := range objs {
-		p, err := c.pathOf(o)
+		p, err := c.pathOf(o.Obj)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, withOrigin(err, o.Origin))
 			continue
 		}
 		old, err := os.ReadFile(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", o.Origin, err))
 			continue
 		}
-		if err := c.write(o); err != nil {
-			errs = append(errs, err)
+		if err := c.write(o.Obj); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.Origin, err))
 			continue
 		}
-		undos = append(undos, undo{p, old})
+		undos = append(undos, undo{p, o.Origin, old})
 	}
-	// What the control plane rejects is taken back, as the apiserver would refuse it.
+	// What the control plane rejects is taken back, as the apiserver would refuse
+	// it, and reported as coming from the user's file, not from objects/.
 	l, err := c.load(false)
 	if err != nil {
 		return append(errs, err)
@@ -106,10 +114,10 @@ func (c *fileCluster) Apply(_ context.Context, objs []runtime.Object) []error {
 	rejected := 0
 	for _, e := range l.Errors {
 		for _, u := range undos {
-			if !strings.HasPrefix(originOf(e), u.path) {
+			if !fromFile(originOf(e), u.path) {
 				continue
 			}
-			errs = append(errs, e)
+			errs = append(errs, withOrigin(e, u.origin))
 			rejected++
 			if u.old == nil {
 				_ = os.Remove(u.path)
@@ -141,10 +149,36 @@ func originOf(err error) string {
 	return ""
 }
 
+// fromFile reports whether origin ("FILE" or "FILE#DOC") names the file path.
+func fromFile(origin, path string) bool {
+	rest, ok := strings.CutPrefix(origin, path)
+	return ok && (rest == "" || strings.HasPrefix(rest, "#"))
+}
+
+// withOrigin returns err as coming from origin, the user's file (and
+// document): an ObjectError or DocError gets origin in place of its own (a
+// file under objects/, which the user never wrote); any other error is
+// prefixed with it.
+func withOrigin(err error, origin string) error {
+	var oe *controlplane.ObjectError
+	if errors.As(err, &oe) {
+		c := *oe
+		c.Origin = origin
+		return &c
+	}
+	var de *file.DocError
+	if errors.As(err, &de) {
+		c := *de
+		c.Origin = origin
+		return &c
+	}
+	return fmt.Errorf("%s: %w", origin, err)
+}
+
 func (c *fileCluster) Delete(_ context.Context, kind, namespace, name string) error {
-	p := c.objectPath(kind, namespace, name)
-	if kind == "Namespace" || kind == pool.Kind { // cluster-scoped
-		p = c.objectPath(kind, "", name)
+	p, err := c.objectPath(kind, namespace, name)
+	if err != nil {
+		return err
 	}
 	if err := os.Remove(p); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -156,7 +190,11 @@ func (c *fileCluster) Delete(_ context.Context, kind, namespace, name string) er
 }
 
 func (c *fileCluster) Pod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	b, err := os.ReadFile(c.objectPath("Pod", namespace, name))
+	path, err := c.objectPath("Pod", namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -175,11 +213,29 @@ func (c *fileCluster) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	return c.write(pod)
 }
 
+// SetPodStatus writes the Pod and publishes the cluster. It fails when the
+// control plane refuses the Pod (for what depends on other objects, which
+// Validate cannot see), so that the caller can undo what it made for it
+// instead of running a pod no proxy and no `lab get` knows.
 func (c *fileCluster) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
+	path, err := c.pathOf(pod)
+	if err != nil {
+		return err
+	}
 	if err := c.write(pod); err != nil {
 		return err
 	}
-	return c.publish()
+	l, err := c.load(false)
+	if err != nil {
+		return err
+	}
+	var refused error
+	for _, e := range l.Errors {
+		if fromFile(originOf(e), path) {
+			refused = e
+		}
+	}
+	return errors.Join(refused, c.publishLoaded(l))
 }
 
 func (c *fileCluster) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
@@ -193,7 +249,11 @@ func (c *fileCluster) TerminatePod(ctx context.Context, namespace, name string, 
 }
 
 func (c *fileCluster) RemovePod(_ context.Context, namespace, name string) error {
-	if err := os.Remove(c.objectPath("Pod", namespace, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	p, err := c.objectPath("Pod", namespace, name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return c.publish()

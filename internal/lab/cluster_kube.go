@@ -130,11 +130,11 @@ const applyWorkers = 8
 // not depend on each other, so each run of them is applied by up to
 // applyWorkers calls at once, and the runs one after the other. Errors are
 // returned in the objects' order.
-func (k *kubeCluster) Apply(ctx context.Context, objs []runtime.Object) []error {
+func (k *kubeCluster) Apply(ctx context.Context, objs []controlplane.Object) []error {
 	errs := make([]error, len(objs))
 	for start := 0; start < len(objs); {
 		end := start + 1
-		for end < len(objs) && applyOrder(objs[end]) == applyOrder(objs[start]) {
+		for end < len(objs) && applyOrder(objs[end].Obj) == applyOrder(objs[start].Obj) {
 			end++
 		}
 		var wg sync.WaitGroup
@@ -143,9 +143,9 @@ func (k *kubeCluster) Apply(ctx context.Context, objs []runtime.Object) []error 
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				if err := k.apply(ctx, objs[i]); err != nil {
-					m, _ := metaOf(objs[i])
-					errs[i] = fmt.Errorf("%s %s: %w", kindOf(objs[i]), qualified(m.GetNamespace(), m.GetName()), err)
+				if err := k.apply(ctx, objs[i].Obj); err != nil {
+					m, _ := metaOf(objs[i].Obj)
+					errs[i] = fmt.Errorf("%s: %s %s: %w", objs[i].Origin, kindOf(objs[i].Obj), qualified(m.GetNamespace(), m.GetName()), err)
 				}
 			})
 		}

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -39,7 +39,7 @@ func defaultPool() *pool.IPAddressPool {
 
 // applyDefaultPool creates the lab's pool through the lab's control plane.
 func (l *Lab) applyDefaultPool(ctx context.Context) error {
-	if errs := l.cluster.Apply(ctx, []runtime.Object{defaultPool()}); len(errs) > 0 {
+	if errs := l.cluster.Apply(ctx, []controlplane.Object{{Origin: "lab up", Obj: defaultPool()}}); len(errs) > 0 {
 		return fmt.Errorf("lab %s: address pool %s: %v", l.names.Lab, PoolName, errs)
 	}
 	return nil

@@ -82,10 +82,16 @@ func (n Names) Path(p ...string) string {
 	return filepath.Join(append([]string{n.Dir()}, p...)...)
 }
 
-// Pod is the namespace of pod namespace/name.
+// Pod is the network namespace of pod namespace/name: NAME.pod.NAMESPACE.POD,
+// or a shortened, hashed form of it where that is too long or the names are not
+// valid (see nameKey); distinct pods always get distinct namespaces.
 func (n Names) Pod(namespace, name string) string {
-	return n.prefix() + "pod." + namespace + "." + name
+	return n.prefix() + "pod." + podKey(namespace, name)
 }
+
+// podKey is the pod's part of the names the lab makes for it (its network
+// namespace, its /etc/netns directory, its log file).
+func podKey(namespace, name string) string { return nameKey(maxPodKey, namespace, name) }
 
 // Owns reports whether a network namespace name belongs to this lab.
 func (n Names) Owns(netnsName string) bool { return strings.HasPrefix(netnsName, n.prefix()) }

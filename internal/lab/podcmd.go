@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -29,6 +30,24 @@ func (l *Lab) podArgv(pod *corev1.Pod, ip netip.Addr) []string {
 		argv = append(argv, "--udp", strconv.Itoa(int(p)))
 	}
 	return argv
+}
+
+// hostnameMax is the longest host name: HOST_NAME_MAX, 64 bytes with the
+// terminating NUL.
+const hostnameMax = 63
+
+// podHostname is the host name a pod sees, as the kubelet gives it: its
+// spec.hostname, else its name, cut to 63 bytes without a trailing '-' or '.'
+// (a Pod name may be 253 bytes; sethostname refuses more than 64).
+func podHostname(pod *corev1.Pod) string {
+	h := pod.Name
+	if pod.Spec.Hostname != "" {
+		h = pod.Spec.Hostname
+	}
+	if len(h) > hostnameMax {
+		h = strings.TrimRight(h[:hostnameMax], "-.")
+	}
+	return h
 }
 
 // waitPodReady waits until the pod's process (pid) serves on ip: every TCP

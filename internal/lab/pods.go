@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -114,8 +115,8 @@ func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := writePodEtc(nsName, pod, ips[0]); err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
-	logPath := l.names.Path("logs", "pod."+pod.Namespace+"."+pod.Name+".log")
-	pid, err := startDaemon(podNS, logPath, podCommand(pod.Name, l.podArgv(pod, ips[0])...)...)
+	logPath := l.names.Path("logs", "pod."+podKey(pod.Namespace, pod.Name)+".log")
+	pid, err := startDaemon(podNS, logPath, podCommand(podHostname(pod), l.podArgv(pod, ips[0])...)...)
 	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
@@ -126,10 +127,11 @@ func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	return l.cluster.SetPodStatus(ctx, pod)
 }
 
-// podCommand runs argv in a UTS namespace of its own whose host name is the pod's,
-// so that `hostname` in a pod says the pod's name, as in Kubernetes.
-func podCommand(podName string, argv ...string) []string {
-	return append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, podName}, argv...)
+// podCommand runs argv in a UTS namespace of its own whose host name is the
+// pod's (podHostname), so that `hostname` in a pod says what it says in
+// Kubernetes.
+func podCommand(hostname string, argv ...string) []string {
+	return append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
 }
 
 // serverPorts are the ports the pod's server listens on: every containerPort, by
@@ -213,8 +215,8 @@ func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr) error {
 	}
 	files := map[string]string{
 		"resolv.conf": fmt.Sprintf("search %s.svc.cluster.local svc.cluster.local cluster.local\nnameserver %s\noptions ndots:5\n", pod.Namespace, ClusterDNS),
-		"hostname":    pod.Name + "\n",
-		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, pod.Name),
+		"hostname":    podHostname(pod) + "\n",
+		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, podHostname(pod)),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
@@ -248,6 +250,9 @@ func (l *Lab) stopPod(ctx context.Context, pod *corev1.Pod) error {
 // connections) while its server keeps running for the grace period; then the
 // server is stopped, the pod unwired and the Pod removed.
 func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace time.Duration) error {
+	if err := controlplane.ValidateName("Pod", namespace, name); err != nil {
+		return err
+	}
 	pod, err := l.cluster.Pod(ctx, namespace, name)
 	if err != nil {
 		return err

@@ -394,6 +394,7 @@ func suite(t *testing.T, controlPlane string) {
 			t.Fatalf("after the delete: %v", err)
 		}
 	})
+	t.Run("InvalidPodsRefusedWhole", func(t *testing.T) { invalidPodScenarios(t, e) })
 	t.Run("UDPToReplacedBackend", func(t *testing.T) {
 		svc := e.service("udp-replace")
 		addr := net.JoinHostPort(svc.Spec.ClusterIP, "53")
