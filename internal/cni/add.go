@@ -23,19 +23,23 @@ import (
 // undoes everything of the attachment (addresses, veth, hostPorts), so
 // nothing leaks even if the runtime never sends DEL.
 func (p *Plugin) Add(args *skel.CmdArgs) error {
+	a := attachment{ContainerID: args.ContainerID, IfName: args.IfName, NetNS: args.Netns}
+	if err := validateAttachment(a, true); err != nil {
+		return err
+	}
 	cfg, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
 	}
-	a := attachment{ContainerID: args.ContainerID, IfName: args.IfName, NetNS: args.Netns}
-	if a.NetNS == "" {
-		return attachmentError(types.ErrInvalidEnvironmentVariables, a, "CNI_NETNS is required for ADD", nil)
+	if err := link.CheckNetNS(a.NetNS); err != nil {
+		return attachmentError(types.ErrInvalidNetNS, a, "CNI_NETNS is not a network namespace", err)
 	}
 	ctx, cancel := p.context()
 	defer cancel()
 	e, err := open(ctx, cfg)
 	if err != nil {
-		return attachmentError(types.ErrIOFailure, a, "cannot open the IPAM store or the node's kernel interfaces", err)
+		code, reason := openFailure(cfg, err)
+		return attachmentError(code, a, reason, err)
 	}
 	defer e.close()
 	res, err := e.add(ctx, a)
@@ -80,6 +84,8 @@ func (e *env) add(ctx context.Context, a attachment) (*types100.Result, error) {
 	switch {
 	case errors.Is(err, link.ErrExists):
 		return nil, attachmentError(ErrInterfaceExists, a, "the container already has an interface of that name", err)
+	case errors.Is(err, link.ErrNodeEndTaken):
+		return nil, attachmentError(ErrInterfaceExists, a, "the node end's name "+HostVethName(a.ContainerID, a.IfName)+" is another link's", err)
 	case errors.Is(err, link.ErrNetNS):
 		return nil, attachmentError(types.ErrInvalidNetNS, a, "cannot open the container's network namespace", err)
 	case err != nil:

@@ -16,19 +16,26 @@ import (
 // the hostPort rules must match prevResult and the configuration. The error
 // (code ErrCheckFailed) lists every difference.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
+	a := attachment{ContainerID: args.ContainerID, IfName: args.IfName, NetNS: args.Netns}
+	if err := validateAttachment(a, true); err != nil {
+		return err
+	}
 	cfg, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
 	}
-	a := attachment{ContainerID: args.ContainerID, IfName: args.IfName, NetNS: args.Netns}
 	if cfg.PrevResult == nil {
 		return attachmentError(types.ErrInvalidNetworkConfig, a, "CHECK needs prevResult", nil)
+	}
+	if err := link.CheckNetNS(a.NetNS); err != nil {
+		return attachmentError(types.ErrInvalidNetNS, a, "CNI_NETNS is not a network namespace", err)
 	}
 	ctx, cancel := p.context()
 	defer cancel()
 	e, err := open(ctx, cfg)
 	if err != nil {
-		return attachmentError(types.ErrIOFailure, a, "cannot open the IPAM store or the node's kernel interfaces", err)
+		code, reason := openFailure(cfg, err)
+		return attachmentError(code, a, reason, err)
 	}
 	defer e.close()
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -20,6 +19,9 @@ const (
 	DefaultMTU     = 1500
 	DefaultDataDir = "/var/lib/cni/networks" // + "/<network name>"
 )
+
+// defaultDataDir is DefaultDataDir; tests point it into a directory of theirs.
+var defaultDataDir = DefaultDataDir
 
 // netConf is the plugin configuration as it arrives on stdin.
 type netConf struct {
@@ -87,14 +89,14 @@ func ParseConfig(data []byte) (*Config, error) {
 	bad := func(format string, args ...any) error {
 		return types.NewError(types.ErrInvalidNetworkConfig, "invalid network configuration", fmt.Sprintf("network %q: ", nc.Name)+fmt.Sprintf(format, args...))
 	}
-	if c.Name == "" {
-		return nil, bad("name is missing")
+	if err := validateNetworkName(c.Name); err != nil {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "invalid network configuration", err.Error())
 	}
 	if c.Bridge == "" {
 		c.Bridge = DefaultBridge
 	}
-	if err := validIfName(c.Bridge); err != nil {
-		return nil, bad("bridge %q: %v", c.Bridge, err)
+	if p := ifNameProblem(c.Bridge); p != "" {
+		return nil, bad("bridge %s: %s", quote(c.Bridge), p)
 	}
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
 		return nil, bad("mtu %d: want 68..65535", c.MTU)
@@ -127,10 +129,10 @@ func ParseConfig(data []byte) (*Config, error) {
 		c.Subnets = append(c.Subnets, p)
 	}
 	if c.DataDir == "" {
-		c.DataDir = filepath.Join(DefaultDataDir, c.Name)
+		c.DataDir = filepath.Join(defaultDataDir, c.Name)
 	}
-	if !filepath.IsAbs(c.DataDir) {
-		return nil, bad("dataDir %q: want an absolute path", c.DataDir)
+	if err := validateDataDir(c.DataDir); err != nil {
+		return nil, bad("%v", err)
 	}
 	ms, err := parseMappings(nc.RuntimeConfig.PortMappings)
 	if err != nil {
@@ -143,6 +145,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 	} else {
 		c.ValidAttachments = nc.Attachments
+	}
+	if err := validateGCAttachments(c.ValidAttachments); err != nil {
+		return nil, bad("%v", err)
 	}
 	if nc.RawPrevResult != nil {
 		if err := version.ParsePrevResult(&nc.PluginConf); err != nil {
@@ -191,17 +196,4 @@ func parseMappings(in []portMapping) ([]hostport.Mapping, error) {
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// validIfName checks a Linux interface name.
-func validIfName(s string) error {
-	switch {
-	case s == "" || s == "." || s == "..":
-		return fmt.Errorf("not an interface name")
-	case len(s) > 15:
-		return fmt.Errorf("longer than 15 bytes")
-	case strings.ContainsAny(s, "/: \t\n\x00"):
-		return fmt.Errorf("contains '/', ':' or whitespace")
-	}
-	return nil
 }

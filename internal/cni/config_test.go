@@ -85,7 +85,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"mapped v4", `{"name":"n","subnets":["::ffff:10.0.0.0/120"]}`, types.ErrInvalidNetworkConfig, "plain IPv4 or IPv6"},
 		{"bad mtu", `{"name":"n","mtu":20,"subnets":["10.0.0.0/24"]}`, types.ErrInvalidNetworkConfig, "mtu 20"},
 		{"v6 mtu", `{"name":"n","mtu":1000,"subnets":["fd00::/64"]}`, types.ErrInvalidNetworkConfig, "below IPv6's minimum"},
-		{"long bridge", `{"name":"n","bridge":"a-very-long-bridge-name","subnets":["10.0.0.0/24"]}`, types.ErrInvalidNetworkConfig, "longer than 15"},
+		{"long bridge", `{"name":"n","bridge":"a-very-long-bridge-name","subnets":["10.0.0.0/24"]}`, types.ErrInvalidNetworkConfig, `bridge "a-very-long-bridge-name": interface name is too long`},
 		{"slash bridge", `{"name":"n","bridge":"a/b","subnets":["10.0.0.0/24"]}`, types.ErrInvalidNetworkConfig, `bridge "a/b"`},
 		{"relative dataDir", `{"name":"n","dataDir":"ipam","subnets":["10.0.0.0/24"]}`, types.ErrInvalidNetworkConfig, "absolute"},
 		{"bad hostPort", `{"name":"n","subnets":["10.0.0.0/24"],"runtimeConfig":{"portMappings":[{"hostPort":0,"containerPort":80}]}}`,

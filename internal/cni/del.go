@@ -4,30 +4,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/svcnet/svcnet/internal/cni/hostport"
 	"github.com/svcnet/svcnet/internal/cni/ipam"
+	"github.com/svcnet/svcnet/internal/cni/link"
 )
 
 // Del is the DEL command: it frees the attachment's addresses, deletes its
 // veth pair and removes its hostPort rules. It is idempotent and best effort:
-// an unknown container, a missing or empty CNI_NETNS, links or rules already
-// gone are all success; it fails only when something that exists could not
-// be removed (or the IPAM store cannot be locked), after trying everything.
+// an unknown container, a missing or empty CNI_NETNS (or a file or directory
+// that is no longer a network namespace), links or rules already gone are all
+// success;
+// it fails only when something that exists could not be removed (or the IPAM
+// store cannot be locked), after trying everything. A CNI_CONTAINERID,
+// CNI_IFNAME or CNI_NETNS that breaks the rules of the package doc is refused
+// (code 4) before anything is touched: it names no attachment the plugin made.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
+	a := attachment{ContainerID: args.ContainerID, IfName: args.IfName, NetNS: args.Netns}
+	if err := validateAttachment(a, false); err != nil {
+		return err
+	}
 	cfg, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
 	}
-	a := attachment{ContainerID: args.ContainerID, IfName: args.IfName, NetNS: args.Netns}
+	if a.NetNS != "" && link.CheckNetNS(a.NetNS) != nil {
+		// Not a namespace: what a deleted one leaves (nothing, or the
+		// file a bind mount was on), so the pod side is gone. Anything
+		// else (a FIFO, a device) is refused, never opened.
+		if fi, err := os.Stat(a.NetNS); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+			return attachmentError(types.ErrInvalidNetNS, a, "CNI_NETNS is neither a network namespace nor what a deleted one leaves ("+fi.Mode().Type().String()+")", nil)
+		}
+		a.NetNS = ""
+	}
 	ctx, cancel := p.context()
 	defer cancel()
 	e, err := open(ctx, cfg)
 	if err != nil {
-		return attachmentError(types.ErrIOFailure, a, "cannot open the IPAM store or the node's kernel interfaces", err)
+		code, reason := openFailure(cfg, err)
+		return attachmentError(code, a, reason, err)
 	}
 	defer e.close()
 	if err := e.teardown(ctx, a); err != nil {
@@ -50,7 +69,8 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 	defer cancel()
 	e, err := open(ctx, cfg)
 	if err != nil {
-		return networkError(types.ErrIOFailure, cfg, "cannot open the IPAM store or the node's kernel interfaces", err)
+		code, reason := openFailure(cfg, err)
+		return networkError(code, cfg, reason, err)
 	}
 	defer e.close()
 	if err := e.gc(ctx); err != nil {

@@ -28,6 +28,47 @@
 //
 // Bad configuration is rejected with code 7 naming the field and value.
 //
+// # Validation: what the plugin takes from its caller
+//
+// Every command checks its input before it touches any file, lock,
+// namespace or kernel object, and refuses what breaks a rule with a CNI
+// error naming the variable or field and the value (Go-quoted, cut to 64
+// bytes with the full length), as libcni and skel check it, with their
+// functions (containernetworking/cni pkg/utils), plus the limits that keep
+// the plugin's records whole:
+//
+//   - CNI_CONTAINERID (ADD, CHECK, DEL) and each containerID of GC's
+//     cni.dev/valid-attachments: utils.ValidateContainerID
+//     (^[a-zA-Z0-9][a-zA-Z0-9_.-]*$) and at most MaxContainerIDLen (128)
+//     bytes: code 4, or 7 in the GC list.
+//   - CNI_IFNAME and each ifname of the GC list: utils.ValidateInterfaceName
+//     (1 to 15 bytes, not "." or "..", no '/', ':' or whitespace) and no
+//     NUL: code 4, or 7 in the GC list.
+//   - CNI_NETNS: required for ADD and CHECK; an absolute path in canonical
+//     form (no ".", ".." or empty element) without NUL: code 4. For ADD and
+//     CHECK it must be a network namespace (nsfs, checked with statfs
+//     before anything opens it, so a FIFO or a device is never opened):
+//     code 8. For DEL, a path that is gone, or a file or directory that is
+//     no longer a namespace, means the pod side is gone; anything else is
+//     refused (code 8).
+//   - name: utils.ValidateNetworkName and at most MaxNetworkNameLen (103)
+//     bytes; bridge: as CNI_IFNAME; dataDir: absolute, canonical, not "/",
+//     no NUL; code 7. The lengths keep the alias "svcnet <network>
+//     <containerID> <ifname>" within the kernel's 255 bytes and each
+//     hostport rule's comment within its 256 bytes of user data, so DEL and
+//     GC always read back the whole owner.
+//   - dataDir is one network's (the store records the name of the first
+//     network to use it): a command of another network is refused with
+//     code 7 instead of freeing addresses that are not its own.
+//   - CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME, ...) is not read.
+//
+// No name the plugin makes is built by joining caller-given text into a
+// path: the IPAM store's files are named by addresses (package ipam) and
+// its records hold owners that read back exactly; the node end of a veth is
+// named by a hash and owned by its alias, hostport chains by a hash and
+// owned by their rules' comment, and a name that hashes alike but belongs
+// to another owner is refused, never reused or removed.
+//
 // # What ADD builds
 //
 // The bridge (created if missing, with the gateway of each subnet, its first
@@ -78,10 +119,11 @@
 //   - STATUS succeeds when an ADD could be served; it fails with 50 ("plugin
 //     not available") when the IPAM store is unusable or a subnet is full.
 //   - Errors are *types.Error whose message names the container and
-//     interface (or the network) and the reason: 4 missing environment, 5
-//     IPAM store, 7 configuration, 8 namespace, 11 subnet full on ADD, 100
-//     hostPort already in use, 101 interface exists, 102 CHECK failed, 999
-//     other kernel failures.
+//     interface (or the network, or the bad variable) and the reason: 4
+//     missing or invalid environment, 5 IPAM store, 7 configuration, 8
+//     namespace, 11 subnet full on ADD, 100 hostPort already in use, 101
+//     interface exists (in the pod, or the node end's name taken by another
+//     link), 102 CHECK failed, 999 other kernel failures.
 //
 // Kernel side effects live in packages link (links, addresses, routes,
 // sysctls), hostport.Manager (nftables) and ipam.Store (files); this package

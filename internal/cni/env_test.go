@@ -90,12 +90,17 @@ func (l *lab) newPod() *pod {
 // run runs one plugin command in the node's namespace, as a runtime would
 // (the command on a thread in that namespace), and returns its stdout.
 func (l *lab) run(cmd string, p *pod, ifname string, conf []byte) ([]byte, error) {
-	var out bytes.Buffer
-	pl := &cni.Plugin{Stdout: &out}
 	args := &skel.CmdArgs{IfName: ifname, StdinData: conf}
 	if p != nil {
 		args.ContainerID, args.Netns = p.id, p.ns.Path()
 	}
+	return l.runRaw(cmd, args)
+}
+
+// runRaw runs one plugin command with args in the node's namespace.
+func (l *lab) runRaw(cmd string, args *skel.CmdArgs) ([]byte, error) {
+	var out bytes.Buffer
+	pl := &cni.Plugin{Stdout: &out}
 	fns := map[string]func(*skel.CmdArgs) error{"ADD": pl.Add, "DEL": pl.Del, "CHECK": pl.Check, "GC": pl.GC, "STATUS": pl.Status}
 	err := l.node.Do(func() error { return fns[cmd](args) })
 	return out.Bytes(), err

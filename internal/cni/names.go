@@ -7,9 +7,11 @@ import (
 )
 
 // HostVethName returns the name of the node end of an attachment's veth:
-// "veth" and 8 hex digits of a hash of the container ID and interface name.
-// The pair (container ID, ifname) is unique on a node, so the name is too,
-// and DEL and GC find the link again from the attachment alone.
+// "veth" and 8 hex digits of a hash of the container ID and interface name
+// (the kernel allows 15 bytes, too few for the identity itself), so DEL and
+// GC find the link again from the attachment alone. Ownership is the alias,
+// not the name: a link of this name with another alias (an identity that
+// hashes alike) is refused by ADD and left alone by DEL.
 func HostVethName(containerID, ifname string) string {
 	sum := sha256.Sum256([]byte(containerID + "\x00" + ifname))
 	return "veth" + hex.EncodeToString(sum[:4])

@@ -2,6 +2,7 @@ package cni
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -88,7 +89,8 @@ type env struct {
 	hp    *hostport.Manager
 }
 
-// open takes the store's lock and opens the kernel connections.
+// open takes the store's lock, claims the store for the network (see
+// ipam.Session.Claim) and opens the kernel connections.
 func open(ctx context.Context, cfg *Config) (*env, error) {
 	node, err := link.OpenNode()
 	if err != nil {
@@ -105,7 +107,23 @@ func open(ctx context.Context, cfg *Config) (*env, error) {
 		node.Close()
 		return nil, err
 	}
+	if err := store.Claim(cfg.Name); err != nil {
+		store.Close()
+		nftc.Close()
+		node.Close()
+		return nil, err
+	}
 	return &env{cfg: cfg, node: node, store: store, nftc: nftc, hp: hostport.NewManager(nftc)}, nil
+}
+
+// openFailure returns the CNI error code and reason for an error of open: a
+// store of another network is a configuration error (two networks with one
+// dataDir), anything else a failure to reach the store or the kernel.
+func openFailure(cfg *Config, err error) (uint, string) {
+	if errors.Is(err, ipam.ErrForeignStore) {
+		return types.ErrInvalidNetworkConfig, "dataDir " + cfg.DataDir + " is another network's IPAM store"
+	}
+	return types.ErrIOFailure, "cannot open the IPAM store or the node's kernel interfaces"
 }
 
 func (e *env) close() {

@@ -23,9 +23,15 @@
 //	                           the node's loopback (127.0.0.0/8)
 //
 // H is a hash of (network, container ID, interface name) and <id> the first
-// 12 characters of the container ID, so the names are deterministic and
-// readable. Every rule of an attachment's chains carries the comment
-// "<network> <containerID> <ifname>": GC reads ownership from it.
+// 12 characters of the container ID, so the names are deterministic, readable
+// and far within nftables' 255 bytes whatever the identity's length. Every
+// rule of an attachment's chains carries the comment "<network>
+// <containerID> <ifname>" (the plugin bounds the three so that it fits the
+// 256 bytes of user data, and keeps whitespace out of them): ownership is
+// read from it, never from the name. So the mapping from owners to chains is
+// one to one even where two identities hash alike: AddTx refuses a chain
+// name that another owner's comment holds (ErrConflict), and Remove and GC
+// delete only chains whose comment names the owner (OwnedBy, StaleChains).
 //
 // Contracts: an attachment's objects (two chains and the map elements that
 // lead to them) are added, replaced or removed in one transaction per family,

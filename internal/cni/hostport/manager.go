@@ -58,8 +58,7 @@ func (m *Manager) Add(ctx context.Context, o Owner, podIPs []netip.Addr, ms []Ma
 		obj := Desired(f, o, podIP(f, podIPs), ms)
 		var tx *nft.Tx
 		if obj == nil {
-			dn, mn := ChainNames(o)
-			tx = RemoveTx(f, cur, func(c string) bool { return c == dn || c == mn })
+			tx = RemoveTx(f, cur, OwnedBy(cur, o))
 		} else if tx, err = AddTx(f, cur, obj); err != nil {
 			return fmt.Errorf("hostports of %s/%s: %w", o.ContainerID, o.IfName, err)
 		}
@@ -70,13 +69,11 @@ func (m *Manager) Add(ctx context.Context, o Owner, podIPs []netip.Addr, ms []Ma
 	return nil
 }
 
-// Remove deletes o's objects from both tables (one transaction each).
+// Remove deletes o's objects (OwnedBy) from both tables (one transaction
+// each); another owner's chains stay, even one whose name hashes alike.
 // Removing what is not there succeeds.
 func (m *Manager) Remove(ctx context.Context, o Owner) error {
-	dn, mn := ChainNames(o)
-	return m.remove(ctx, func(*nft.Table) func(string) bool {
-		return func(c string) bool { return c == dn || c == mn }
-	})
+	return m.remove(ctx, func(t *nft.Table) func(string) bool { return OwnedBy(t, o) })
 }
 
 // GC deletes the objects of every attachment of network that valid rejects.

@@ -45,6 +45,9 @@ var (
 var ErrConflict = errors.New("hostPort already mapped")
 
 // Owner identifies an attachment of a network: the owner of hostport rules.
+// Its fields hold no whitespace (the CNI rules for network names, container
+// IDs and interface names), so the comment String writes reads back as the
+// same owner.
 type Owner struct {
 	Network     string
 	ContainerID string
@@ -107,6 +110,7 @@ func Skeleton(f nft.Family) *nft.Table {
 // Objects are one attachment's part of a family's table: its two chains and
 // the map elements that lead to them, by map name.
 type Objects struct {
+	Owner      Owner
 	DNAT, Masq *nft.Chain
 	Elements   map[string][]nft.Element
 }
@@ -128,7 +132,7 @@ func Desired(f nft.Family, o Owner, podIP netip.Addr, ms []Mapping) *Objects {
 		return cmp.Or(a.HostIP.Compare(b.HostIP), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.HostPort, b.HostPort), cmp.Compare(a.ContainerPort, b.ContainerPort))
 	})
 	dn, mn := ChainNames(o)
-	obj := &Objects{DNAT: &nft.Chain{Name: dn}, Masq: &nft.Chain{Name: mn}, Elements: map[string][]nft.Element{}}
+	obj := &Objects{Owner: o, DNAT: &nft.Chain{Name: dn}, Masq: &nft.Chain{Name: mn}, Elements: map[string][]nft.Element{}}
 	comment := o.String()
 	seenKey := map[string]bool{}
 	seenMasq := map[[2]uint16]bool{}
@@ -179,10 +183,17 @@ func keyOf(f nft.Family, mapName string, e nft.Element) string {
 // AddTx returns the transaction that makes family f's table hold the skeleton
 // and exactly obj for its owner, given the table as it is (cur, nil when
 // missing). Elements of the owner that obj no longer has are removed. It fails
-// without a transaction when one of obj's keys leads to another owner's chain.
+// without a transaction when one of obj's keys leads to another owner's
+// chain, or when a chain of obj's name belongs to another owner (whose
+// identity hashes alike: ChainNames): an owner's chains are never another's.
 func AddTx(f nft.Family, cur *nft.Table, obj *Objects) (*nft.Tx, error) {
 	mine := func(chain string) bool { return chain == obj.DNAT.Name || chain == obj.Masq.Name }
 	if cur != nil {
+		for _, name := range []string{obj.DNAT.Name, obj.Masq.Name} {
+			if o, ok := OwnerOf(cur, name); ok && o != obj.Owner {
+				return nil, fmt.Errorf("%w: %s is taken", ErrConflict, describeChain(cur, name))
+			}
+		}
 		for _, mapName := range []string{mapHostIP, mapAnyIP, mapMasquerade} {
 			s := cur.Sets[mapName]
 			if s == nil {
@@ -278,6 +289,23 @@ func RemoveTx(f nft.Family, cur *nft.Table, stale func(chain string) bool) *nft.
 		}
 	}
 	return tx
+}
+
+// OwnedBy returns whether a chain of t is owner o's: its rules' comment
+// names o, or, when it has no rule to say (a chain flushed by hand), its name
+// is one of o's (ChainNames). A chain of o's name whose comment names another
+// owner is not o's.
+func OwnedBy(t *nft.Table, o Owner) func(chain string) bool {
+	dn, mn := ChainNames(o)
+	return func(chain string) bool {
+		if t == nil || !isAttachmentChain(chain) {
+			return false
+		}
+		if have, ok := OwnerOf(t, chain); ok {
+			return have == o
+		}
+		return chain == dn || chain == mn
+	}
 }
 
 // OwnerOf returns the owner recorded in the comments of chain name of t.

@@ -2,6 +2,7 @@ package hostport
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"net/netip"
 	"os"
@@ -230,5 +231,70 @@ func TestParseProtocol(t *testing.T) {
 	}
 	if s := mapsA[2].String(); s != "172.26.236.177:9090/tcp->80" {
 		t.Errorf("String = %q", s)
+	}
+}
+
+// objectsUnder returns o's objects in family f renamed to the chains of
+// other: what the table holds when two identities hash alike.
+func objectsUnder(f nft.Family, o, other Owner, podIP netip.Addr, ms []Mapping) *Objects {
+	obj := Desired(f, o, podIP, ms)
+	dn, mn := ChainNames(other)
+	rename := map[string]string{obj.DNAT.Name: dn, obj.Masq.Name: mn}
+	obj.DNAT.Name, obj.Masq.Name = dn, mn
+	for _, els := range obj.Elements {
+		for i := range els {
+			v := *els[i].Verdict
+			v.Chain = rename[v.Chain]
+			els[i].Verdict = &v
+		}
+	}
+	return obj
+}
+
+// Chain names carry a 40-bit hash, so two identities may share them; the
+// owner in the rules' comments tells them apart. The second owner is
+// refused, and neither Remove nor GC of it touches the first owner's chains.
+func TestChainNameCollisionNeverCrossesOwners(t *testing.T) {
+	k := nft.NewFake()
+	m := NewManager(k)
+	first := ownerB
+	ms := []Mapping{{HostPort: 8081, Protocol: nft.ProtoTCP, ContainerPort: 81}}
+	for i, f := range families {
+		tx, err := AddTx(f, nil, objectsUnder(f, first, ownerA, podB[i], ms))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Apply(ctx(), tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := render(t, k, nft.IPv4) + render(t, k, nft.IPv6)
+	dn, _ := ChainNames(ownerA)
+	if !strings.Contains(before, dn) || !strings.Contains(before, first.ContainerID) {
+		t.Fatalf("setup: %s", before)
+	}
+
+	err := m.Add(ctx(), ownerA, podA, mapsA)
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "chain "+dn+" (network svcnet, container feedfacecafe, interface eth0) is taken") {
+		t.Fatalf("Add under a taken chain name: %v", err)
+	}
+	if err := m.Add(ctx(), ownerA, podA, nil); err != nil {
+		t.Fatalf("Add without mappings: %v", err)
+	}
+	if err := m.Remove(ctx(), ownerA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GC(ctx(), "svcnet", func(o Owner) bool { return o == first }); err != nil {
+		t.Fatal(err)
+	}
+	if after := render(t, k, nft.IPv4) + render(t, k, nft.IPv6); after != before {
+		t.Fatalf("the other owner's objects changed:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+	// Its own Remove, by comment, takes them away although the names are not its.
+	if err := m.Remove(ctx(), first); err != nil {
+		t.Fatal(err)
+	}
+	if after := render(t, k, nft.IPv4) + render(t, k, nft.IPv6); strings.Contains(after, dn) || strings.Contains(after, "8081") {
+		t.Fatalf("after Remove of the owner:\n%s", after)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,7 +28,19 @@ func (s *Store) Dir() string { return s.dir }
 // ErrTaken is returned (wrapped) by Reserve when the address already has an owner.
 var ErrTaken = errors.New("address already allocated")
 
-// Owner is the attachment an address belongs to.
+// ErrBadOwner is returned (wrapped) by Reserve for an owner that its address
+// file could not name unambiguously (see Owner).
+var ErrBadOwner = errors.New("owner cannot be recorded")
+
+// ErrForeignStore is returned (wrapped) by Claim when the store belongs to
+// another network.
+var ErrForeignStore = errors.New("store belongs to another network")
+
+// Owner is the attachment an address belongs to. Its address file holds
+// "<ContainerID>\r\n<IfName>"; Reserve accepts only owners that this text
+// gives back exactly (both fields non-empty, without whitespace or NUL), so
+// two owners never share a record and a record never names another owner.
+// The plugin validates both fields by the CNI rules before it gets here.
 type Owner struct {
 	ContainerID string
 	IfName      string
@@ -41,6 +54,7 @@ type Allocation struct {
 
 const (
 	lockFile    = "lock"
+	networkFile = "network"
 	lastPrefix  = "last_reserved_ip."
 	tmpPrefix   = ".tmp-"
 	lineBreak   = "\r\n"
@@ -130,17 +144,38 @@ func (x *Session) owner(name string) (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("ipam store %s: %w", x.dir, err)
 	}
-	id, ifname, _ := strings.Cut(string(b), lineBreak)
-	return Owner{ContainerID: strings.TrimSpace(id), IfName: strings.TrimSpace(ifname)}, nil
+	return decodeOwner(string(b)), nil
+}
+
+// encodeOwner is the content of an address file: host-local's format.
+func encodeOwner(o Owner) string { return o.ContainerID + lineBreak + o.IfName }
+
+// decodeOwner reads an address file's content (host-local's, which may end
+// in a line break).
+func decodeOwner(s string) Owner {
+	id, ifname, _ := strings.Cut(s, lineBreak)
+	return Owner{ContainerID: strings.TrimSpace(id), IfName: strings.TrimSpace(ifname)}
+}
+
+// checkOwner refuses an owner that its record would not give back exactly.
+func checkOwner(o Owner) error {
+	if o.ContainerID == "" || o.IfName == "" || strings.ContainsRune(o.ContainerID+o.IfName, 0) ||
+		strings.ContainsFunc(o.ContainerID+o.IfName, unicode.IsSpace) || decodeOwner(encodeOwner(o)) != o {
+		return fmt.Errorf("%w: container ID %q, interface %q: want both non-empty, without whitespace or NUL", ErrBadOwner, o.ContainerID, o.IfName)
+	}
+	return nil
 }
 
 // Reserve records a as allocated to its owner. It fails with ErrTaken when the
 // address already has a file, whoever owns it.
 func (x *Session) Reserve(a Allocation) error {
 	name := a.Addr.String()
+	if err := checkOwner(a.Owner); err != nil {
+		return fmt.Errorf("ipam store %s: reserve %s: %w", x.dir, name, err)
+	}
 	tmp := filepath.Join(x.dir, tmpPrefix+name)
 	_ = os.Remove(tmp)
-	content := a.ContainerID + lineBreak + a.IfName
+	content := encodeOwner(a.Owner)
 	if err := writeSync(tmp, content); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("ipam store %s: reserve %s: %w", x.dir, name, err)
@@ -165,6 +200,37 @@ func (x *Session) Release(a netip.Addr) error {
 	return nil
 }
 
+// Network returns the network the store belongs to, "" when none has
+// claimed it (a store made before networks claimed theirs).
+func (x *Session) Network() (string, error) {
+	b, err := os.ReadFile(filepath.Join(x.dir, networkFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("ipam store %s: %w", x.dir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Claim makes the store network's: it records the name when the store has
+// none, and fails with ErrForeignStore when it belongs to another network,
+// whose owners (container ID and interface) it could not tell from
+// network's. Allocations never carry the network: the store does.
+func (x *Session) Claim(network string) error {
+	have, err := x.Network()
+	if err != nil {
+		return err
+	}
+	if have == network {
+		return nil
+	}
+	if have != "" {
+		return fmt.Errorf("ipam store %s: %w %q, not %q", x.dir, ErrForeignStore, have, network)
+	}
+	return x.writeFile(networkFile, network)
+}
+
 // LastReserved returns the address last handed out in subnet (invalid if none
 // is recorded or the record is unreadable: the search then starts afresh).
 func (x *Session) LastReserved(subnet netip.Prefix) netip.Addr {
@@ -181,9 +247,14 @@ func (x *Session) LastReserved(subnet netip.Prefix) netip.Addr {
 
 // SetLastReserved records a as the address last handed out in subnet.
 func (x *Session) SetLastReserved(subnet netip.Prefix, a netip.Addr) error {
-	name := lastName(subnet)
+	return x.writeFile(lastName(subnet), a.String())
+}
+
+// writeFile replaces the store's file name with content, atomically.
+func (x *Session) writeFile(name, content string) error {
 	tmp := filepath.Join(x.dir, tmpPrefix+name)
-	if err := writeSync(tmp, a.String()); err != nil {
+	_ = os.Remove(tmp) // under the lock, only a crashed write's leftover
+	if err := writeSync(tmp, content); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("ipam store %s: %w", x.dir, err)
 	}

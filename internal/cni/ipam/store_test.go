@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/cni/cnitest"
 )
 
 // Helper-process mode: the test binary, run with envHelper set, allocates for
@@ -304,4 +306,86 @@ func TestLockExcludesAndTimesOut(t *testing.T) {
 		t.Fatalf("Lock after release: %v", err)
 	}
 	y.Close()
+}
+
+// An owner is recorded only when its address file reads back as the same
+// owner: fields that would run together or be trimmed away are refused and
+// leave no file, so one record never names two attachments.
+func TestReserveRefusesAmbiguousOwners(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "store")
+	x := lock(t, NewStore(dir))
+	before := cnitest.Snapshot(t, root)
+	addr := netip.MustParseAddr("192.168.1.2")
+	for _, o := range []Owner{
+		{"", "eth0"},
+		{"c1", ""},
+		{"c1\r\neth1", "eth0"}, // would read back as c1 / "eth1\r\neth0"
+		{"c1", "eth0\r\nx"},
+		{"c1 ", "eth0"}, // would read back as c1
+		{" c1", "eth0"},
+		{"c1", "eth0\n"},
+		{"c\x001", "eth0"},
+		{"c1", "eth\t0"},
+		{"c1", "eth\u00a00"},
+	} {
+		err := x.Reserve(Allocation{Addr: addr, Owner: o})
+		if !errors.Is(err, ErrBadOwner) {
+			t.Errorf("Reserve for %q/%q: %v, want ErrBadOwner", o.ContainerID, o.IfName, err)
+		}
+		if _, err := Allocate(x, o, []netip.Prefix{v4}); !errors.Is(err, ErrBadOwner) {
+			t.Errorf("Allocate for %q/%q: %v, want ErrBadOwner", o.ContainerID, o.IfName, err)
+		}
+	}
+	if d := before.Diff(cnitest.Snapshot(t, root)); len(d) != 0 {
+		t.Fatalf("refused owners changed the tree:\n%s", strings.Join(d, "\n"))
+	}
+	// Owners that a naive join would mix up stay apart.
+	for _, o := range []Owner{{"a.b", "c"}, {"a", "b.c"}, {"ab", "c"}, {"a", "bc"}} {
+		if _, err := Allocate(x, o, []netip.Prefix{v4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range []Owner{{"a.b", "c"}, {"a", "b.c"}, {"ab", "c"}, {"a", "bc"}} {
+		if owned, err := Owned(x, o); err != nil || len(owned) != 1 {
+			t.Errorf("Owned(%v) = %v, %v; want one address", o, owned, err)
+		}
+	}
+	if freed, _ := Release(x, Owner{"a", "b.c"}); len(freed) != 1 {
+		t.Fatalf("Release freed %v", freed)
+	}
+	all, _ := x.List()
+	if fmt.Sprint(all) != "[192.168.1.2 a.b/c 192.168.1.4 ab/c 192.168.1.5 a/bc]" {
+		t.Fatalf("after releasing a/b.c: %v", all)
+	}
+}
+
+// A store belongs to the first network that claims it; another network's
+// claim fails and changes nothing.
+func TestClaim(t *testing.T) {
+	dir := t.TempDir()
+	x := lock(t, NewStore(dir))
+	if n, err := x.Network(); err != nil || n != "" {
+		t.Fatalf("Network of a new store = %q, %v", n, err)
+	}
+	if err := x.Claim("svcnet"); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Claim("svcnet"); err != nil {
+		t.Fatalf("second Claim by the owner: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "network")); err != nil || string(b) != "svcnet" {
+		t.Fatalf("network file = %q, %v", b, err)
+	}
+	err := x.Claim("other")
+	if !errors.Is(err, ErrForeignStore) || !strings.Contains(err.Error(), `store belongs to another network "svcnet", not "other"`) {
+		t.Fatalf("Claim by another network: %v", err)
+	}
+	if n, _ := x.Network(); n != "svcnet" {
+		t.Fatalf("Network after a refused claim = %q", n)
+	}
+	all, err := x.List()
+	if err != nil || len(all) != 0 {
+		t.Fatalf("the network file is taken for an allocation: %v, %v", all, err)
+	}
 }

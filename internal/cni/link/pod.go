@@ -15,10 +15,45 @@ import (
 // ErrNetNS is returned (wrapped) when the pod's namespace cannot be opened.
 var ErrNetNS = errors.New("cannot open network namespace")
 
+// CheckNetNS reports whether path is a network namespace (a file of nsfs,
+// or of procfs on kernels before 3.19, as /proc/PID/ns/net and the bind
+// mounts under /run/netns are) without opening it, so that a FIFO or a
+// device named by CNI_NETNS is never opened. The error wraps ErrNetNS, and
+// also fs.ErrNotExist when nothing is there.
+func CheckNetNS(path string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fmt.Errorf("%w %s: %w", ErrNetNS, path, err)
+	}
+	return nsfsType(path, int64(st.Type))
+}
+
+func nsfsType(path string, t int64) error {
+	if t != unix.NSFS_MAGIC && t != unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("%w %s: not a network namespace (file system 0x%x)", ErrNetNS, path, t)
+	}
+	return nil
+}
+
+// openNS opens the network namespace at path, refusing any other file
+// (checked before the open by CheckNetNS, and after it on the descriptor, so
+// a path swapped in between is refused too). The error wraps ErrNetNS.
 func openNS(path string) (*netns.NS, error) {
+	if err := CheckNetNS(path); err != nil {
+		return nil, err
+	}
 	ns, err := netns.OpenPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrNetNS, path, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(ns.Fd(), &st); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("%w %s: %w", ErrNetNS, path, err)
+	}
+	if err := nsfsType(path, int64(st.Type)); err != nil {
+		ns.Close()
+		return nil, err
 	}
 	return ns, nil
 }
@@ -45,8 +80,9 @@ func inPod(ns *netns.NS, fn func(h *netlink.Handle) error) error {
 // Idempotence: when the pod already has spec.IfName with spec.Alias and the
 // node has spec.HostVeth, the pair is reused and reconfigured. A pod
 // interface of that name with another alias is someone else's: the error
-// wraps ErrExists and nothing changes. A half pair (one end missing) is
-// replaced.
+// wraps ErrExists and nothing changes; so is a node link named spec.HostVeth
+// with another alias (the error wraps ErrNodeEndTaken). A half pair (one end
+// missing) is replaced.
 func (n *Node) AttachPod(spec PodSpec) (host, pod Info, err error) {
 	br, err := n.h.LinkByName(spec.Bridge)
 	if err != nil {
@@ -80,6 +116,11 @@ func (n *Node) AttachPod(spec PodSpec) (host, pod Info, err error) {
 	hostExists := err == nil
 	if err != nil && !isNotFound(err) {
 		return Info{}, Info{}, fmt.Errorf("link %s: %w", spec.HostVeth, err)
+	}
+	if hostExists && hostLink.Attrs().Alias != spec.Alias {
+		// Another attachment's node end, whose name hashes alike, or a
+		// link the plugin did not make: never reused, never deleted.
+		return Info{}, Info{}, fmt.Errorf("node end %s belongs to %q: %w", spec.HostVeth, hostLink.Attrs().Alias, ErrNodeEndTaken)
 	}
 	if !(podExists && hostExists) {
 		if hostExists {
@@ -250,9 +291,11 @@ func (n *Node) DetachPod(hostVeth, netnsPath, ifname, alias string) error {
 	if netnsPath == "" {
 		return nil
 	}
-	ns, err := netns.OpenPath(netnsPath)
+	ns, err := openNS(netnsPath)
 	if err != nil {
-		return nil // the namespace is gone, and its interfaces with it
+		// The namespace is gone, and its interfaces with it (what is at
+		// the path now, if anything, is not a namespace and is left alone).
+		return nil
 	}
 	defer ns.Close()
 	if err := inPod(ns, func(h *netlink.Handle) error { return delIfAlias(h, ifname, alias) }); err != nil {

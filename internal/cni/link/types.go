@@ -15,6 +15,10 @@ var ErrNotFound = errors.New("link not found")
 // interface of the requested name that is not the plugin's.
 var ErrExists = errors.New("interface already exists")
 
+// ErrNodeEndTaken is returned (wrapped) by AttachPod when the node has a link
+// of the node end's name that is not this attachment's (another alias).
+var ErrNodeEndTaken = errors.New("node end name taken")
+
 // Info is what the plugin reports and checks about a link.
 type Info struct {
 	Name   string
