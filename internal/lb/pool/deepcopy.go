@@ -11,6 +11,15 @@ func (p *IPAddressPool) DeepCopyInto(out *IPAddressPool) {
 	out.TypeMeta = p.TypeMeta
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	p.Spec.DeepCopyInto(&out.Spec)
+	if p.Status != nil {
+		out.Status = &IPAddressPoolStatus{}
+		if p.Status.Conditions != nil {
+			out.Status.Conditions = make([]metav1.Condition, len(p.Status.Conditions))
+			for i := range p.Status.Conditions {
+				p.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
+			}
+		}
+	}
 }
 
 // DeepCopy returns a copy of p that shares nothing with it (nil for nil).
