@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // applyOrder is the order objects are applied in, as kubectl's: namespaces before
@@ -53,7 +54,7 @@ func (l *Lab) Apply(ctx context.Context, objs []controlplane.Object) []error {
 		case *corev1.Node:
 			errs = append(errs, fmt.Errorf("%s: Node %s: the lab's nodes are its own (svcnet lab up --nodes N)", o.Origin, m.GetName()))
 			continue
-		case *corev1.Namespace:
+		case *corev1.Namespace, *pool.IPAddressPool: // cluster-scoped
 		default:
 			if m.GetNamespace() == "" {
 				m.SetNamespace(metav1.NamespaceDefault)
