@@ -76,7 +76,7 @@ func Admit(cands []Candidate, reserved []alloc.Reserved) Admission {
 		held, excluded := reservedProblems(p, reserved)
 		switch {
 		case len(overlaps) > 0 || (len(held) > 0 && !c.Established):
-			out.Refused = append(out.Refused, &Error{Pool: p.Name, Other: other, Reserved: len(held) > 0 && !c.Established,
+			out.Refused = append(out.Refused, &Error{Pool: p.Name, Other: other, Reserved: len(held) > 0,
 				Problems: capped(append(overlaps, held...))})
 		default:
 			if len(held) > 0 {
