@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -222,30 +223,33 @@ func (s *informerSet) input(overlay func(*corev1.Service) *corev1.Service, poolO
 
 // servesServiceCIDRs asks discovery whether the apiserver serves
 // networking.k8s.io/v1 servicecidrs (Kubernetes 1.33 and later, where the
-// apiserver makes one, "kubernetes", from --service-cluster-ip-range).
+// apiserver makes one, "kubernetes", from --service-cluster-ip-range). The
+// request is bound to ctx.
 func servesServiceCIDRs(ctx context.Context, d discovery.DiscoveryInterface) (bool, error) {
-	type result struct {
-		list *metav1.APIResourceList
-		err  error
+	gv := networkingv1.SchemeGroupVersion
+	var list metav1.APIResourceList
+	if rc := d.RESTClient(); rc != nil {
+		raw, err := rc.Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Raw()
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("discovery of %s: %w", gv, err)
+		}
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return false, fmt.Errorf("discovery of %s: %w", gv, err)
+		}
+	} else {
+		l, err := d.ServerResourcesForGroupVersion(gv.String())
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("discovery of %s: %w", gv, err)
+		}
+		list = *l
 	}
-	ch := make(chan result, 1)
-	go func() {
-		l, err := d.ServerResourcesForGroupVersion(networkingv1.SchemeGroupVersion.String())
-		ch <- result{l, err}
-	}()
-	var r result
-	select {
-	case r = <-ch:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	switch {
-	case apierrors.IsNotFound(r.err):
-		return false, nil
-	case r.err != nil:
-		return false, fmt.Errorf("discovery of %s: %w", networkingv1.SchemeGroupVersion, r.err)
-	}
-	for _, res := range r.list.APIResources {
+	for _, res := range list.APIResources {
 		if res.Name == "servicecidrs" {
 			return true, nil
 		}

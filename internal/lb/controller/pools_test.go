@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lb/plan"
@@ -260,5 +262,26 @@ func TestPoolHoldingClusterAddressesRefused(t *testing.T) {
 	e.waitIPs(t, "plain", "172.26.236.180")
 	if got := ips(e.getService(t, "late")); len(got) != 0 {
 		t.Errorf("late got %v, the node's address", got)
+	}
+}
+
+// servesServiceCIDRs reads discovery: served on 1.33+, absent before (the
+// group version then lacks the resource, or is not served at all).
+func TestServesServiceCIDRs(t *testing.T) {
+	for name, tc := range map[string]struct {
+		resources []*metav1.APIResourceList
+		want      bool
+	}{
+		"served": {[]*metav1.APIResourceList{{GroupVersion: "networking.k8s.io/v1",
+			APIResources: []metav1.APIResource{{Name: "ingresses"}, {Name: "servicecidrs"}}}}, true},
+		"older apiserver": {[]*metav1.APIResourceList{{GroupVersion: "networking.k8s.io/v1",
+			APIResources: []metav1.APIResource{{Name: "ingresses"}}}}, false},
+		"no such group version": {nil, false},
+	} {
+		d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}}
+		got, err := servesServiceCIDRs(t.Context(), d)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", name, got, err, tc.want)
+		}
 	}
 }
