@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,6 +53,7 @@ type lbControllerOptions struct {
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
 	metricsAddr   string
+	serviceCIDRs  string
 	verbosity     int
 }
 
@@ -83,6 +86,7 @@ leader writes. It serves /healthz and Prometheus /metrics.`,
 	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader retries renewing before it stops leading; less than the lease duration")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "wait between tries to acquire or renew the lease")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", defaultLBMetricsAddr, `address:port for /healthz and /metrics ("" disables)`)
+	fs.StringVar(&o.serviceCIDRs, "service-cluster-ip-range", "", "the cluster's Service CIDRs (comma-separated), which no IPAddressPool may hold; ServiceCIDR objects add theirs where the apiserver serves them (1.33+)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
 }
@@ -93,6 +97,10 @@ func (o *lbControllerOptions) run(cmd *cobra.Command) error {
 	ctx, cancel := signalContext(cmd)
 	defer cancel()
 
+	serviceCIDRs, err := parseCIDRList(o.serviceCIDRs)
+	if err != nil {
+		return fmt.Errorf("--service-cluster-ip-range: %w", err)
+	}
 	cfg, err := kube.RESTConfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -103,10 +111,11 @@ func (o *lbControllerOptions) run(cmd *cobra.Command) error {
 	}
 	m := controller.NewMetrics()
 	ctrl, err := controller.New(client, dyn, controller.Config{
-		Plan:    plan.Config{Class: o.class, IsDefault: o.defaultClass},
-		Logger:  log,
-		Resync:  o.resync,
-		Metrics: m,
+		Plan:         plan.Config{Class: o.class, IsDefault: o.defaultClass},
+		Logger:       log,
+		Resync:       o.resync,
+		Metrics:      m,
+		ServiceCIDRs: serviceCIDRs,
 	})
 	if err != nil {
 		return err
@@ -207,4 +216,20 @@ func serveLBMetrics(ctx context.Context, addr string, m *controller.Metrics) err
 		return fmt.Errorf("metrics server on %s: %w", addr, err)
 	}
 	return nil
+}
+
+// parseCIDRList parses comma-separated CIDRs ("" is none), masked.
+func parseCIDRList(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

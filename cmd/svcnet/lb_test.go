@@ -31,7 +31,7 @@ var lbControllerFlags = []string{
 	"--kubeconfig", "--lb-class", "--default-class", "--resync-period",
 	"--leader-elect", "--leader-elect-namespace", "--leader-elect-lease-name",
 	"--leader-elect-lease-duration", "--leader-elect-renew-deadline", "--leader-elect-retry-period",
-	"--metrics-bind-address", "-v,",
+	"--metrics-bind-address", "--service-cluster-ip-range", "-v,",
 }
 
 func TestLBControllerHelp(t *testing.T) {
@@ -77,6 +77,22 @@ func TestLBControllerDeployArgs(t *testing.T) {
 	}
 	if rest := cmd.Flags().Args(); len(rest) > 0 {
 		t.Errorf("controller.yaml passes arguments %q, which the command refuses", rest)
+	}
+}
+
+func TestParseCIDRList(t *testing.T) {
+	got, err := parseCIDRList(" 10.96.0.1/12, fd00:96::/108 ,")
+	if err != nil || fmt.Sprint(got) != "[10.96.0.0/12 fd00:96::/108]" {
+		t.Errorf("parseCIDRList = %v, %v", got, err)
+	}
+	if got, err := parseCIDRList(""); err != nil || len(got) != 0 {
+		t.Errorf(`parseCIDRList("") = %v, %v`, got, err)
+	}
+	if _, err := parseCIDRList("10.96.0.0"); err == nil {
+		t.Error("an address without a length is accepted")
+	}
+	if _, _, code := run(t, "lb", "controller", "--service-cluster-ip-range", "nope", "--kubeconfig", "/nonexistent"); code == 0 {
+		t.Error("a bad --service-cluster-ip-range exits 0")
 	}
 }
 

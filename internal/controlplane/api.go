@@ -49,6 +49,13 @@ type State struct {
 	// Created maps "Kind/namespace/name" ("Kind/name" when cluster-scoped) of every
 	// other object to when it was first seen, so its AGE survives reloads.
 	Created map[string]time.Time `json:"created,omitempty"`
+	// Pools maps the name of every IPAddressPool admitted so far to the
+	// addresses it was admitted with ("first-last" ranges, in spec order). A
+	// pool whose addresses still match is established: it is checked before
+	// the pools applied after it, so a newer conflicting pool, or an edit that
+	// conflicts, is the one refused. A refused pool keeps its previous record;
+	// a pool no longer given loses it.
+	Pools map[string][]string `json:"pools,omitempty"`
 }
 
 // ServiceAlloc is one Service's allocations.

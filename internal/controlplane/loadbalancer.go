@@ -2,7 +2,9 @@ package controlplane
 
 import (
 	"errors"
+	"math"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,7 +27,7 @@ func preparePools(in *intake) []*pool.IPAddressPool {
 		p := e.obj
 		preparePool(p)
 		if err := validatePool(p); err != nil {
-			in.errs.add(e.idx, e.origin, kindIPAddressPool, p, err)
+			in.errs.add(e.idx, e.origin, kindIPAddressPool, p, poolReason(err))
 			continue
 		}
 		if p.UID == "" {
@@ -38,8 +40,16 @@ func preparePools(in *intake) []*pool.IPAddressPool {
 }
 
 // assignLoadBalancers does what svcnet lb controller does in a real cluster: it
-// gives every LoadBalancer Service of our class its IPs from the pools and writes
-// them to status.loadBalancer.ingress.
+// admits the pools (pool.Admit, against the Nodes' addresses and pod CIDRs and
+// cfg's service CIDRs), gives every LoadBalancer Service of our class its IPs
+// from the admitted ones and writes them to status.loadBalancer.ingress.
+//
+// A pool is established when prev records it with its current addresses; the
+// others (new, or edited) are admitted after every established one, oldest
+// first, so the pool being applied is the one refused when two conflict. A
+// refused pool is an error of its own origin (as an admission webhook's
+// refusal), left out of res.Pools; an admitted pool that holds reserved
+// addresses is a warning. state.Pools records the admitted pools.
 //
 // The current status it keeps (plan.Desired keeps valid current IPs) is the
 // manifest's own status.loadBalancer when it has one (a published, resolved
@@ -47,7 +57,7 @@ func preparePools(in *intake) []*pool.IPAddressPool {
 // State recorded. A Service of another class keeps the manifest's status as is.
 // Pending Services are reported in Result.Warnings; the allocations are recorded
 // in state.
-func assignLoadBalancers(in *intake, res *Result, prev State, state *State) {
+func assignLoadBalancers(cfg Config, in *intake, res *Result, prev State, state *State) {
 	byKey := map[string]*corev1.Service{}
 	for _, s := range res.Services {
 		key := serviceKey(s)
@@ -75,10 +85,25 @@ func assignLoadBalancers(in *intake, res *Result, prev State, state *State) {
 		Namespaces:     res.Namespaces,
 		Nodes:          res.Nodes,
 		EndpointSlices: res.EndpointSlices,
+		ServiceCIDRs:   cfg.ServiceCIDRs,
+		Established: func(_ *pool.IPAddressPool, parsed alloc.Pool) bool {
+			rec, ok := prev.Pools[parsed.Name]
+			return ok && slices.Equal(rec, rangeStrings(parsed.Ranges))
+		},
 	})
-	for _, err := range out.PoolErrors {
-		res.Errors = append(res.Errors, &ObjectError{Origin: controlPlaneOrigin, Kind: kindIPAddressPool, Name: poolOf(err), Err: err})
+	recordPools(in, out.Pools, prev, state)
+	admitted := map[string]bool{}
+	for _, r := range out.Pools {
+		admitted[r.Name] = r.Admitted
+		e := in.poolEntry(r.Name)
+		switch {
+		case r.Err != nil:
+			in.errs.add(e.idx, e.origin, kindIPAddressPool, e.obj, poolReason(r.Err))
+		case r.Conflict != nil:
+			res.Warnings = append(res.Warnings, &ObjectError{Origin: e.origin, Kind: kindIPAddressPool, Name: r.Name, Err: poolReason(r.Conflict)})
+		}
 	}
+	res.Pools = slices.DeleteFunc(res.Pools, func(p *pool.IPAddressPool) bool { return !admitted[p.Name] })
 	for _, r := range out.Results {
 		key := r.Key.String()
 		s := byKey[key]
@@ -104,11 +129,59 @@ func assignLoadBalancers(in *intake, res *Result, prev State, state *State) {
 	}
 }
 
-// poolOf returns the name of the pool an error of plan.Desired is about, or "".
-func poolOf(err error) string {
+// recordPools sets state.Pools: the addresses of every admitted pool, and, for
+// every other pool still given (refused, or invalid), its previous record.
+func recordPools(in *intake, results []plan.PoolResult, prev State, state *State) {
+	state.Pools = nil
+	set := func(name string, rec []string) {
+		if state.Pools == nil {
+			state.Pools = map[string][]string{}
+		}
+		state.Pools[name] = rec
+	}
+	for _, e := range in.pools {
+		if rec, ok := prev.Pools[e.obj.Name]; ok {
+			set(e.obj.Name, rec)
+		}
+	}
+	for _, r := range results {
+		if r.Admitted {
+			set(r.Name, rangeStrings(r.Pool.Ranges))
+		}
+	}
+}
+
+func rangeStrings(rs []alloc.Range) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// poolEntry returns the input entry of the pool name (the first, as duplicates
+// are errors already).
+func (in *intake) poolEntry(name string) entry[*pool.IPAddressPool] {
+	for _, e := range in.pools {
+		if e.obj.Name == name {
+			return e
+		}
+	}
+	return entry[*pool.IPAddressPool]{idx: math.MaxInt, origin: controlPlaneOrigin, obj: &pool.IPAddressPool{}}
+}
+
+// poolError is a *pool.Error worded for an ObjectError, which names the pool
+// already: its message is the reason alone.
+type poolError struct{ err *pool.Error }
+
+func (e poolError) Error() string { return e.err.Reason() }
+func (e poolError) Unwrap() error { return e.err }
+
+// poolReason returns err as a poolError when it is a *pool.Error.
+func poolReason(err error) error {
 	var pe *pool.Error
 	if errors.As(err, &pe) {
-		return pe.Pool
+		return poolError{pe}
 	}
-	return ""
+	return err
 }

@@ -27,7 +27,9 @@ type Result struct {
 	Nodes          []*corev1.Node
 	// Namespaces are the given ones plus the system ones the apiserver creates.
 	Namespaces []*corev1.Namespace
-	// Pools are the valid IPAddressPools (svcnet lb's), sorted by name.
+	// Pools are the admitted IPAddressPools (svcnet lb's), sorted by name; a pool
+	// that is invalid, or that pool.Admit refuses (it overlaps an older pool, or
+	// holds a node's address, a pod CIDR or a service CIDR), is in Errors.
 	Pools []*pool.IPAddressPool
 	// Errors are the objects left out, in input order.
 	Errors []*ObjectError
@@ -60,15 +62,16 @@ func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 	res.Namespaces = prepareNamespaces(in)
 	res.EndpointSlices = buildSlices(in, res.Services, res.Pods, res.Nodes)
 	res.Pools = preparePools(in)
-	assignLoadBalancers(in, &res, prev, &res.State)
+	// Pools are ordered by creationTimestamp when admitted: stamp them first.
+	poolsCreated := stampCreated(prev.Created, now, kindIPAddressPool, res.Pools, nil)
+	assignLoadBalancers(cfg, in, &res, prev, &res.State)
 	if cfg.Validate() != nil {
 		res.State.Created = prev.Created // as the allocations: unchanged
 	} else {
-		res.State.Created = stampCreated(prev.Created, now, kindPod, res.Pods, nil)
+		res.State.Created = stampCreated(prev.Created, now, kindPod, res.Pods, poolsCreated)
 		stampCreated(prev.Created, now, kindNode, res.Nodes, res.State.Created)
 		stampCreated(prev.Created, now, kindNamespace, res.Namespaces, res.State.Created)
 		stampCreated(prev.Created, now, kindEndpointSlice, res.EndpointSlices, res.State.Created)
-		stampCreated(prev.Created, now, kindIPAddressPool, res.Pools, res.State.Created)
 	}
 	slices.SortStableFunc(in.errs.list, func(a, b indexedError) int { return cmp.Compare(a.idx, b.idx) })
 	for _, e := range in.errs.list {

@@ -167,6 +167,7 @@ func lbScenarios(t *testing.T, e *env) {
 			}
 		}
 	})
+	t.Run("BadPoolsRefused", func(t *testing.T) { poolScenarios(t, e) })
 	// Last: it kills an agent (and restarts it).
 	t.Run("OwnerAgentKilled", func(t *testing.T) {
 		ip := e.lbIP("web-lb")

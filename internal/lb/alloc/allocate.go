@@ -13,7 +13,7 @@ import (
 // Allocate assigns addresses to every Service from the pools. It is pure and
 // deterministic: the order of pools and svcs does not matter. Preconditions: pool
 // names and Service keys are unique (of duplicates, the first by name, or by
-// (Created, Key), is used); pools do not overlap (pool.Overlaps finds those that do).
+// (Created, Key), is used); pools do not overlap (pool.Admit refuses those that do).
 //
 // The recompute is stable, in two passes over the Services in (Created, Key) order:
 //
@@ -29,7 +29,8 @@ import (
 //     under that key that it may share, first) of one pool: the pool holding its
 //     requested IPs, else its requested pool, else the first eligible auto-assign
 //     pool (by Priority with 0 last, then Name) that can serve all its required
-//     families. A kept PreferDualStack Service missing its second family gets one
+//     families. No Service is newly given one of a pool's Excluded addresses,
+//     requested, free or shared (pass 1 keeps them where a Service holds one). A kept PreferDualStack Service missing its second family gets one
 //     from its pool when there is a free one. A node-ip pool gives no IPs; its
 //     Services clash when they share a family and a (protocol, port), and the
 //     later one pends.
@@ -306,6 +307,9 @@ func (a *allocator) tryPool(s *Service, p *Pool, req map[model.IPFamily]netip.Ad
 		if ip, ok := req[f]; ok {
 			if !p.holds(ip) {
 				return Assignment{}, Reasonf(ErrNotInPool, "requested IP %s is not in pool %s", ip, p.Name)
+			}
+			if ex, reserved := p.excluded(ip); reserved {
+				return Assignment{}, Reasonf(ErrReservedIP, "requested IP %s is %s: pool %s does not hand it out", ip, ex.What, p.Name)
 			}
 			if err := a.st.canShare(ip, s); err != nil {
 				return Assignment{}, err

@@ -67,3 +67,13 @@ func (p *Pool) holds(a netip.Addr) bool {
 	}
 	return false
 }
+
+// excluded returns the excluded block of the pool that holds a, if any.
+func (p *Pool) excluded(a netip.Addr) (Reserved, bool) {
+	for _, ex := range p.Excluded {
+		if ex.Range.Contains(a) {
+			return ex, true
+		}
+	}
+	return Reserved{}, false
+}

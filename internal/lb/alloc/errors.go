@@ -23,6 +23,9 @@ var (
 	// ErrInvalidRequest: the request contradicts itself (two requested IPs of one
 	// family, or of a family the Service does not have).
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrReservedIP: a requested IP is one of the cluster's own addresses (a
+	// node's, or in a pod or service CIDR), excluded from its pool.
+	ErrReservedIP = errors.New("IP reserved")
 )
 
 // joinedError lists the reasons several pools refused a Service, in pool order,

@@ -106,14 +106,15 @@ func (st *state) claimNode(s *Service) {
 
 // free returns the address of family v4 in p that s should get: with a sharing key,
 // the lowest address of p already held under that key that s may share; else the
-// lowest unused address. The ranges of p are sorted by First. The walk over a
-// range stops at the first unused address, so it takes at most len(st.ips)+1 steps
-// per range, however large the range.
+// lowest unused address; never an excluded one. The ranges of p are sorted by First.
+// The walk over a range stops at the first usable address and jumps over each
+// excluded block whole, so it takes at most len(st.ips)+len(p.Excluded)+1 steps per
+// range, however large the range.
 func (st *state) free(p *Pool, v4 bool, s *Service) (netip.Addr, bool) {
 	if s.SharingKey != "" {
 		var shared []netip.Addr
 		for ip, use := range st.ips {
-			if ip.Is4() == v4 && use.holders[0].SharingKey == s.SharingKey && p.holds(ip) {
+			if _, ex := p.excluded(ip); !ex && ip.Is4() == v4 && use.holders[0].SharingKey == s.SharingKey && p.holds(ip) {
 				shared = append(shared, ip)
 			}
 		}
@@ -128,13 +129,21 @@ func (st *state) free(p *Pool, v4 bool, s *Service) (netip.Addr, bool) {
 		if r.First.Is4() != v4 {
 			continue
 		}
-		for a, n := r.First, 0; n <= len(st.ips); a, n = a.Next(), n+1 {
+		for a, n := r.First, 0; n <= len(st.ips)+len(p.Excluded); n++ {
+			if ex, ok := p.excluded(a); ok {
+				if ex.Range.Last.Compare(r.Last) >= 0 {
+					break
+				}
+				a = ex.Range.Last.Next()
+				continue
+			}
 			if st.ips[a] == nil {
 				return a, true
 			}
 			if a == r.Last {
 				break
 			}
+			a = a.Next()
 		}
 	}
 	return netip.Addr{}, false

@@ -55,6 +55,43 @@ func (r Range) Overlaps(o Range) bool {
 // Family returns the range's IP family.
 func (r Range) Family() model.IPFamily { return model.FamilyOf(r.First) }
 
+// PrefixRange returns the addresses of a prefix, from its network address to its
+// last (broadcast) address.
+func PrefixRange(p netip.Prefix) Range {
+	p = p.Masked()
+	b := p.Addr().AsSlice()
+	for i := range b {
+		hostBits := min(max(p.Bits()-i*8, 0), 8) // prefix bits within byte i
+		b[i] |= byte(0xff >> hostBits)
+	}
+	last, _ := netip.AddrFromSlice(b)
+	return Range{First: p.Addr(), Last: last}
+}
+
+// Intersect returns the addresses r and o share; ok is false when they share none.
+func (r Range) Intersect(o Range) (Range, bool) {
+	if !r.Overlaps(o) {
+		return Range{}, false
+	}
+	out := r
+	if o.First.Compare(out.First) > 0 {
+		out.First = o.First
+	}
+	if o.Last.Compare(out.Last) < 0 {
+		out.Last = o.Last
+	}
+	return out, true
+}
+
+// Reserved is a block of the cluster's own addresses (a node's address, a pod
+// CIDR, a service CIDR): never a LoadBalancer Service's address.
+type Reserved struct {
+	Range Range
+	// What names the block for messages, e.g. "Node node3's InternalIP
+	// 172.26.236.179" or "the service CIDR 10.96.0.0/12".
+	What string
+}
+
 // Pool is a validated address pool (pool.Parse builds one from an IPAddressPool).
 //
 // Constraints: every non-empty constraint must admit a Service for the pool to be
@@ -75,6 +112,11 @@ type Pool struct {
 	Namespaces         []string
 	NamespaceSelectors []labels.Selector
 	ServiceSelectors   []labels.Selector
+	// Excluded are reserved blocks that came to lie in Ranges after the pool was
+	// admitted (pool.Admit refuses a new pool that holds any). Their addresses
+	// are never newly given to a Service, requested or not; a Service that
+	// already holds one keeps it (the conflict is reported on the pool).
+	Excluded []Reserved
 }
 
 // Port is one (protocol, port) a Service listens on.

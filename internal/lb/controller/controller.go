@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -45,6 +46,11 @@ type Config struct {
 	FieldManager string
 	// Metrics, when set, is updated with pool usage after every recompute.
 	Metrics *Metrics
+	// ServiceCIDRs are the cluster's Service networks (kube-apiserver's
+	// --service-cluster-ip-range), which no pool may hold. When the apiserver
+	// serves ServiceCIDR objects (networking.k8s.io/v1, Kubernetes 1.33 and
+	// later) their CIDRs are added, so this may stay empty there.
+	ServiceCIDRs []netip.Prefix
 }
 
 // Controller writes LoadBalancer Services' status from the plan. Use New,
@@ -106,7 +112,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	inf, err := c.startInformers(runCtx)
+	withCIDRs, err := c.discoverServiceCIDRs(runCtx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	inf, err := c.startInformers(runCtx, withCIDRs)
 	if err != nil {
 		return err
 	}
@@ -125,6 +138,33 @@ func (c *Controller) Run(ctx context.Context) error {
 		"class", c.cfg.Plan.Class, "default", c.cfg.Plan.IsDefault)
 	c.loop(runCtx, inf)
 	return nil
+}
+
+// discoveryTries bounds the attempts to learn whether ServiceCIDRs are served.
+const discoveryTries = 5
+
+// discoverServiceCIDRs reports whether the apiserver serves ServiceCIDRs,
+// trying a few times a second apart before it gives up with an error.
+func (c *Controller) discoverServiceCIDRs(ctx context.Context) (bool, error) {
+	var err error
+	for i := range discoveryTries {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var ok bool
+		ok, err = servesServiceCIDRs(cctx, c.client.Discovery())
+		cancel()
+		if err == nil {
+			c.log.Info("Service CIDRs", "flag", c.cfg.ServiceCIDRs, "serviceCIDRObjects", ok)
+			return ok, nil
+		}
+	}
+	return false, fmt.Errorf("lb controller: %w", err)
 }
 
 // changed records that the Service key (zero for other objects) changed and

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/lb/plan"
+	"github.com/svcnet/svcnet/internal/lb/pool"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
 )
@@ -226,6 +227,9 @@ func TestDeployRBAC(t *testing.T) {
 	e.createService(t, "web", "")
 	e.waitIPs(t, "web", "172.26.236.180")
 	e.waitEvent(t, "web", ReasonIPAllocated, "172.26.236.180")
+	// Pool status and Events on pools, with the ClusterRole's grants.
+	e.waitPool(t, "lab", metav1.ConditionTrue, pool.ReasonAccepted)
+	e.waitPoolEvent(t, "lab", ReasonPoolAccepted)
 	e.waitHolder(t, le.Name, "rbac-test", 5*time.Second)
 	if err := r.stop(t); err != nil {
 		t.Errorf("RunLeaderElected after cancel: %v", err)

@@ -5,11 +5,15 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // Event reasons, on the Service.
@@ -17,6 +21,17 @@ const (
 	ReasonIPAllocated      = "IPAllocated"
 	ReasonAllocationFailed = "AllocationFailed"
 	ReasonIPReleased       = "IPReleased"
+)
+
+// Event reasons, on the IPAddressPool.
+const (
+	// ReasonPoolAccepted (Normal): the pool serves.
+	ReasonPoolAccepted = "PoolAccepted"
+	// ReasonPoolRefused (Warning): the pool was left out; the message says why.
+	ReasonPoolRefused = "PoolRefused"
+	// ReasonPoolReservedAddresses (Warning): an admitted pool holds addresses
+	// that became the cluster's own; they are no longer handed out.
+	ReasonPoolReservedAddresses = "ReservedAddresses"
 )
 
 // eventer records Events on Services (core/v1, through client-go's
@@ -63,4 +78,19 @@ func (e *eventer) released(svc *corev1.Service, old []corev1.LoadBalancerIngress
 func (e *eventer) failed(svc *corev1.Service, reason error) {
 	e.log.Info("Load-balancer addresses pending", "service", klog.KObj(svc), "reason", reason.Error())
 	e.recorder.Event(svc, corev1.EventTypeWarning, ReasonAllocationFailed, reason.Error())
+}
+
+// pool: the pool's ConditionAccepted became cond.
+func (e *eventer) pool(p *unstructured.Unstructured, cond metav1.Condition) {
+	switch {
+	case cond.Status != metav1.ConditionTrue:
+		e.log.Error(nil, "IPAddressPool refused", "pool", p.GetName(), "reason", cond.Reason, "message", cond.Message)
+		e.recorder.Event(p, corev1.EventTypeWarning, ReasonPoolRefused, cond.Message)
+	case cond.Reason == pool.ReasonReservedAddresses:
+		e.log.Error(nil, "IPAddressPool holds reserved addresses", "pool", p.GetName(), "message", cond.Message)
+		e.recorder.Event(p, corev1.EventTypeWarning, ReasonPoolReservedAddresses, cond.Message)
+	default:
+		e.log.Info("IPAddressPool accepted", "pool", p.GetName())
+		e.recorder.Event(p, corev1.EventTypeNormal, ReasonPoolAccepted, cond.Message)
+	}
 }

@@ -70,8 +70,6 @@ func installCRD(t *testing.T, dyn dynamic.Interface) {
 	})
 }
 
-var poolGVR = pool.SchemeGroupVersion.WithResource(pool.Resource)
-
 // apiCtx is a context for the test's own API calls, cancelled at its end.
 func apiCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -2,18 +2,26 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -21,6 +29,9 @@ import (
 	"github.com/svcnet/svcnet/internal/lb/pool"
 	"github.com/svcnet/svcnet/internal/model"
 )
+
+// poolGVR is the IPAddressPool resource.
+var poolGVR = pool.SchemeGroupVersion.WithResource(pool.Resource)
 
 // informerSet holds the controller's informers and listers.
 type informerSet struct {
@@ -34,14 +45,19 @@ type informerSet struct {
 	nodes      corelisters.NodeLister
 	slices     discoverylisters.EndpointSliceLister
 	pools      cache.Store
+	// serviceCIDRs is nil when the apiserver serves no ServiceCIDRs.
+	serviceCIDRs networkinglisters.ServiceCIDRLister
+	// flagCIDRs are Config.ServiceCIDRs.
+	flagCIDRs []netip.Prefix
 }
 
 // startInformers creates the informers, registers the controller's handlers
 // and starts them; they stop when ctx ends (then call shutdown to wait).
-func (c *Controller) startInformers(ctx context.Context) (*informerSet, error) {
+// ServiceCIDRs are watched when withServiceCIDRs.
+func (c *Controller) startInformers(ctx context.Context, withServiceCIDRs bool) (*informerSet, error) {
 	f := informers.NewSharedInformerFactory(c.client, 0)
 	df := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
-	s := &informerSet{factory: f, dynFactory: df}
+	s := &informerSet{factory: f, dynFactory: df, flagCIDRs: c.cfg.ServiceCIDRs}
 
 	svc := f.Core().V1().Services()
 	ns := f.Core().V1().Namespaces()
@@ -72,17 +88,24 @@ func (c *Controller) startInformers(ctx context.Context) (*informerSet, error) {
 		UpdateFunc: func(any, any) { c.changed(model.ServiceKey{}) },
 		DeleteFunc: func(any) { c.changed(model.ServiceKey{}) },
 	}
-	for _, i := range []struct {
+	type watched struct {
 		name     string
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
-	}{
+	}
+	all := []watched{
 		{"Service", svc.Informer(), onService},
 		{"Namespace", ns.Informer(), onOther},
 		{"Node", node.Informer(), onOther},
 		{"EndpointSlice", slice.Informer(), onOther},
 		{"IPAddressPool", pools.Informer(), onOther},
-	} {
+	}
+	if withServiceCIDRs {
+		sc := f.Networking().V1().ServiceCIDRs()
+		s.serviceCIDRs = sc.Lister()
+		all = append(all, watched{"ServiceCIDR", sc.Informer(), onOther})
+	}
+	for _, i := range all {
 		reg, err := i.informer.AddEventHandlerWithOptions(i.handler, cache.HandlerOptions{Logger: &c.log})
 		if err != nil {
 			return nil, fmt.Errorf("lb controller: %s informer handler: %w", i.name, err)
@@ -130,11 +153,23 @@ func (s *informerSet) shutdown() {
 	s.dynFactory.Shutdown()
 }
 
-// input lists the caches into a planner input. Services are returned as
-// stored (callers must not modify them) except where overlay replaces one by
-// a copy carrying the status this controller wrote and the cache does not show
-// yet. IPAddressPools that fail to convert are left out and returned as errors.
-func (s *informerSet) input(overlay func(*corev1.Service) *corev1.Service) (plan.Input, []error, error) {
+// pool returns the cached IPAddressPool name.
+func (s *informerSet) pool(name string) (*unstructured.Unstructured, bool) {
+	obj, ok, err := s.pools.GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	return u, ok
+}
+
+// input lists the caches into a planner input. Services and pools are returned
+// as stored (callers must not modify them) except where overlay and
+// poolOverlay replace one by a copy carrying the status this controller wrote
+// and the cache does not show yet. IPAddressPools that fail to convert are left
+// out and returned as errors. The service CIDRs are the flag's and every
+// ServiceCIDR's.
+func (s *informerSet) input(overlay func(*corev1.Service) *corev1.Service, poolOverlay func(*pool.IPAddressPool) *pool.IPAddressPool) (plan.Input, []error, error) {
 	var in plan.Input
 	var poolErrs []error
 	svcs, err := s.services.List(labels.Everything())
@@ -150,11 +185,11 @@ func (s *informerSet) input(overlay func(*corev1.Service) *corev1.Service) (plan
 	if in.Nodes, err = s.nodes.List(labels.Everything()); err != nil {
 		return in, nil, fmt.Errorf("list nodes: %w", err)
 	}
-	var slices []*discoveryv1.EndpointSlice
-	if slices, err = s.slices.List(labels.Everything()); err != nil {
+	var eps []*discoveryv1.EndpointSlice
+	if eps, err = s.slices.List(labels.Everything()); err != nil {
 		return in, nil, fmt.Errorf("list endpointslices: %w", err)
 	}
-	in.EndpointSlices = slices
+	in.EndpointSlices = eps
 	for _, obj := range s.pools.List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -166,8 +201,58 @@ func (s *informerSet) input(overlay func(*corev1.Service) *corev1.Service) (plan
 			poolErrs = append(poolErrs, err) // names the pool
 			continue
 		}
-		in.Pools = append(in.Pools, p)
+		in.Pools = append(in.Pools, poolOverlay(p))
 	}
 	sort.Slice(in.Pools, func(i, j int) bool { return in.Pools[i].Name < in.Pools[j].Name })
+	in.ServiceCIDRs = slices.Clone(s.flagCIDRs)
+	if s.serviceCIDRs != nil {
+		cidrs, err := s.serviceCIDRs.List(labels.Everything())
+		if err != nil {
+			return in, nil, fmt.Errorf("list servicecidrs: %w", err)
+		}
+		for _, sc := range cidrs {
+			for _, c := range sc.Spec.CIDRs {
+				if p, err := netip.ParsePrefix(c); err == nil {
+					in.ServiceCIDRs = append(in.ServiceCIDRs, p.Masked())
+				}
+			}
+		}
+	}
 	return in, poolErrs, nil
+}
+
+// servesServiceCIDRs asks discovery whether the apiserver serves
+// networking.k8s.io/v1 servicecidrs (Kubernetes 1.33 and later, where the
+// apiserver makes one, "kubernetes", from --service-cluster-ip-range). The
+// request is bound to ctx.
+func servesServiceCIDRs(ctx context.Context, d discovery.DiscoveryInterface) (bool, error) {
+	gv := networkingv1.SchemeGroupVersion
+	var list metav1.APIResourceList
+	if rc := d.RESTClient(); rc != nil {
+		raw, err := rc.Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Raw()
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("discovery of %s: %w", gv, err)
+		}
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return false, fmt.Errorf("discovery of %s: %w", gv, err)
+		}
+	} else {
+		l, err := d.ServerResourcesForGroupVersion(gv.String())
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("discovery of %s: %w", gv, err)
+		}
+		list = *l
+	}
+	for _, res := range list.APIResources {
+		if res.Name == "servicecidrs" {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -32,6 +32,8 @@ func TestDeployManifests(t *testing.T) {
 		"/nodes":                          list,
 		"discovery.k8s.io/endpointslices": list,
 		"svcnet.io/ipaddresspools":        read,
+		"svcnet.io/ipaddresspools/status": {"patch", "update"},
+		"networking.k8s.io/servicecidrs":  list,
 		"/events":                         {"create", "patch"},
 		"events.k8s.io/events":            {"create", "patch"},
 	})

@@ -1,10 +1,10 @@
 package controller
 
 import (
-	"errors"
 	"math/big"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/lb/plan"
-	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // Pool usage states, the label state of svcnet_lb_pool_addresses.
@@ -34,9 +33,14 @@ type Metrics struct {
 	// Services is svcnet_lb_services{state}: Services this controller owns,
 	// "assigned" or "pending".
 	Services *prometheus.GaugeVec
+	// PoolRefused is svcnet_lb_pool_refused{pool,reason}: 1 for each pool left
+	// out, with its ConditionAccepted reason (Overlap, ReservedAddresses,
+	// Invalid). Admitted pools have no series.
+	PoolRefused *prometheus.GaugeVec
 
-	mu    sync.Mutex
-	pools map[string]bool // pools with series
+	mu      sync.Mutex
+	pools   map[string]bool     // pools with PoolAddresses series
+	refused map[string][]string // PoolRefused label values set
 }
 
 // NewMetrics returns a metric set with its own registry.
@@ -51,9 +55,14 @@ func NewMetrics() *Metrics {
 			Namespace: "svcnet", Subsystem: "lb", Name: "services",
 			Help: "LoadBalancer Services of this controller's class, by state (assigned or pending).",
 		}, []string{"state"}),
-		pools: map[string]bool{},
+		PoolRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "svcnet", Subsystem: "lb", Name: "pool_refused",
+			Help: "1 for each IPAddressPool left out, by reason (Overlap: it shares addresses with an older pool; ReservedAddresses: it holds a node's address, a pod CIDR or a service CIDR; Invalid).",
+		}, []string{"pool", "reason"}),
+		pools:   map[string]bool{},
+		refused: map[string][]string{},
 	}
-	m.registry.MustRegister(m.PoolAddresses, m.Services,
+	m.registry.MustRegister(m.PoolAddresses, m.Services, m.PoolRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -63,9 +72,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// observe sets the gauges from one recompute's input and plan.
-func (m *Metrics) observe(in plan.Input, out plan.Output) {
-	used := map[string]map[string]bool{}
+// observe sets the gauges from one recompute's plan.
+func (m *Metrics) observe(out plan.Output) {
+	used := map[string]map[netip.Addr]bool{}
 	assigned, pending := 0, 0
 	for _, r := range out.Results {
 		switch {
@@ -78,37 +87,33 @@ func (m *Metrics) observe(in plan.Input, out plan.Output) {
 			continue
 		}
 		if used[r.Pool] == nil {
-			used[r.Pool] = map[string]bool{}
+			used[r.Pool] = map[netip.Addr]bool{}
 		}
 		for _, ip := range ingressIPs(r.Ingress) {
-			used[r.Pool][ip] = true
+			if a, err := netip.ParseAddr(ip); err == nil {
+				used[r.Pool][a.Unmap()] = true
+			}
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.Services.WithLabelValues("assigned").Set(float64(assigned))
 	m.Services.WithLabelValues("pending").Set(float64(pending))
-	bad := map[string]bool{}
-	for _, err := range out.PoolErrors {
-		var pe *pool.Error
-		if errors.As(err, &pe) {
-			bad[pe.Pool] = true
-		}
-	}
 	now := map[string]bool{}
-	for _, p := range in.Pools {
-		if bad[p.Name] {
+	refused := map[string][]string{}
+	for _, r := range out.Pools {
+		if r.Err != nil {
+			refused[r.Name] = []string{r.Name, acceptedReason(r)}
+			m.PoolRefused.WithLabelValues(refused[r.Name]...).Set(1)
 			continue
 		}
-		ap, err := pool.Parse(p)
-		if err != nil || ap.Mode != alloc.ModeL2 {
+		if !r.Admitted || r.Pool.Mode != alloc.ModeL2 {
 			continue
 		}
-		size := poolSize(ap.Ranges)
-		n := float64(len(used[p.Name]))
-		m.PoolAddresses.WithLabelValues(p.Name, StateUsed).Set(n)
-		m.PoolAddresses.WithLabelValues(p.Name, StateFree).Set(max(size-n, 0))
-		now[p.Name] = true
+		n, free := poolUsage(r.Pool, used[r.Name])
+		m.PoolAddresses.WithLabelValues(r.Name, StateUsed).Set(n)
+		m.PoolAddresses.WithLabelValues(r.Name, StateFree).Set(free)
+		now[r.Name] = true
 	}
 	for name := range m.pools {
 		if !now[name] {
@@ -116,7 +121,49 @@ func (m *Metrics) observe(in plan.Input, out plan.Output) {
 			m.PoolAddresses.DeleteLabelValues(name, StateFree)
 		}
 	}
-	m.pools = now
+	for name, lv := range m.refused {
+		if !slices.Equal(refused[name], lv) {
+			m.PoolRefused.DeleteLabelValues(lv...)
+		}
+	}
+	m.pools, m.refused = now, refused
+}
+
+// poolUsage returns how many addresses of p are used (in used, within its
+// ranges) and how many are free: neither used nor Excluded.
+func poolUsage(p alloc.Pool, used map[netip.Addr]bool) (n, free float64) {
+	var ex []alloc.Range
+	for _, e := range p.Excluded {
+		ex = append(ex, e.Range)
+	}
+	outside := 0.0
+	for ip := range used {
+		if !slices.ContainsFunc(p.Ranges, func(r alloc.Range) bool { return r.Contains(ip) }) {
+			continue
+		}
+		n++
+		if !slices.ContainsFunc(ex, func(r alloc.Range) bool { return r.Contains(ip) }) {
+			outside++
+		}
+	}
+	return n, max(poolSize(p.Ranges)-poolSize(merge(ex))-outside, 0)
+}
+
+// merge returns the union of ranges as disjoint ranges.
+func merge(ranges []alloc.Range) []alloc.Range {
+	rs := slices.Clone(ranges)
+	slices.SortFunc(rs, func(a, b alloc.Range) int { return a.First.Compare(b.First) })
+	var out []alloc.Range
+	for _, r := range rs {
+		if k := len(out) - 1; k >= 0 && out[k].First.Is4() == r.First.Is4() && (out[k].Overlaps(r) || out[k].Last.Next() == r.First) {
+			if r.Last.Compare(out[k].Last) > 0 {
+				out[k].Last = r.Last
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // poolSize returns how many addresses ranges hold (as a float: IPv6 ranges

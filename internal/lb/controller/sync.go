@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/lb/plan"
 	"github.com/svcnet/svcnet/internal/model"
@@ -22,8 +23,13 @@ type syncState struct {
 	// written is, per Service, a status this controller wrote that the cache
 	// may not show yet.
 	written map[model.ServiceKey]pendingWrite
-	// poolErrs are the pool errors last logged, sorted.
+	// poolErrs are the pool conversion errors last logged, sorted.
 	poolErrs []string
+	// poolReported is, per pool, the ConditionAccepted last reported (Event).
+	poolReported map[string]metav1.Condition
+	// poolWritten is, per pool, a status this controller wrote that the cache
+	// may not show yet.
+	poolWritten map[string]poolWrite
 }
 
 // pendingWrite is a status written to a Service whose cached version was one
@@ -36,10 +42,12 @@ type pendingWrite struct {
 
 func newSyncState(ev *eventer) *syncState {
 	return &syncState{
-		ev:      ev,
-		backoff: newBackoff(),
-		failMsg: map[model.ServiceKey]string{},
-		written: map[model.ServiceKey]pendingWrite{},
+		ev:           ev,
+		backoff:      newBackoff(),
+		failMsg:      map[model.ServiceKey]string{},
+		written:      map[model.ServiceKey]pendingWrite{},
+		poolReported: map[string]metav1.Condition{},
+		poolWritten:  map[string]poolWrite{},
 	}
 }
 
@@ -81,7 +89,7 @@ func (c *Controller) sync(ctx context.Context, inf *informerSet, full bool, now 
 		st.backoff.forget(key)
 	}
 	seen := map[model.ServiceKey]bool{}
-	in, poolErrs, err := inf.input(st.overlay(seen))
+	in, poolErrs, err := inf.input(st.overlay(seen), st.poolOverlay)
 	if err != nil {
 		c.log.Error(err, "Reading the caches failed")
 		return now.Add(backoffBase)
@@ -92,7 +100,10 @@ func (c *Controller) sync(ctx context.Context, inf *informerSet, full bool, now 
 		}
 	}
 	out := plan.Desired(c.cfg.Plan, in)
-	c.reportPoolErrors(append(poolErrs, out.PoolErrors...))
+	c.reportPoolErrors(poolErrs)
+	// Pool statuses first: a pool whose Services get addresses is then
+	// recorded as admitted, so that a restart keeps it established.
+	c.syncPools(ctx, inf, in, out)
 
 	byKey := make(map[model.ServiceKey]*corev1.Service, len(in.Services))
 	for _, svc := range in.Services {
@@ -128,7 +139,7 @@ func (c *Controller) sync(ctx context.Context, inf *informerSet, full bool, now 
 		}
 	}
 	if c.cfg.Metrics != nil {
-		c.cfg.Metrics.observe(in, out)
+		c.cfg.Metrics.observe(out)
 	}
 	return retryAt
 }
@@ -178,8 +189,9 @@ func (c *Controller) reportPending(svc *corev1.Service, r plan.ServiceResult) {
 	st.ev.failed(svc, r.Err)
 }
 
-// reportPoolErrors logs every pool error when the set of them changed since
-// the last call.
+// reportPoolErrors logs every pool that does not convert (its object is not
+// an IPAddressPool) when the set of them changed since the last call; the
+// pools the plan refuses are reported by syncPools.
 func (c *Controller) reportPoolErrors(errs []error) {
 	msgs := make([]string, 0, len(errs))
 	for _, err := range errs {
@@ -191,7 +203,7 @@ func (c *Controller) reportPoolErrors(errs []error) {
 		return
 	}
 	if len(msgs) == 0 {
-		c.log.Info("Every IPAddressPool is valid again")
+		c.log.Info("Every IPAddressPool converts again")
 	}
 	for _, m := range msgs {
 		c.log.Error(nil, "IPAddressPool ignored", "reason", m)

@@ -2,14 +2,16 @@
 // Service whose status svcnet lb owns. Both LoadBalancer controllers call it: the
 // kube-mode `svcnet lb controller` with informer contents, and the embedded
 // file-mode control plane with its reconciled objects. It is pure and
-// deterministic: it parses the pools (internal/lb/pool), converts the Services
-// (annotations, families, ports, current status), runs the allocator
-// (internal/lb/alloc) and, for node-ip pools, picks the nodes' addresses.
+// deterministic: it parses and admits the pools (internal/lb/pool: the newer of
+// two overlapping pools, and a new pool holding a node's address, a pod CIDR or
+// a service CIDR, are refused), converts the Services (annotations, families,
+// ports, current status), runs the allocator (internal/lb/alloc) and, for
+// node-ip pools, picks the nodes' addresses.
 package plan
 
 import (
 	"cmp"
-	"errors"
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +62,13 @@ type Input struct {
 	Namespaces     []*corev1.Namespace
 	Nodes          []*corev1.Node
 	EndpointSlices []*discoveryv1.EndpointSlice
+	// ServiceCIDRs are the cluster's Service networks; no pool may hand out
+	// their addresses (nor the Nodes' addresses and pod CIDRs).
+	ServiceCIDRs []netip.Prefix
+	// Established reports whether this version of a pool (parsed is its
+	// Parse output) was admitted before; see pool.Candidate. Nil means
+	// pool.StatusAdmitted: the pool's own status says so (kube mode).
+	Established func(p *pool.IPAddressPool, parsed alloc.Pool) bool
 }
 
 // ServiceResult is one Service's desired status.
@@ -84,9 +93,29 @@ type Output struct {
 	// (desired nil: released on a type change, as the cloud service controller
 	// does). A LoadBalancer Service of another class is absent.
 	Results []ServiceResult
+	// Pools is what became of each pool of the input, sorted by name.
+	Pools []PoolResult
 	// PoolErrors are the *pool.Error of every pool left out (invalid, or
-	// overlapping a pool earlier by name), sorted by pool name.
+	// refused by pool.Admit), sorted by pool name.
 	PoolErrors []error
+	// PoolConflicts are the *pool.Error (pool.ErrReserved) of every admitted
+	// pool that holds reserved addresses, sorted by pool name.
+	PoolConflicts []error
+}
+
+// PoolResult is what became of one IPAddressPool.
+type PoolResult struct {
+	Name string
+	// Admitted: the pool serves. Pool is then what the allocator used (with
+	// Excluded filled in).
+	Admitted bool
+	Pool     alloc.Pool
+	// Err is why the pool was left out: a *pool.Error wrapping pool.ErrInvalid,
+	// pool.ErrOverlap or pool.ErrReserved. Nil when admitted.
+	Err error
+	// Conflict, for an admitted pool, is a *pool.Error (pool.ErrReserved)
+	// naming the reserved addresses it holds and no longer hands out.
+	Conflict error
 }
 
 // Desired computes the desired status of every Service we own from in. Pending
@@ -96,8 +125,7 @@ type Output struct {
 // controller restarts.
 func Desired(cfg Config, in Input) Output {
 	var out Output
-	pools, perrs := parsePools(in.Pools)
-	out.PoolErrors = perrs
+	pools := admitPools(in, &out)
 	nsLabels := map[string]map[string]string{}
 	for _, ns := range in.Namespaces {
 		if ns != nil {
@@ -179,38 +207,4 @@ func sortedServices(in []*corev1.Service) []*corev1.Service {
 		return compareKeys(model.ServiceKey{Namespace: a.Namespace, Name: a.Name}, model.ServiceKey{Namespace: b.Namespace, Name: b.Name})
 	})
 	return slices.CompactFunc(out, func(a, b *corev1.Service) bool { return a.Namespace == b.Namespace && a.Name == b.Name })
-}
-
-// parsePools parses the pools in name order and leaves out invalid ones and those
-// overlapping an earlier one; it returns the usable pools and the errors.
-func parsePools(in []*pool.IPAddressPool) ([]alloc.Pool, []error) {
-	sorted := slices.DeleteFunc(slices.Clone(in), func(p *pool.IPAddressPool) bool { return p == nil })
-	slices.SortStableFunc(sorted, func(a, b *pool.IPAddressPool) int { return cmp.Compare(a.Name, b.Name) })
-	sorted = slices.CompactFunc(sorted, func(a, b *pool.IPAddressPool) bool { return a.Name == b.Name })
-	var pools []alloc.Pool
-	var errs []error
-	for _, p := range sorted {
-		ap, err := pool.Parse(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		pools = append(pools, ap)
-	}
-	drop := map[string]bool{}
-	for _, err := range pool.Overlaps(pools) {
-		errs = append(errs, err)
-		drop[poolName(err)] = true
-	}
-	pools = slices.DeleteFunc(pools, func(p alloc.Pool) bool { return drop[p.Name] })
-	slices.SortStableFunc(errs, func(a, b error) int { return cmp.Compare(poolName(a), poolName(b)) })
-	return pools, errs
-}
-
-func poolName(err error) string {
-	var pe *pool.Error
-	if errors.As(err, &pe) {
-		return pe.Pool
-	}
-	return ""
 }

@@ -227,7 +227,7 @@ func TestDesiredPending(t *testing.T) {
 	}
 	wantErrs := []string{
 		`IPAddressPool bad: spec.addresses[0]: "172.26.236.199-172.26.236.190": first address after last`,
-		`IPAddressPool lab2: spec.addresses: 172.26.236.189 overlaps IPAddressPool lab`,
+		`IPAddressPool lab2: spec.addresses[0]: 172.26.236.189 overlaps IPAddressPool lab (172.26.236.180-172.26.236.189)`,
 	}
 	if d := cmp.Diff(wantErrs, perrs); d != "" {
 		t.Errorf("pool errors (-want +got):\n%s", d)

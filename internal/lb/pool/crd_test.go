@@ -58,13 +58,17 @@ func TestCRDNames(t *testing.T) {
 	if v["name"] != Version || v["served"] != true || v["storage"] != true {
 		t.Errorf("version %v %v %v", v["name"], v["served"], v["storage"])
 	}
+	if st := nested(t, v, "subresources", "status"); !reflect.DeepEqual(st, map[string]any{}) {
+		t.Errorf("subresources.status = %v, want {} (status written through /status only)", st)
+	}
 	var cols []string
 	for _, c := range nested(t, v, "additionalPrinterColumns").([]any) {
 		m := c.(map[string]any)
 		cols = append(cols, m["name"].(string)+" "+m["type"].(string)+" "+m["jsonPath"].(string))
 	}
 	want := []string{"Mode string .spec.mode", "Addresses string .spec.addresses",
-		"Auto-Assign boolean .spec.autoAssign", "Age date .metadata.creationTimestamp"}
+		"Auto-Assign boolean .spec.autoAssign", `Accepted string .status.conditions[?(@.type=="Accepted")].status`,
+		"Age date .metadata.creationTimestamp"}
 	if d := cmp.Diff(want, cols); d != "" {
 		t.Errorf("printer columns (-want +got):\n%s", d)
 	}
@@ -93,12 +97,21 @@ func TestCRDSchemaMatchesType(t *testing.T) {
 	}
 }
 
-var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+var (
+	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+	timeType       = reflect.TypeFor[metav1.Time]()
+)
 
 func matchSchema(t *testing.T, path string, typ reflect.Type, s map[string]any) {
 	t.Helper()
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
+	}
+	if typ == timeType {
+		if s["type"] != "string" || s["format"] != "date-time" {
+			t.Errorf("%s: schema type %v format %v, want a date-time string", path, s["type"], s["format"])
+		}
+		return
 	}
 	want := map[reflect.Kind]string{
 		reflect.String: "string", reflect.Bool: "boolean", reflect.Int: "integer", reflect.Int32: "integer",

@@ -11,6 +11,7 @@ func (p *IPAddressPool) DeepCopyInto(out *IPAddressPool) {
 	out.TypeMeta = p.TypeMeta
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	p.Spec.DeepCopyInto(&out.Spec)
+	out.Status = p.Status.DeepCopy()
 }
 
 // DeepCopy returns a copy of p that shares nothing with it (nil for nil).
@@ -114,6 +115,21 @@ func copySelectors(in []metav1.LabelSelector) []metav1.LabelSelector {
 	out := make([]metav1.LabelSelector, len(in))
 	for i := range in {
 		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// DeepCopy returns a copy of s that shares nothing with it (nil for nil).
+func (s *IPAddressPoolStatus) DeepCopy() *IPAddressPoolStatus {
+	if s == nil {
+		return nil
+	}
+	out := &IPAddressPoolStatus{}
+	if s.Conditions != nil {
+		out.Conditions = make([]metav1.Condition, len(s.Conditions))
+		for i := range s.Conditions {
+			s.Conditions[i].DeepCopyInto(&out.Conditions[i])
+		}
 	}
 	return out
 }

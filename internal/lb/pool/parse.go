@@ -118,7 +118,7 @@ func ParseRange(s string) (alloc.Range, error) {
 	if m := p.Masked(); m != p {
 		return alloc.Range{}, fmt.Errorf("not a network address (want %s)", m)
 	}
-	return alloc.Range{First: p.Addr(), Last: lastOf(p)}, nil
+	return alloc.PrefixRange(p), nil
 }
 
 func parseAddr(s string) (netip.Addr, error) {
@@ -130,17 +130,6 @@ func parseAddr(s string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("address %s: zones and IPv4-mapped IPv6 addresses are not supported", s)
 	}
 	return a, nil
-}
-
-// lastOf returns the last address of a masked prefix.
-func lastOf(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := range b {
-		hostBits := min(max(p.Bits()-i*8, 0), 8) // prefix bits within byte i
-		b[i] |= byte(0xff >> hostBits)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 // parseAllocation fills the pool's priority and limits from sa.

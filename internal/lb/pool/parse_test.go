@@ -171,36 +171,6 @@ func TestParseBadSelectorsNamed(t *testing.T) {
 	}
 }
 
-func TestOverlaps(t *testing.T) {
-	mk := func(name string, ranges ...alloc.Range) alloc.Pool { return alloc.Pool{Name: name, Ranges: ranges} }
-	pools := []alloc.Pool{
-		mk("c", r("10.0.0.8", "10.0.0.20")),
-		mk("a", r("10.0.0.0", "10.0.0.9"), r("fd00::", "fd00::ff")),
-		mk("b", r("fd00::80", "fd00::100")),
-		mk("d", r("10.0.1.0", "10.0.1.9")),
-		mk("e-nodes"),
-	}
-	var got []string
-	for _, err := range Overlaps(pools) {
-		var pe *Error
-		if !errors.Is(err, ErrOverlap) || !errors.As(err, &pe) {
-			t.Errorf("%v: not an *Error wrapping ErrOverlap", err)
-			continue
-		}
-		got = append(got, pe.Pool+"<"+pe.Other+": "+err.Error())
-	}
-	want := []string{
-		"b<a: IPAddressPool b: spec.addresses: fd00::80-fd00::ff overlaps IPAddressPool a",
-		"c<a: IPAddressPool c: spec.addresses: 10.0.0.8-10.0.0.9 overlaps IPAddressPool a",
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-	if errs := Overlaps(pools[3:]); errs != nil {
-		t.Errorf("disjoint pools: %v", errs)
-	}
-}
-
 func TestParseRangeLastOf(t *testing.T) {
 	for in, want := range map[string]alloc.Range{
 		"0.0.0.0/0":       r("0.0.0.0", "255.255.255.255"),

@@ -3,6 +3,7 @@ package pool
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,5 +129,52 @@ func TestFromUnstructured(t *testing.T) {
 	u.Object["spec"] = map[string]any{"addresses": "not-a-list"}
 	if _, err := FromUnstructured(u); err == nil || !strings.HasPrefix(err.Error(), "IPAddressPool lab: ") {
 		t.Errorf("bad spec: got %v", err)
+	}
+}
+
+func TestStatusAdmitted(t *testing.T) {
+	withCond := func(gen, observed int64, status metav1.ConditionStatus) *IPAddressPool {
+		p := full()
+		p.Generation = gen
+		p.Status = &IPAddressPoolStatus{Conditions: []metav1.Condition{
+			{Type: "Other", Status: metav1.ConditionTrue, ObservedGeneration: gen},
+			{Type: ConditionAccepted, Status: status, ObservedGeneration: observed, Reason: ReasonAccepted},
+		}}
+		return p
+	}
+	for name, tc := range map[string]struct {
+		p    *IPAddressPool
+		want bool
+	}{
+		"accepted at its generation":   {withCond(3, 3, metav1.ConditionTrue), true},
+		"accepted at an older one":     {withCond(4, 3, metav1.ConditionTrue), false},
+		"refused":                      {withCond(3, 3, metav1.ConditionFalse), false},
+		"no status":                    {full(), false},
+		"nil":                          {nil, false},
+		"status without the condition": {&IPAddressPool{Status: &IPAddressPoolStatus{}}, false},
+	} {
+		if got := StatusAdmitted(tc.p); got != tc.want {
+			t.Errorf("%s: StatusAdmitted = %v, want %v", name, got, tc.want)
+		}
+	}
+
+	// The status round-trips through the dynamic client's form and is deep-copied.
+	p := withCond(2, 2, metav1.ConditionTrue)
+	p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := FromUnstructured(&unstructured.Unstructured{Object: obj})
+	if err != nil || !StatusAdmitted(got) {
+		t.Fatalf("FromUnstructured: %v, admitted %v", err, StatusAdmitted(got))
+	}
+	if d := cmp.Diff(p, got); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	c := p.DeepCopy()
+	c.Status.Conditions[1].Status = metav1.ConditionFalse
+	if !StatusAdmitted(p) {
+		t.Error("original changed through the copy's status")
 	}
 }

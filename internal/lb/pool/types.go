@@ -22,6 +22,8 @@ type IPAddressPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Spec              IPAddressPoolSpec `json:"spec"`
+	// Status is what svcnet lb controller made of the pool (kube mode).
+	Status *IPAddressPoolStatus `json:"status,omitempty"`
 }
 
 // IPAddressPoolList is a list of IPAddressPools.
@@ -59,4 +61,40 @@ type ServiceAllocation struct {
 	NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors,omitempty"`
 	// ServiceSelectors select the Service by its labels.
 	ServiceSelectors []metav1.LabelSelector `json:"serviceSelectors,omitempty"`
+}
+
+// IPAddressPoolStatus is written by svcnet lb controller.
+type IPAddressPoolStatus struct {
+	// Conditions hold ConditionAccepted.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ConditionAccepted is the pool's admission: True when the pool serves
+// (reason ReasonAccepted, or ReasonReservedAddresses when some of its addresses
+// became the cluster's own after it was admitted and are no longer handed
+// out), False when it was refused (ReasonOverlap, ReasonReservedAddresses or
+// ReasonInvalid; the message says why). observedGeneration is the generation
+// it was decided for.
+const ConditionAccepted = "Accepted"
+
+// Reasons of ConditionAccepted.
+const (
+	ReasonAccepted          = "Accepted"
+	ReasonOverlap           = "Overlap"
+	ReasonReservedAddresses = "ReservedAddresses"
+	ReasonInvalid           = "Invalid"
+)
+
+// StatusAdmitted reports whether p's status says its current generation was
+// admitted: ConditionAccepted True with observedGeneration p.Generation.
+func StatusAdmitted(p *IPAddressPool) bool {
+	if p == nil || p.Status == nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == ConditionAccepted {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == p.Generation
+		}
+	}
+	return false
 }
