@@ -217,7 +217,18 @@ func labCurlCommand(name *string) *cobra.Command {
 		Short: "HTTP GET from the client, a node or a pod; print which pod answered and which client address it saw",
 		Long: `FROM is client, a node (node1...) or a pod (NAME or NAMESPACE/NAME).
 TARGET is a URL, HOST[:PORT] (port 80 by default), or svc/NAME[:PORT] (the
-Service's ClusterIP; NAMESPACE/svc/NAME for another namespace).`,
+Service's ClusterIP; NAMESPACE/svc/NAME for another namespace).
+
+A host name is resolved as FROM resolves it, from inside the lab, never by
+this machine's resolver: a pod with its resolv.conf (the cluster DNS
+10.96.0.10, its namespace's search path, ndots:5), a node with the cluster DNS
+and namespace default's search path; the client, outside the cluster, has no
+name server and takes addresses only. A name that does not resolve is an
+error naming the name, the place and the resolver asked.`,
+		Example: `  svcnet lab curl client-1 web-0.nginx-hl      # a headless Service's pod, by hostname
+  svcnet lab curl client-1 my-nginx.default -c 10
+  svcnet lab curl node1 svc/my-nginx
+  svcnet lab curl client 172.26.236.180`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, l, done, err := openLab(cmd, *name)
@@ -236,10 +247,11 @@ Service's ClusterIP; NAMESPACE/svc/NAME for another namespace).`,
 				return err
 			}
 			hits, err := l.Curl(ctx, from, url, count, timeout)
+			failed := lab.PrintHits(cmd.OutOrStdout(), url, hits)
 			if err != nil {
 				return err
 			}
-			if failed := lab.PrintHits(cmd.OutOrStdout(), url, hits); failed > 0 {
+			if failed > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d of %d request(s) failed", failed, len(hits))}
 			}
 			return nil

@@ -65,13 +65,17 @@ func (l *Lab) CommandContext(ctx context.Context, p Place, argv ...string) *exec
 	return netns.CommandIn(ctx, p.NS, argv...)
 }
 
-// Dialer returns a dial function whose connections start in the place.
-func (l *Lab) Dialer(p Place) (func(ctx context.Context, network, addr string) (net.Conn, error), func(), error) {
+// Dialer returns a dial function whose connections start in the place. A
+// host name in the address is resolved as the place resolves it, from inside
+// the place (see resolver.go); a name it cannot resolve is a *ResolveError.
+// done releases the place's namespace.
+func (l *Lab) Dialer(p Place) (dial func(ctx context.Context, network, addr string) (net.Conn, error), done func(), err error) {
 	ns, err := netns.Open(p.NS)
 	if err != nil {
 		return nil, nil, err
 	}
-	return netns.Dialer(ns), func() { ns.Close() }, nil
+	in := netns.Dialer(ns)
+	return resolvingDial(l.resolverOf(p, in), in), func() { ns.Close() }, nil
 }
 
 // TargetURL turns a curl target into a URL: a URL as is; HOST or HOST:PORT as

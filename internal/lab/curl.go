@@ -33,7 +33,9 @@ func (h Hit) ClientIP() string {
 }
 
 // Curl sends count HTTP GETs, each on a new connection, from the place to url and
-// returns what each met. Each request is bounded by timeout.
+// returns what each met. Each request is bounded by timeout. A host name in
+// url is resolved by the place, per request (see Dialer); a name it cannot
+// resolve ends Curl with that *ResolveError and the hits before it.
 func (l *Lab) Curl(ctx context.Context, from Place, url string, count int, timeout time.Duration) ([]Hit, error) {
 	dial, done, err := l.Dialer(from)
 	if err != nil {
@@ -45,6 +47,9 @@ func (l *Lab) Curl(ctx context.Context, from Place, url string, count int, timeo
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		r, err := echo.Get(rctx, dial, url)
 		cancel()
+		if re := (*ResolveError)(nil); errors.As(err, &re) {
+			return hits, re
+		}
 		hits = append(hits, Hit{Reply: r, Err: err})
 		if ctx.Err() != nil {
 			return hits, ctx.Err()

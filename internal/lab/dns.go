@@ -22,9 +22,9 @@ import (
 // when the pod is on another node) like any Service traffic.
 //
 // The nodes' proxies need no DNS: they read state from a file (--state) or
-// from the API server at an IP address (--kubeconfig), and their namespaces
-// have no /etc/netns resolv.conf, so nothing they do waits on the DNS pod
-// whose traffic they carry.
+// from the API server at an IP address (--kubeconfig), so nothing they do
+// waits on the DNS pod whose traffic they carry. The nodes' resolv.conf
+// (resolver.go) names ClusterDNS for what lab commands resolve from a node.
 const (
 	DNSNamespace = metav1.NamespaceSystem
 	DNSService   = "kube-dns"

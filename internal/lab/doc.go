@@ -26,6 +26,7 @@
 //	files       /run/svcnet/lab/NAME/         the lab's state (lab.json, objects/, logs/, ...)
 //	            /etc/netns/NAME.pod.NS.POD/    the pod's resolv.conf, hostname and hosts, which
 //	                                          `ip netns exec` binds over /etc
+//	            /etc/netns/NAME.nodeN/         the node's resolv.conf (the cluster DNS)
 //
 // Contract: nothing is created in the host's network namespace (no interface,
 // address, route, rule or nftables table); every lab process runs inside a lab
@@ -33,4 +34,9 @@
 // the processes living in those namespaces, so it also works after the lab's CLI or
 // processes were killed (kill -9) half way. Up over a leftover lab of the same name
 // removes it first. Lab commands on one lab are serialised by a file lock.
+//
+// No lab command sends a packet outside the lab: every connection a lab
+// command makes starts inside a lab namespace (netns.Dialer), and every name
+// it dials is resolved by the place it dials from, with that place's
+// resolv.conf and from inside it, or refused (resolver.go).
 package lab

@@ -186,6 +186,9 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			return nil, err
 		}
 		ns.Close()
+		if err := writeNodeEtc(n, i); err != nil {
+			return nil, err
+		}
 	}
 	if err := installCNI(n, o.Binary, o.Nodes); err != nil {
 		return nil, err

@@ -214,7 +214,7 @@ func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr) error {
 		return err
 	}
 	files := map[string]string{
-		"resolv.conf": fmt.Sprintf("search %s.svc.cluster.local svc.cluster.local cluster.local\nnameserver %s\noptions ndots:5\n", pod.Namespace, ClusterDNS),
+		"resolv.conf": clusterResolvConf(pod.Namespace),
 		"hostname":    podHostname(pod) + "\n",
 		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, podHostname(pod)),
 	}

@@ -2,6 +2,7 @@ package netns_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -97,5 +98,34 @@ func TestPidsIn(t *testing.T) {
 	}
 	if !slices.Contains(names, ns.Name()) {
 		t.Fatalf("Names() = %v, want it to hold %s", names, ns.Name())
+	}
+}
+
+// A name is refused before anything is sent: Go's resolver would look it up
+// in the caller's namespace. The caller's own namespace stands for any (the
+// check needs no root and enters nothing).
+func TestDialerRefusesNames(t *testing.T) {
+	self, err := netns.OpenPath("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	dial := netns.Dialer(self)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, addr := range []string{"localhost:80", "web-0.nginx-hl:80", "kubernetes.default.svc.cluster.local.:443"} {
+		c, err := dial(ctx, "tcp", addr)
+		if c != nil {
+			c.Close()
+		}
+		if !errors.Is(err, netns.ErrName) {
+			t.Errorf("dial %s: %v, want ErrName", addr, err)
+		}
+	}
+	// An address passes (loopback port 1: refused, or answered by chance).
+	if c, err := dial(ctx, "tcp", "127.0.0.1:1"); errors.Is(err, netns.ErrName) {
+		t.Errorf("dial 127.0.0.1:1: %v", err)
+	} else if c != nil {
+		c.Close()
 	}
 }

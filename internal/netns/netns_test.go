@@ -1,6 +1,7 @@
 package netns_test
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"strings"
@@ -67,4 +68,29 @@ func threadNS(t *testing.T) string {
 		c <- s
 	}()
 	return <-c
+}
+
+// CommandNetIn switches the network namespace only: the command shares the
+// caller's mount namespace, so a namespace it adds is usable by others.
+func TestCommandNetIn(t *testing.T) {
+	ns := netnstest.New(t, "netin")
+	var want string
+	if err := ns.Do(func() error { want = inode(t, "/proc/thread-self/ns/net"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	out, err := netns.CommandNetIn(context.Background(), ns.Name(), "readlink", "/proc/self/ns/net", "/proc/self/ns/mnt").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nsenter: %v: %s", err, out)
+	}
+	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != want || got[1] != inode(t, "/proc/self/ns/mnt") {
+		t.Fatalf("command in %q, want net %s and the caller's mount namespace %s", got, want, inode(t, "/proc/self/ns/mnt"))
+	}
+	inner := ns.Name() + "-in"
+	t.Cleanup(func() { _ = netns.DeleteNamed(inner) })
+	if out, err := netns.CommandNetIn(context.Background(), ns.Name(), "ip", "netns", "add", inner).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add from inside: %v: %s", err, out)
+	}
+	if out, err := netns.CommandIn(context.Background(), inner, "true").CombinedOutput(); err != nil {
+		t.Fatalf("namespace added from inside is not usable outside: %v: %s", err, out)
+	}
 }

@@ -8,10 +8,12 @@ package resolv
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -52,6 +54,10 @@ type Config struct {
 	EDNS0 bool
 	// UseTCP asks over TCP only (options use-vc).
 	UseTCP bool
+	// Dial, when set, makes every connection to a name server (network "udp"
+	// or "tcp", address IP:port): netns.Dialer(ns) sends the queries from
+	// inside a network namespace. nil dials from the caller's namespace.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // DefaultConfig is glibc's configuration without a resolv.conf: the local

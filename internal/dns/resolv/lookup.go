@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -33,9 +34,11 @@ func (a Attempt) String() string {
 	}
 }
 
-// NotFoundError is Lookup's error when no name tried has an answer.
+// NotFoundError is Lookup's (and LookupAddrs') error when no name tried has
+// an answer.
 type NotFoundError struct {
-	Name  string
+	Name string
+	// Type is the record type asked; TypeAddrs for LookupAddrs.
 	Type  uint16
 	Tried []Attempt
 }
@@ -46,7 +49,11 @@ func (e *NotFoundError) Error() string {
 	for i, a := range e.Tried {
 		parts[i] = a.String()
 	}
-	return fmt.Sprintf("%s %s: no answer; tried %s", e.Name, dns.TypeToString[e.Type], strings.Join(parts, ", "))
+	typ := dns.TypeToString[e.Type]
+	if e.Type == TypeAddrs {
+		typ = "A/AAAA"
+	}
+	return fmt.Sprintf("%s %s: no answer; tried %s", e.Name, typ, strings.Join(parts, ", "))
 }
 
 // Lookup asks for name's records of type qtype, trying the names of
@@ -56,28 +63,44 @@ func (e *NotFoundError) Error() string {
 // name, as glibc's search does; when none has records the error is a
 // *NotFoundError naming each name tried. Lookup stops when ctx ends.
 func (c Config) Lookup(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	var found *dns.Msg
+	err := c.search(ctx, name, qtype, func(cand string) (bool, Attempt) {
+		r, err := c.Query(ctx, cand, qtype)
+		switch {
+		case err != nil:
+			return false, Attempt{Name: cand, Rcode: -1, Err: err}
+		case r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0:
+			found = r
+			return true, Attempt{}
+		default:
+			return false, Attempt{Name: cand, Rcode: r.Rcode, NoData: r.Rcode == dns.RcodeSuccess}
+		}
+	})
+	return found, err
+}
+
+// search checks name, then calls try with each of c.Candidates(name) in
+// order until one reports found; the attempts of the others make the
+// *NotFoundError returned when none does. It stops when ctx ends.
+func (c Config) search(ctx context.Context, name string, qtype uint16, try func(cand string) (bool, Attempt)) error {
 	if name == "" || name == "." {
-		return nil, fmt.Errorf("lookup: empty name")
+		return fmt.Errorf("lookup: empty name")
 	}
 	if _, ok := dns.IsDomainName(name); !ok {
-		return nil, fmt.Errorf("lookup %q: not a domain name", name)
+		return fmt.Errorf("lookup %q: not a domain name", name)
 	}
 	nf := &NotFoundError{Name: name, Type: qtype}
 	for _, cand := range c.Candidates(name) {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("lookup %s: %w", name, err)
+			return fmt.Errorf("lookup %s: %w", name, err)
 		}
-		r, err := c.Query(ctx, cand, qtype)
-		switch {
-		case err != nil:
-			nf.Tried = append(nf.Tried, Attempt{Name: cand, Rcode: -1, Err: err})
-		case r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0:
-			return r, nil
-		default:
-			nf.Tried = append(nf.Tried, Attempt{Name: cand, Rcode: r.Rcode, NoData: r.Rcode == dns.RcodeSuccess})
+		found, a := try(cand)
+		if found {
+			return nil
 		}
+		nf.Tried = append(nf.Tried, a)
 	}
-	return nil, nf
+	return nf
 }
 
 // Query asks the name servers for one fully qualified name, without search:
@@ -143,7 +166,15 @@ func (c Config) once(ctx context.Context, network string, m *dns.Msg, srv string
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cl := &dns.Client{Net: network, Timeout: timeout}
-	r, _, err := cl.ExchangeContext(ctx, m, srv)
+	var (
+		r   *dns.Msg
+		err error
+	)
+	if c.Dial != nil {
+		r, err = exchangeDialed(ctx, cl, c.Dial, network, m, srv)
+	} else {
+		r, _, err = cl.ExchangeContext(ctx, m, srv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s over %s: %w", srv, network, err)
 	}
@@ -151,6 +182,18 @@ func (c Config) once(ctx context.Context, network string, m *dns.Msg, srv string
 		return nil, fmt.Errorf("%s over %s: answer to another question", srv, network)
 	}
 	return r, nil
+}
+
+// exchangeDialed is one exchange over a connection that dial makes; miekg/dns
+// frames it by its type (a net.PacketConn is UDP, any other stream is TCP).
+func exchangeDialed(ctx context.Context, cl *dns.Client, dial func(ctx context.Context, network, address string) (net.Conn, error), network string, m *dns.Msg, srv string) (*dns.Msg, error) {
+	conn, err := dial(ctx, network, srv)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	r, _, err := cl.ExchangeWithConnContext(ctx, m, &dns.Conn{Conn: conn})
+	return r, err
 }
 
 // RData returns a record's data in presentation format, as `dig +short`

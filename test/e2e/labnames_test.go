@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/testbin"
+)
+
+// Bounds of the CLI commands the test runs.
+const (
+	cliUpTimeout    = 10 * time.Minute
+	cliApplyTimeout = 3 * time.Minute
+	cliTimeout      = time.Minute
+	// readyTimeout bounds the wait for what follows an apply: a headless
+	// pod's hostname record (from its EndpointSlice, which the DNS pod reads)
+	// and a Service's endpoints programmed by the proxies.
+	readyTimeout = 60 * time.Second
+)
+
+// Every lab subcommand, run as a user runs it (svcnet's CLI as a process, in
+// a namespace standing for the host's: see standInHost), with names to
+// resolve: names resolve in the lab as the place sending resolves them (a
+// headless Service's pod by hostname, a Service by short name and FQDN, from
+// a pod and from a node), a name the cluster DNS does not know and a name
+// from the external client are errors naming the name, the place and the
+// resolver, and no command (nor svcnet demo, on the file control plane)
+// sends a packet from the CLI's namespace except to loopback (nor any DNS
+// query, even to loopback).
+func TestLabStaysInLabFileControlPlane(t *testing.T) { labStaysInLab(t, lab.ControlPlaneFile) }
+
+func TestLabStaysInLabKubeControlPlane(t *testing.T) {
+	requireKubeTier(t)
+	labStaysInLab(t, lab.ControlPlaneKube)
+}
+
+var answeredByRE = regexp.MustCompile(`answered by pod (\S+) \((\S+) on (\S+)\)`)
+
+func labStaysInLab(t *testing.T, controlPlane string) {
+	netnstest.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	host := newStandInHost(t)
+	name := labtest.Name("names") + "-" + controlPlane
+	t.Cleanup(func() {
+		if err := lab.Down(name); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	defer host.checkNothingSent()
+	run := func(t *testing.T, timeout time.Duration, args ...string) cliResult {
+		t.Helper()
+		return host.svcnet(t, ctx, timeout, append([]string{"lab", "--name", name}, args...)...)
+	}
+	must := func(timeout time.Duration, args ...string) cliResult {
+		t.Helper()
+		r := run(t, timeout, args...)
+		if r.code != 0 {
+			t.Fatalf("svcnet lab %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		}
+		return r
+	}
+
+	up := []string{"up", "--nodes", "2"}
+	if controlPlane == lab.ControlPlaneKube {
+		up = append(up, "--control-plane", lab.ControlPlaneKube, "--k8s-bin", os.Getenv(lab.EnvK8sBin))
+	}
+	must(cliUpTimeout, up...)
+	fixture, err := filepath.Abs("names.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(cliApplyTimeout, "apply", "-f", fixture)
+	for res, want := range map[string]string{"svc": "nginx-hl", "pods": "web-0", "nodes": "node2", "endpointslices": "nginx-hl"} {
+		if r := must(cliTimeout, "get", res); !strings.Contains(r.stdout, want) {
+			t.Errorf("lab get %s does not list %s:\n%s", res, want, r.stdout)
+		}
+	}
+
+	// The headless pod by hostname from a pod: the pod's search path
+	// (default.svc.cluster.local first, ndots:5) at the cluster DNS, once
+	// the DNS pod has the EndpointSlice; and the Service by its short name,
+	// once client-0's node has programmed both endpoints.
+	var web0IP string
+	waitFor := func(what string, ok func(r cliResult) bool, args ...string) {
+		t.Helper()
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			r := run(t, cliTimeout, args...)
+			if ok(r) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v: %s", what, readyTimeout, r)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	waitFor("web-0.nginx-hl answered by web-0", func(r cliResult) bool {
+		m := answeredByRE.FindStringSubmatch(r.stdout)
+		if r.code != 0 || m == nil || m[1] != "web-0" {
+			return false
+		}
+		web0IP = m[2]
+		return true
+	}, "curl", "client-0", "web-0.nginx-hl")
+	waitFor("nginx answered by both pods", func(r cliResult) bool {
+		return r.code == 0 && strings.Contains(r.stdout, "web-0 on node1") && strings.Contains(r.stdout, "web-1 on node2")
+	}, "curl", "client-0", "nginx", "-c", "10")
+
+	answeredBy := func(t *testing.T, r cliResult, pods ...string) {
+		t.Helper()
+		ms := answeredByRE.FindAllStringSubmatch(r.stdout, -1)
+		if r.code != 0 || len(ms) == 0 {
+			t.Fatalf("not answered: %s", r)
+		}
+		for _, m := range ms {
+			if !strings.Contains(" "+strings.Join(pods, " ")+" ", " "+m[1]+" ") {
+				t.Errorf("answered by %s, want one of %v", m[1], pods)
+			}
+		}
+	}
+	t.Run("ServiceShortNameFromPod", func(t *testing.T) {
+		r := run(t, cliTimeout, "curl", "client-0", "nginx", "-c", "4")
+		answeredBy(t, r, "web-0", "web-1")
+		if !strings.Contains(r.stdout, "4 requests: 4 answered, 0 failed") {
+			t.Errorf("want 4 answered: %s", r.stdout)
+		}
+	})
+	t.Run("ServiceFQDNFromPod", func(t *testing.T) {
+		answeredBy(t, run(t, cliTimeout, "curl", "client-0", "nginx.default.svc.cluster.local:80"), "web-0", "web-1")
+	})
+	t.Run("HeadlessHostnameFromNode", func(t *testing.T) {
+		// A node's resolv.conf: the cluster DNS through its own proxy.
+		answeredBy(t, run(t, cliTimeout, "curl", "node1", "web-1.nginx-hl"), "web-1")
+	})
+	t.Run("UnknownNameIsNXDOMAIN", func(t *testing.T) {
+		r := run(t, cliTimeout, "curl", "client-0", "nosuch")
+		for _, want := range []string{`resolve "nosuch" from pod default/client-0`, "resolver: 10.96.0.10:53, search default.svc.cluster.local",
+			"nosuch.default.svc.cluster.local. (NXDOMAIN)"} {
+			if r.code != 1 || !strings.Contains(r.stderr, want) {
+				t.Errorf("want exit 1 saying %q: %s", want, r)
+			}
+		}
+		if strings.Contains(r.stdout, "answered") {
+			t.Errorf("a request was sent: %s", r.stdout)
+		}
+	})
+	t.Run("ClientRefusesNames", func(t *testing.T) {
+		r := run(t, cliTimeout, "curl", "client", "nginx")
+		if r.code != 1 || !strings.Contains(r.stderr, `resolve "nginx" from the client (resolver: none)`) || !strings.Contains(r.stderr, "outside the cluster") {
+			t.Errorf("want exit 1: the client has no resolver: %s", r)
+		}
+	})
+	t.Run("ExecInPod", func(t *testing.T) {
+		r := run(t, cliTimeout, "exec", "client-0", "--", svcnetBin, "resolve", "web-0.nginx-hl")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != web0IP {
+			t.Errorf("lab exec client-0 -- svcnet resolve web-0.nginx-hl: want %s: %s", web0IP, r)
+		}
+	})
+	t.Run("TraceVerify", func(t *testing.T) {
+		if r := run(t, cliTimeout, "trace", "client-0", "default/nginx:80", "--verify"); r.code != 0 {
+			t.Errorf("lab trace: %s", r)
+		}
+	})
+	must(cliTimeout, "delete", "pod", "web-1", "--grace-period", "1s")
+	must(cliTimeout, "delete", "svc", "nginx")
+	must(cliTimeout, "down")
+
+	if controlPlane != lab.ControlPlaneFile {
+		return
+	}
+	// svcnet demo: its own 3-node lab, every step checked.
+	root, err := testbin.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := labtest.Name("namesdemo")
+	t.Cleanup(func() {
+		if err := lab.Down(demo); err != nil {
+			t.Errorf("lab down %s: %v", demo, err)
+		}
+	})
+	if r := host.svcnet(t, ctx, cliUpTimeout, "demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/seed-001/my-nginx.yaml")); r.code != 0 {
+		t.Errorf("svcnet demo: exit %d: %s", r.code, r.stderr)
+	}
+}
