@@ -28,6 +28,13 @@
 //	                                          `ip netns exec` binds over /etc
 //	            /etc/netns/NAME.nodeN/         the node's resolv.conf (the cluster DNS)
 //
+// Names from objects: a name or namespace a user gave is checked by the
+// apiserver's rules for its kind (controlplane.ValidateName, Validate) before
+// it becomes part of any file or namespace name, and those names are made
+// injectively within NAME_MAX (see nameKey): NS.POD above, and
+// objects/KIND.NS.NAME.yaml, are shortened to a readable prefix, '~' and a
+// hash where a 253-byte Pod name would not fit.
+//
 // Contract: nothing is created in the host's network namespace (no interface,
 // address, route, rule or nftables table); every lab process runs inside a lab
 // namespace. Down removes everything the lab made, found from the names above and
