@@ -229,7 +229,9 @@ func servesServiceCIDRs(ctx context.Context, d discovery.DiscoveryInterface) (bo
 	gv := networkingv1.SchemeGroupVersion
 	var list metav1.APIResourceList
 	if rc := d.RESTClient(); rc != nil {
-		raw, err := rc.Get().AbsPath("/apis", gv.Group, gv.Version).Do(ctx).Raw()
+		// JSON whatever the client prefers: a client that speaks protobuf
+		// would otherwise be answered in protobuf.
+		raw, err := rc.Get().AbsPath("/apis", gv.Group, gv.Version).SetHeader("Accept", "application/json").Do(ctx).Raw()
 		switch {
 		case apierrors.IsNotFound(err):
 			return false, nil

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
@@ -283,5 +285,24 @@ func TestServesServiceCIDRs(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %v, %v; want %v", name, got, err, tc.want)
 		}
+	}
+}
+
+// TestServesServiceCIDRsOverProtobuf (kube tier): the controller's client
+// prefers protobuf, as `svcnet lb controller` configures it; discovery
+// through it is still read, from a real kube-apiserver (1.36 serves
+// ServiceCIDRs).
+func TestServesServiceCIDRsOverProtobuf(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := servesServiceCIDRs(t.Context(), c.Discovery())
+	if err != nil || !got {
+		t.Errorf("servesServiceCIDRs over a protobuf client: %v, %v; want true", got, err)
 	}
 }
