@@ -121,15 +121,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 
 	store := model.NewStore()
 	m := metrics.New()
-	health := healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{
-		Addr:          o.healthzAddr,
-		HealthTimeout: healthcheck.HealthTimeout(cfg.SyncPeriod),
-		NodeEligible: func() bool {
-			return nodeEligible(store.Snapshot().Node(cfg.NodeName))
-		},
-		Probes: m,
-		Logger: log.WithName("healthz"),
-	})
+	health := proxyHealthServer(o.healthzAddr, cfg, store, m, log)
 	// The Service data plane, or with --data-plane none what stands for it:
 	// healthy once the state is synced.
 	dataPlane := []func(context.Context) error{func(ctx context.Context) error {
@@ -188,6 +180,21 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return nil
 	}
 	return err
+}
+
+// proxyHealthServer returns the /healthz and /livez server of svcnet proxy:
+// /healthz also answers whether this node's Node, as the store last saw it,
+// may take load-balanced traffic (healthcheck.NodeEligible).
+func proxyHealthServer(addr string, cfg proxy.Config, store *model.Store, m *metrics.Metrics, log klog.Logger) *healthcheck.ProxyHealthServer {
+	return healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{
+		Addr:          addr,
+		HealthTimeout: healthcheck.HealthTimeout(cfg.SyncPeriod),
+		NodeEligible: func() bool {
+			return healthcheck.NodeEligible(store.Snapshot().Node(cfg.NodeName))
+		},
+		Probes: m,
+		Logger: log.WithName("healthz"),
+	})
 }
 
 // runCleanup is --cleanup: it removes svcnet's nftables tables and pod routes.
