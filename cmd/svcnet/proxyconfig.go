@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -89,8 +90,15 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
+	js, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	// Field names match case-sensitively, as kube-proxy's decoder matches
+	// them: a name in another case is an unknown field (warned about), not
+	// a setting.
 	var c kubeProxyConfig
-	if err := yaml.Unmarshal(b, &c); err != nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &c); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	if c.Kind != "" && c.Kind != "KubeProxyConfiguration" {
@@ -104,10 +112,6 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	}
 	if bit := c.NFTables.MasqueradeBit; bit != nil && (*bit < 0 || *bit > 31) {
 		return nil, fmt.Errorf("--config %s: nftables.masqueradeBit %d: must be within [0, 31]", path, *bit)
-	}
-	js, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	if err := json.Unmarshal(js, &c.raw); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)

@@ -228,7 +228,7 @@ windowsRunAsService: true
 	}, {
 		name: "fields KubeProxyConfiguration does not have",
 		body: `masqueradeBit: 3
-nftables: {masqueradeBits: 3}
+nftables: {masqueradeBits: 3, MasqueradeAll: true}
 conntrack: {maxPerCPU: 1}
 ipvs: 5
 metadata: {name: x}
@@ -238,6 +238,7 @@ metadata: {name: x}
 			cfgLine("ipvs: not a mapping of fields; ignored"),
 			cfgLine("unknown field masqueradeBit: KubeProxyConfiguration v1alpha1 has no such field; ignored"),
 			cfgLine("unknown field metadata: KubeProxyConfiguration v1alpha1 has no such field; ignored"),
+			cfgLine("unknown field nftables.MasqueradeAll: KubeProxyConfiguration v1alpha1 has no such field; ignored"),
 			cfgLine("unknown field nftables.masqueradeBits: KubeProxyConfiguration v1alpha1 has no such field; ignored"),
 		},
 	}, {
@@ -272,6 +273,9 @@ detectLocal: {bridgeInterface: cbr0}
 			}
 			if d := cmp.Diff(tc.want, o.warnings); d != "" {
 				t.Errorf("warnings (-want +got):\n%s", d)
+			}
+			if o.masqueradeAll && !strings.Contains(tc.body, "masqueradeAll: true") {
+				t.Errorf("masquerade-all on from a field that is not nftables.masqueradeAll")
 			}
 		})
 	}
