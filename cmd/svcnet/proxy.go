@@ -102,12 +102,13 @@ func proxyCommand(o *proxyOptions) *cobra.Command {
 node (tables "svcnet" and the NAT shards "svcnet-nat-NN", in families ip and
 ip6) and keeps them right as they change.
 It serves /healthz and /livez, healthCheckNodePorts, and Prometheus metrics
-with kube-proxy's names.
+with kube-proxy's names; as kube-proxy's, /healthz answers 503 while this
+node's Node is unknown, being deleted or tainted ToBeDeletedByClusterAutoscaler.
 
 With --data-plane none it programs no Service at all (no nftables table, no
 healthCheckNodePort) and runs only --pod-routes and --announce, beside another
 Service proxy such as kube-proxy; /healthz then answers 200 once the state is
-synced and the node known.`,
+synced and the Node known and eligible.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
