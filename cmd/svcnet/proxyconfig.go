@@ -140,11 +140,13 @@ func (c *kubeProxyConfig) applyTo(o *proxyOptions, fs *pflag.FlagSet) {
 	if len(c.NodePortAddresses) > 0 && !set("nodeport-addresses") {
 		o.nodePortAddrs = c.NodePortAddresses
 	}
-	if c.HealthzBindAddress != nil && !set("healthz-bind-address") {
-		o.healthzAddr = withPort(*c.HealthzBindAddress, healthzPort)
+	// As kube-proxy defaults them, an empty address in the file means the
+	// default one (only the flags' "" turns a server off).
+	if a := c.HealthzBindAddress; a != nil && *a != "" && !set("healthz-bind-address") {
+		o.healthzAddr = withPort(*a, healthzPort)
 	}
-	if c.MetricsBindAddress != nil && !set("metrics-bind-address") {
-		o.metricsAddr = withPort(*c.MetricsBindAddress, metricsPort)
+	if a := c.MetricsBindAddress; a != nil && *a != "" && !set("metrics-bind-address") {
+		o.metricsAddr = withPort(*a, metricsPort)
 	}
 	if c.EnableProfiling != nil && !set("profiling") {
 		o.profiling = *c.EnableProfiling
@@ -219,11 +221,8 @@ func (c conntrackConf) applyTo(ct *conntrackOptions, set func(...string) bool) {
 }
 
 // withPort appends port to a bind address given without one, as kube-proxy
-// does for healthzBindAddress and metricsBindAddress ("" stays "": off).
+// does for healthzBindAddress and metricsBindAddress.
 func withPort(addr string, port int) string {
-	if addr == "" {
-		return ""
-	}
 	if _, _, err := net.SplitHostPort(addr); err == nil {
 		return addr
 	}

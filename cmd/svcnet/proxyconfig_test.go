@@ -277,6 +277,10 @@ detectLocal: {bridgeInterface: cbr0}
 			if o.masqueradeAll && !strings.Contains(tc.body, "masqueradeAll: true") {
 				t.Errorf("masquerade-all on from a field that is not nftables.masqueradeAll")
 			}
+			// kube-proxy defaults an empty address: the servers stay on.
+			if o.healthzAddr != "0.0.0.0:10256" || o.metricsAddr != "127.0.0.1:10249" {
+				t.Errorf("healthz %q metrics %q, want 0.0.0.0:10256 127.0.0.1:10249", o.healthzAddr, o.metricsAddr)
+			}
 		})
 	}
 }
