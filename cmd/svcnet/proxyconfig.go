@@ -41,10 +41,8 @@ type kubeProxyConfig struct {
 	DetectLocalMode  string          `json:"detectLocalMode"`
 	DetectLocal      detectLocalConf `json:"detectLocal"`
 	Logging          loggingConf     `json:"logging"`
-	// warnings are configWarnings of the file; raw is the file as JSON
-	// values.
+	// warnings are configWarnings of the file.
 	warnings []string
-	raw      map[string]any
 }
 
 type nftablesConf struct {
@@ -113,10 +111,11 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	if bit := c.NFTables.MasqueradeBit; bit != nil && (*bit < 0 || *bit > 31) {
 		return nil, fmt.Errorf("--config %s: nftables.masqueradeBit %d: must be within [0, 31]", path, *bit)
 	}
-	if err := json.Unmarshal(js, &c.raw); err != nil {
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
-	c.warnings = configWarnings(path, c.raw)
+	c.warnings = configWarnings(path, raw)
 	return &c, nil
 }
 
