@@ -193,11 +193,12 @@ func TestMasqueradeBit(t *testing.T) {
 	}
 }
 
-// TestConntrackSysctlsAndConfigWarnings runs the proxy with kube-proxy's
-// conntrack defaults, one from the --config file and one from a flag, in the
-// node namespace: the per-namespace sysctls are written there, the
-// read-only nf_conntrack_max costs one warning line and no failure, and the
-// file's fields that svcnet does not honour are each named in a warning.
+// TestConntrackSysctlsAndConfigWarnings runs the proxy in the node namespace
+// with kube-proxy's conntrack defaults, one timeout from the --config file,
+// one from a flag, and a table size it must try to write: the per-namespace
+// sysctls are written there, the read-only nf_conntrack_max costs one
+// warning line and no failure, and the file's fields that svcnet does not
+// honour are each named in a warning.
 func TestConntrackSysctlsAndConfigWarnings(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 11)
@@ -214,7 +215,14 @@ oomScoreAdj: -999
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := c.startProxy("--config", cfg, "--conntrack-udp-timeout", "45s")
+	// nf_conntrack_max is asked one value above the host's, so that it
+	// must be written (and cannot be) on any machine.
+	hostMax, err := strconv.Atoi(strings.TrimSpace(c.mustNode("cat", "/proc/sys/net/netfilter/nf_conntrack_max")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.startProxy("--config", cfg, "--conntrack-udp-timeout", "45s",
+		"--conntrack-max-per-core", "1", "--conntrack-min", strconv.Itoa(hostMax+1))
 	for name, want := range map[string]string{
 		"nf_conntrack_tcp_timeout_established": "86400", // kube-proxy's default, 24h
 		"nf_conntrack_tcp_timeout_close_wait":  "7200",  // the file's 2h
@@ -226,7 +234,7 @@ oomScoreAdj: -999
 	}
 	log := p.log.String()
 	for _, re := range []string{
-		`(?m)^W.*\] conntrack: nf_conntrack_max not set to \d+ \(maxPerCore 32768 × \d+ CPUs[^)]*\): read-only here .*; it stays \d+$`,
+		fmt.Sprintf(`(?m)^W.*\] conntrack: nf_conntrack_max not set to %d \(maxPerCore 1 × \d+ CPUs is below min %d\): read-only here .*; it stays %d$`, hostMax+1, hostMax+1, hostMax),
 		`(?m)^W.*\] --config ` + regexp.QuoteMeta(cfg) + `: ipvs.scheduler: svcnet programs nftables, not IPVS; ignored$`,
 		`(?m)^W.*\] --config ` + regexp.QuoteMeta(cfg) + `: oomScoreAdj: svcnet proxy keeps the OOM score it was started with`,
 	} {
