@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/podroutes"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -29,24 +30,65 @@ import (
 // --config file with KubeProxyConfiguration field names. Flags given on the
 // command line override the file.
 type proxyOptions struct {
-	state            stateFlags
-	configFile       string
-	hostname         string
-	clusterCIDR      string
-	nodePortAddrs    []string
-	masqueradeAll    bool
-	healthzAddr      string
-	metricsAddr      string
-	profiling        bool
-	memoryLimit      string
-	syncPeriod       time.Duration
-	minSyncPeriod    time.Duration
-	serviceProxyName string
-	cleanup          bool
-	podRoutes        bool
-	dataPlane        string
-	announce         announceOptions
-	verbosity        int
+	state           stateFlags
+	configFile      string
+	hostname        string
+	clusterCIDR     string
+	nodePortAddrs   []string
+	masqueradeAll   bool
+	masqueradeBit   int
+	detectLocalMode string
+	// podBridgeInterface and podInterfacePrefix are the detect-local
+	// modes' interface (--pod-bridge-interface, --pod-interface-name-prefix).
+	podBridgeInterface string
+	podInterfacePrefix string
+	conntrack          conntrackOptions
+	healthzAddr        string
+	metricsAddr        string
+	profiling          bool
+	memoryLimit        string
+	syncPeriod         time.Duration
+	minSyncPeriod      time.Duration
+	serviceProxyName   string
+	cleanup            bool
+	podRoutes          bool
+	dataPlane          string
+	announce           announceOptions
+	verbosity          int
+	// warnings are set by config: one line per setting of the --config
+	// file or the flags that svcnet does not apply as given.
+	warnings []string
+}
+
+// conntrackOptions are the --conntrack-* flags (KubeProxyConntrackConfiguration).
+type conntrackOptions struct {
+	maxPerCore, min              int32
+	tcpEstablished, tcpCloseWait time.Duration
+	beLiberal                    bool
+	udp, udpStream               time.Duration
+	// fromFile is set when the --config file has conntrack settings.
+	fromFile bool
+}
+
+// sysctls returns the conntrack sysctls the options ask for.
+func (c conntrackOptions) sysctls() conntrack.SysctlConfig {
+	return conntrack.SysctlConfig{
+		MaxPerCore: int(c.maxPerCore), Min: int(c.min),
+		TCPEstablishedTimeout: c.tcpEstablished, TCPCloseWaitTimeout: c.tcpCloseWait,
+		TCPBeLiberal: c.beLiberal, UDPTimeout: c.udp, UDPStreamTimeout: c.udpStream,
+	}
+}
+
+// bind binds the --conntrack-* flags with kube-proxy's names and defaults.
+func (c *conntrackOptions) bind(fs *pflag.FlagSet) {
+	def := conntrack.DefaultSysctlConfig()
+	fs.Int32Var(&c.maxPerCore, "conntrack-max-per-core", int32(def.MaxPerCore), "conntrack entries per CPU: nf_conntrack_max = max(this × CPUs, --conntrack-min); 0 leaves nf_conntrack_max alone (it is read-only inside a network namespace: a warning, not a failure)")
+	fs.Int32Var(&c.min, "conntrack-min", int32(def.Min), "the least nf_conntrack_max to set, whatever --conntrack-max-per-core gives")
+	fs.DurationVar(&c.tcpEstablished, "conntrack-tcp-timeout-established", def.TCPEstablishedTimeout, "idle timeout of established TCP conntrack entries (0 leaves it)")
+	fs.DurationVar(&c.tcpCloseWait, "conntrack-tcp-timeout-close-wait", def.TCPCloseWaitTimeout, "timeout of TCP conntrack entries in CLOSE_WAIT (0 leaves it)")
+	fs.BoolVar(&c.beLiberal, "conntrack-tcp-be-liberal", false, "set nf_conntrack_tcp_be_liberal: out-of-window TCP packets are not marked INVALID")
+	fs.DurationVar(&c.udp, "conntrack-udp-timeout", 0, "idle timeout of UDP conntrack entries without a reply (0 leaves it)")
+	fs.DurationVar(&c.udpStream, "conntrack-udp-timeout-stream", 0, "idle timeout of assured UDP conntrack entries (0 leaves it)")
 }
 
 func newProxyCommand() *cobra.Command { return proxyCommand(&proxyOptions{}) }
@@ -60,12 +102,13 @@ func proxyCommand(o *proxyOptions) *cobra.Command {
 node (tables "svcnet" and the NAT shards "svcnet-nat-NN", in families ip and
 ip6) and keeps them right as they change.
 It serves /healthz and /livez, healthCheckNodePorts, and Prometheus metrics
-with kube-proxy's names.
+with kube-proxy's names; as kube-proxy's, /healthz answers 503 while this
+node's Node is unknown, being deleted or tainted ToBeDeletedByClusterAutoscaler.
 
 With --data-plane none it programs no Service at all (no nftables table, no
 healthCheckNodePort) and runs only --pod-routes and --announce, beside another
 Service proxy such as kube-proxy; /healthz then answers 200 once the state is
-synced and the node known.`,
+synced and the Node known and eligible.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -73,9 +116,15 @@ synced and the node known.`,
 	o.state.bind(fs)
 	fs.StringVar(&o.configFile, "config", "", "KubeProxyConfiguration YAML file; flags given on the command line override it")
 	fs.StringVar(&o.hostname, "hostname-override", "", "this node's name (default: the host name)")
-	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "pod CIDR(s), comma-separated, one per family: traffic from outside them to ClusterIPs is masqueraded")
+	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "pod CIDR(s), comma-separated, one per family: with --detect-local-mode ClusterCIDR (the default), traffic from outside them to ClusterIPs is masqueraded")
 	fs.StringSliceVar(&o.nodePortAddrs, "nodeport-addresses", nil, `CIDRs of the node addresses that serve NodePorts, or "primary" (default: primary)`)
 	fs.BoolVar(&o.masqueradeAll, "masquerade-all", false, "masquerade all traffic sent to ClusterIPs")
+	fs.IntVar(&o.masqueradeBit, "masquerade-bit", 14, "the bit of the packet mark (0-31) that asks for SNAT (kube-proxy's masqueradeBit: 14 is 0x4000)")
+	fs.IntVar(&o.masqueradeBit, "iptables-masquerade-bit", 14, "kube-proxy's name for --masquerade-bit")
+	fs.StringVar(&o.detectLocalMode, "detect-local-mode", string(proxy.LocalModeClusterCIDR), `how traffic from pods is told from other traffic (traffic to ClusterIPs from elsewhere is masqueraded): "ClusterCIDR" (source in --cluster-cidr), "NodeCIDR" (source in this Node's spec.podCIDRs), "BridgeInterface" (arrives on --pod-bridge-interface), "InterfaceNamePrefix" (arrives on an interface named --pod-interface-name-prefix*)`)
+	fs.StringVar(&o.podBridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode BridgeInterface: the pods' bridge")
+	fs.StringVar(&o.podInterfacePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode InterfaceNamePrefix: the prefix of the pods' interface names")
+	o.conntrack.bind(fs)
 	fs.StringVar(&o.healthzAddr, "healthz-bind-address", healthcheck.DefaultHealthzBindAddress, `address:port for /healthz and /livez ("" disables)`)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", `address:port for /metrics ("" disables)`)
 	fs.DurationVar(&o.syncPeriod, "sync-period", proxy.DefaultSyncPeriod, "maximum time between full syncs (drift repair)")
@@ -104,6 +153,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	setVerbosity(o.verbosity) // the --config file's logging.verbosity
 	if err := o.state.validate(); err != nil {
 		return err
 	}
@@ -113,6 +163,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	if err := o.validateDataPlane(); err != nil {
 		return err
 	}
+	for _, w := range o.warnings {
+		klog.Warning(w)
+	}
 	noHeapProfilesUnless(o.profiling)
 	mem, err := newMemoryPolicy(o.memoryLimit, runtimeMemory{}, log.WithName("memory"))
 	if err != nil {
@@ -121,21 +174,16 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 
 	store := model.NewStore()
 	m := metrics.New()
-	health := healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{
-		Addr:          o.healthzAddr,
-		HealthTimeout: healthcheck.HealthTimeout(cfg.SyncPeriod),
-		NodeEligible: func() bool {
-			return nodeEligible(store.Snapshot().Node(cfg.NodeName))
-		},
-		Probes: m,
-		Logger: log.WithName("healthz"),
-	})
+	health := proxyHealthServer(o.healthzAddr, cfg, store, m, log)
 	// The Service data plane, or with --data-plane none what stands for it:
 	// healthy once the state is synced.
 	dataPlane := []func(context.Context) error{func(ctx context.Context) error {
 		return reportSynced(ctx, store, health, cfg.Families)
 	}}
 	if o.dataPlane == dataPlaneNFTables {
+		for _, w := range conntrack.ApplySysctls(conntrack.ProcFiles{}, o.conntrack.sysctls(), conntrack.OnlineCPUs(), log.WithName("conntrack")) {
+			klog.Warning(w)
+		}
 		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
@@ -152,7 +200,8 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		fams[i] = f.String()
 	}
 	log.Info("starting", "node", cfg.NodeName, "dataPlane", o.dataPlane, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
-		"clusterCIDRs", cfg.ClusterCIDRs, "syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
+		"detectLocalMode", cfg.DetectLocalMode, "clusterCIDRs", cfg.ClusterCIDRs, "masqueradeMark", fmt.Sprintf("%#x", cfg.MasqueradeMark),
+		"syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
 	var routes *podroutes.Reconciler
 	if o.podRoutes {
 		k, err := podroutes.NewNetlink()
@@ -188,6 +237,21 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return nil
 	}
 	return err
+}
+
+// proxyHealthServer returns the /healthz and /livez server of svcnet proxy:
+// /healthz also answers whether this node's Node, as the store last saw it,
+// may take load-balanced traffic (healthcheck.NodeEligible).
+func proxyHealthServer(addr string, cfg proxy.Config, store *model.Store, m *metrics.Metrics, log klog.Logger) *healthcheck.ProxyHealthServer {
+	return healthcheck.NewProxyHealthServer(healthcheck.ProxyHealthConfig{
+		Addr:          addr,
+		HealthTimeout: healthcheck.HealthTimeout(cfg.SyncPeriod),
+		NodeEligible: func() bool {
+			return healthcheck.NodeEligible(store.Snapshot().Node(cfg.NodeName))
+		},
+		Probes: m,
+		Logger: log.WithName("healthz"),
+	})
 }
 
 // runCleanup is --cleanup: it removes svcnet's nftables tables and pod routes.
@@ -228,19 +292,28 @@ func (o *proxyOptions) source(store *model.Store, log klog.Logger) (func(context
 
 // config merges the --config file and the flags into a proxy.Config.
 func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
+	o.warnings = nil
 	if o.configFile != "" {
 		fc, err := readKubeProxyConfig(o.configFile)
 		if err != nil {
 			return proxy.Config{}, err
 		}
 		fc.applyTo(o, fs)
+		o.warnings = append(o.warnings, fc.warnings...)
+	}
+	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
+		return proxy.Config{}, fmt.Errorf("--masquerade-bit %d: must be within [0, 31]", o.masqueradeBit)
 	}
 	cfg := proxy.Config{
-		NodeName:          o.hostname,
-		NodePortAddresses: o.nodePortAddrs,
-		MasqueradeAll:     o.masqueradeAll,
-		SyncPeriod:        o.syncPeriod,
-		MinSyncPeriod:     o.minSyncPeriod,
+		NodeName:               o.hostname,
+		NodePortAddresses:      o.nodePortAddrs,
+		MasqueradeAll:          o.masqueradeAll,
+		MasqueradeMark:         1 << o.masqueradeBit,
+		DetectLocalMode:        proxy.LocalMode(o.detectLocalMode),
+		PodBridgeInterface:     o.podBridgeInterface,
+		PodInterfaceNamePrefix: o.podInterfacePrefix,
+		SyncPeriod:             o.syncPeriod,
+		MinSyncPeriod:          o.minSyncPeriod,
 	}
 	if cfg.NodeName == "" {
 		h, err := os.Hostname()
@@ -262,7 +335,42 @@ func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
+	o.warnings = append(o.warnings, o.unusedSettings(fs, cfg)...)
 	return cfg, nil
+}
+
+// unusedSettings names the settings (flag, or --config field) that the
+// merged configuration leaves unused, as kube-proxy would, with the reason.
+func (o *proxyOptions) unusedSettings(fs *pflag.FlagSet, cfg proxy.Config) []string {
+	var out []string
+	unused := func(flag, field, value, why string) {
+		out = append(out, fmt.Sprintf("--%s (%s) %q: not used: %s", flag, field, value, why))
+	}
+	mode := fmt.Sprintf("detect-local-mode is %s", cfg.DetectLocalMode)
+	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR {
+		unused("cluster-cidr", "clusterCIDR", o.clusterCIDR, mode)
+	}
+	if o.podBridgeInterface != "" && cfg.DetectLocalMode != proxy.LocalModeBridgeInterface {
+		unused("pod-bridge-interface", "detectLocal.bridgeInterface", o.podBridgeInterface, mode)
+	}
+	if o.podInterfacePrefix != "" && cfg.DetectLocalMode != proxy.LocalModeInterfaceNamePrefix {
+		unused("pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", o.podInterfacePrefix, mode)
+	}
+	if o.dataPlane == dataPlaneNone {
+		var ct []string
+		fs.VisitAll(func(f *pflag.Flag) {
+			if f.Changed && strings.HasPrefix(f.Name, "conntrack-") {
+				ct = append(ct, "--"+f.Name)
+			}
+		})
+		if o.conntrack.fromFile {
+			ct = append(ct, "conntrack.*")
+		}
+		if len(ct) > 0 {
+			out = append(out, fmt.Sprintf("%s: not applied: with --data-plane none the conntrack sysctls are left to the Service proxy beside svcnet", strings.Join(ct, ", ")))
+		}
+	}
+	return out
 }
 
 // cleanupPodRoutes removes the routes --pod-routes made (protocol 154), and

@@ -9,7 +9,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"k8s.io/klog/v2"
 
-	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
 	nftnl "github.com/svcnet/svcnet/internal/nft/netlink"
 )
@@ -37,10 +36,6 @@ func interfaceAddrs() ([]netip.Addr, error) {
 	}
 	return out, nil
 }
-
-// nodeEligible reports whether this node may take load-balanced traffic: as
-// kube-proxy, an unknown Node is not eligible.
-func nodeEligible(n *model.Node) bool { return n != nil }
 
 // setVerbosity sets klog's -v.
 func setVerbosity(v int) {

@@ -1,6 +1,9 @@
 // Package conntrack removes stale UDP and SCTP conntrack entries for the
 // service proxy, the way kube-proxy's pkg/proxy/conntrack CleanStaleEntries
-// does.
+// does, and sets the conntrack sysctls kube-proxy sets (sysctl.go:
+// SysctlConfig, ApplySysctls: table size, TCP and UDP timeouts; a sysctl
+// that is read-only where the proxy runs, as nf_conntrack_max is inside a
+// network namespace, is skipped with a warning).
 //
 // Why: a DNAT decision is made once, on the first packet of a flow, and kept
 // in the flow's conntrack entry. UDP clients (DNS resolvers above all) keep

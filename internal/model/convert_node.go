@@ -8,9 +8,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// NodeFromAPI converts a v1 Node. Ready is the NodeReady condition being True.
+// NodeFromAPI converts a v1 Node. Ready is the NodeReady condition being True;
+// Terminating is a set deletion timestamp.
 func NodeFromAPI(in *corev1.Node) (*Node, error) {
-	n := &Node{Name: in.Name, Labels: maps.Clone(in.Labels)}
+	n := &Node{Name: in.Name, Labels: maps.Clone(in.Labels), Terminating: in.DeletionTimestamp != nil}
+	if len(in.Spec.Taints) > 0 {
+		n.TaintKeys = make([]string, len(in.Spec.Taints))
+		for i, t := range in.Spec.Taints {
+			n.TaintKeys[i] = t.Key
+		}
+	}
 	for _, a := range in.Status.Addresses {
 		n.Addresses = append(n.Addresses, NodeAddress{Type: string(a.Type), Address: a.Address})
 	}

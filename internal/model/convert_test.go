@@ -162,11 +162,26 @@ func TestNodeAndPodFromAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n.Terminating || n.TaintKeys != nil {
+		t.Errorf("plain node: terminating %v taints %q, want neither", n.Terminating, n.TaintKeys)
+	}
 	if !n.Ready || n.Zone() != "z" || !cmp.Equal(n.PodCIDRs, []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })) ||
 		!cmp.Equal(n.IPs(), addrs("172.26.236.177", "1.2.3.4"), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
 		t.Fatalf("node = %+v ips %v", n, n.IPs())
 	}
 	now := metav1.Now()
+	n, err = NodeFromAPI(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2", DeletionTimestamp: &now, Finalizers: []string{"example.com/hold"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "ToBeDeletedByClusterAutoscaler", Value: "1700000000", Effect: corev1.TaintEffectNoSchedule},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Terminating || !cmp.Equal(n.TaintKeys, []string{"node.kubernetes.io/unschedulable", "ToBeDeletedByClusterAutoscaler"}) ||
+		!n.HasTaint("ToBeDeletedByClusterAutoscaler") || n.HasTaint("other") {
+		t.Errorf("node being deleted = %+v", n)
+	}
 	p, err := PodFromAPI(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "d", Name: "p", DeletionTimestamp: &now},
 		Spec:   corev1.PodSpec{NodeName: "node1", Containers: []corev1.Container{{Name: "c", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 80, HostPort: 8080}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "192.168.1.2", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})

@@ -1,6 +1,9 @@
 package model
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // Node is the slim form of a v1 Node.
 type Node struct {
@@ -8,7 +11,14 @@ type Node struct {
 	Addresses []NodeAddress
 	PodCIDRs  []netip.Prefix
 	Labels    map[string]string
+	// TaintKeys are the keys of spec.taints, in spec order (effects and
+	// values are not kept: what reads taints asks only whether a key is
+	// there, as kube-proxy does of ToBeDeletedByClusterAutoscaler).
+	TaintKeys []string
 	Ready     bool
+	// Terminating is a set deletion timestamp: the Node is being deleted
+	// and waits for its finalizers.
+	Terminating bool
 }
 
 // NodeAddress is one entry of status.addresses.
@@ -16,6 +26,9 @@ type NodeAddress struct {
 	Type    string // InternalIP, ExternalIP, Hostname, ...
 	Address string // an IP for *IP types, a name otherwise
 }
+
+// HasTaint reports whether the node carries a taint with key.
+func (n *Node) HasTaint(key string) bool { return slices.Contains(n.TaintKeys, key) }
 
 // Zone returns the node's topology.kubernetes.io/zone label, or "".
 func (n *Node) Zone() string { return n.Labels[LabelTopologyZone] }

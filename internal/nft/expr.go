@@ -41,6 +41,23 @@ type CtStateMatch struct{ States CtState }
 // Saddr) is local to the node: `fib daddr type local`, `fib saddr type local`.
 type FibLocal struct{ Saddr bool }
 
+// IfNameSize is the kernel's IFNAMSIZ: an interface name has at most
+// IfNameSize-1 bytes.
+const IfNameSize = 16
+
+// IifnameMatch matches the name of the interface the packet came in on:
+// `iifname "cbr0"`, or with Prefix any name that starts with Name:
+// `iifname "veth*"`; Neq negates. The match is by name, so it holds for
+// interfaces created after the rule. Where a packet has no input interface
+// (output and postrouting hooks) its name is empty, so only a != match holds;
+// a packet a local process sent to a local address comes back in at
+// prerouting on "lo". Name is never empty (nft refuses `iifname ""`).
+type IifnameMatch struct {
+	Name   string
+	Prefix bool
+	Neq    bool
+}
+
 // MarkMatch matches `meta mark & Mask == Value` (or != with Neq).
 type MarkMatch struct {
 	Mask, Value uint32
@@ -122,6 +139,7 @@ func (ProtoMatch) isExpr()   {}
 func (PortMatch) isExpr()    {}
 func (CtStateMatch) isExpr() {}
 func (FibLocal) isExpr()     {}
+func (IifnameMatch) isExpr() {}
 func (MarkMatch) isExpr()    {}
 func (Random) isExpr()       {}
 func (Lookup) isExpr()       {}

@@ -111,6 +111,12 @@ func RenderExpr(f Family, e Expr) string {
 			return "fib saddr type local"
 		}
 		return "fib daddr type local"
+	case IifnameMatch:
+		name := e.Name
+		if e.Prefix {
+			name += "*"
+		}
+		return "iifname" + neq(e.Neq) + strconv.Quote(name)
 	case MarkMatch:
 		op := " == "
 		if e.Neq {

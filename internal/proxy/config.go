@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/nft"
@@ -12,8 +13,25 @@ import (
 type Config struct {
 	// NodeName is this node's name (--hostname-override).
 	NodeName string
-	// ClusterCIDRs detect pod traffic (--cluster-cidr; at most one per family).
+	// DetectLocalMode says how traffic from pods is told from other traffic
+	// (--detect-local-mode; "" is ClusterCIDR), with kube-proxy's meanings:
+	// ClusterCIDR by source in ClusterCIDRs; NodeCIDR by source in this
+	// node's spec.podCIDRs (the first sync waits for the Node to have them);
+	// BridgeInterface by arrival on PodBridgeInterface; InterfaceNamePrefix
+	// by arrival on an interface named PodInterfaceNamePrefix*.
+	DetectLocalMode LocalMode
+	// ClusterCIDRs detect pod traffic in mode ClusterCIDR (--cluster-cidr;
+	// at most one per family).
 	ClusterCIDRs []netip.Prefix
+	// PodBridgeInterface is mode BridgeInterface's bridge
+	// (--pod-bridge-interface).
+	PodBridgeInterface string
+	// PodInterfaceNamePrefix is mode InterfaceNamePrefix's prefix
+	// (--pod-interface-name-prefix).
+	PodInterfaceNamePrefix string
+	// MasqueradeMark is the mark bit that asks for SNAT (--masquerade-bit B:
+	// 1<<B); 0 means kube-proxy's default, bit 14 (0x4000).
+	MasqueradeMark uint32
 	// NodePortAddresses selects node addresses for NodePorts (--nodeport-addresses):
 	// CIDRs, or the word "primary" (the node's primary IPs from its Node
 	// object). Empty means "primary", as in kube-proxy's nftables mode.
@@ -34,6 +52,20 @@ type Config struct {
 	// Families are the IP families to program (both by default).
 	Families []nft.Family
 }
+
+// LocalMode is a --detect-local-mode value.
+type LocalMode string
+
+// kube-proxy's --detect-local-mode values.
+const (
+	LocalModeClusterCIDR         LocalMode = "ClusterCIDR"
+	LocalModeNodeCIDR            LocalMode = "NodeCIDR"
+	LocalModeBridgeInterface     LocalMode = "BridgeInterface"
+	LocalModeInterfaceNamePrefix LocalMode = "InterfaceNamePrefix"
+)
+
+// LocalModes lists the --detect-local-mode values.
+var LocalModes = []LocalMode{LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix}
 
 // Defaults for Config fields left zero.
 const (
@@ -60,6 +92,9 @@ func (c Config) WithDefaults() Config {
 	if len(c.NodePortAddresses) == 0 {
 		c.NodePortAddresses = []string{"primary"}
 	}
+	if c.DetectLocalMode == "" {
+		c.DetectLocalMode = LocalModeClusterCIDR
+	}
 	if len(c.Families) == 0 {
 		c.Families = []nft.Family{nft.IPv4, nft.IPv6}
 	}
@@ -84,6 +119,22 @@ func (c Config) Validate() error {
 		}
 		seen[p.Addr().Is6()] = true
 	}
+	switch c.DetectLocalMode {
+	case "", LocalModeClusterCIDR, LocalModeNodeCIDR:
+	case LocalModeBridgeInterface:
+		if err := validIfname("pod bridge interface (--pod-bridge-interface)", c.PodBridgeInterface); err != nil {
+			return err
+		}
+	case LocalModeInterfaceNamePrefix:
+		if err := validIfname("pod interface name prefix (--pod-interface-name-prefix)", c.PodInterfaceNamePrefix); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("detect-local mode %q: want one of %v", c.DetectLocalMode, LocalModes)
+	}
+	if c.MasqueradeMark&(c.MasqueradeMark-1) != 0 {
+		return fmt.Errorf("masquerade mark %#x: must be a single bit", c.MasqueradeMark)
+	}
 	for _, s := range c.NodePortAddresses {
 		if s == "primary" {
 			if len(c.NodePortAddresses) > 1 {
@@ -94,6 +145,22 @@ func (c Config) Validate() error {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			return fmt.Errorf("nodeport addresses: %q is neither a CIDR nor \"primary\"", s)
 		}
+	}
+	return nil
+}
+
+// validIfname checks an interface name (or name prefix) for an iifname
+// match: required, shorter than IFNAMSIZ (16), and free of the characters
+// Linux refuses in names ('/', ':', whitespace, NUL) and of '*', which nft
+// reads as a wildcard.
+func validIfname(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s: required by its detect-local mode", what)
+	case len(name) >= nft.IfNameSize:
+		return fmt.Errorf("%s %q: longer than %d bytes", what, name, nft.IfNameSize-1)
+	case strings.ContainsAny(name, "/:* \t\n\x00"):
+		return fmt.Errorf("%s %q: contains a character not allowed in interface names", what, name)
 	}
 	return nil
 }

@@ -90,6 +90,11 @@ type Proxier struct {
 	// udpDirty is set when a UDP or SCTP Service port changed since the
 	// last conntrack cleanup.
 	udpDirty bool
+	// podCIDRs are this node's spec.podCIDRs as last seen non-empty (local
+	// traffic detection in mode NodeCIDR); waitLogged is set once the wait
+	// for them was logged.
+	podCIDRs   []netip.Prefix
+	waitLogged bool
 }
 
 // New returns a proxier; it starts nothing until Run.
@@ -140,7 +145,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 		syncedOne bool
 	)
 	schedule := func() {
-		if !pending || armed || p.snap == nil || !p.snap.Synced {
+		if !pending || armed || p.snap == nil || !p.snap.Synced || !p.localReady() {
 			return
 		}
 		wait := time.Until(lastSync.Add(p.cfg.MinSyncPeriod))
@@ -211,6 +216,9 @@ func (p *Proxier) Run(ctx context.Context) error {
 // absorb takes a snapshot and its changes into the proxier's state.
 func (p *Proxier) absorb(snap *model.Snapshot, ch model.Changes) {
 	p.snap = snap
+	if n := snap.Node(p.cfg.NodeName); n != nil && len(n.PodCIDRs) > 0 {
+		p.podCIDRs = n.PodCIDRs
+	}
 	svcChanges, epChanges := 0, 0
 	for _, c := range ch.Services {
 		p.dirty[c.Key] = true
@@ -272,6 +280,37 @@ func (p *Proxier) genMoved(ctx context.Context) bool {
 	return p.haveGen && g != p.lastGen
 }
 
+// localReady reports whether local traffic detection can be rendered. In
+// mode NodeCIDR it needs the Node's podCIDRs, and until they are known
+// nothing is programmed, as kube-proxy waits for them before it starts:
+// rules without detection would masquerade no off-cluster traffic. Once
+// seen, they stay in use if the Node loses them or goes away.
+func (p *Proxier) localReady() bool {
+	if p.cfg.DetectLocalMode != LocalModeNodeCIDR || p.podCIDRs != nil {
+		return true
+	}
+	if !p.waitLogged {
+		p.waitLogged = true
+		p.log.Info("Waiting for the Node's spec.podCIDRs before the first sync (detect-local-mode NodeCIDR)", "node", p.cfg.NodeName)
+	}
+	return false
+}
+
+// localDetection fills the node settings that tell pod traffic from other
+// traffic, by the configured mode.
+func (p *Proxier) localDetection(nc *servicetable.NodeConfig) {
+	switch p.cfg.DetectLocalMode {
+	case LocalModeNodeCIDR:
+		nc.ClusterCIDRs = p.podCIDRs
+	case LocalModeBridgeInterface:
+		nc.PodInterface = p.cfg.PodBridgeInterface
+	case LocalModeInterfaceNamePrefix:
+		nc.PodInterface, nc.PodInterfacePrefix = p.cfg.PodInterfaceNamePrefix, true
+	default:
+		nc.ClusterCIDRs = p.cfg.ClusterCIDRs
+	}
+}
+
 // nodeConfig computes the service table's node settings from the snapshot
 // and the node's interfaces.
 func (p *Proxier) nodeConfig() servicetable.NodeConfig {
@@ -288,9 +327,10 @@ func (p *Proxier) nodeConfig() servicetable.NodeConfig {
 	nc := servicetable.NodeConfig{
 		NodeName:          p.cfg.NodeName,
 		NodePortAddresses: nodePortAddresses(p.cfg.NodePortAddresses, node, ifaddrs),
-		ClusterCIDRs:      p.cfg.ClusterCIDRs,
 		MasqueradeAll:     p.cfg.MasqueradeAll,
+		MasqueradeMark:    p.cfg.MasqueradeMark,
 	}
+	p.localDetection(&nc)
 	if node != nil {
 		nc.Zone = node.Zone()
 	}
@@ -299,6 +339,7 @@ func (p *Proxier) nodeConfig() servicetable.NodeConfig {
 
 func sameNodeConfig(a, b servicetable.NodeConfig) bool {
 	return a.NodeName == b.NodeName && a.Zone == b.Zone && a.MasqueradeAll == b.MasqueradeAll &&
+		a.MasqueradeMark == b.MasqueradeMark && a.PodInterface == b.PodInterface && a.PodInterfacePrefix == b.PodInterfacePrefix &&
 		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
 }
 

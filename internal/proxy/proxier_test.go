@@ -271,6 +271,15 @@ func TestConfigValidate(t *testing.T) {
 		}, "one per IP family"},
 		{"bad nodeport addr", func(c *Config) { c.NodePortAddresses = []string{"eth0"} }, "neither a CIDR"},
 		{"primary and CIDR", func(c *Config) { c.NodePortAddresses = []string{"primary", "10.0.0.0/8"} }, "cannot be combined"},
+		{"unknown detect-local mode", func(c *Config) { c.DetectLocalMode = "PodCIDR" }, `detect-local mode "PodCIDR"`},
+		{"bridge mode without a bridge", func(c *Config) { c.DetectLocalMode = LocalModeBridgeInterface }, "(--pod-bridge-interface): required"},
+		{"prefix with a wildcard", func(c *Config) {
+			c.DetectLocalMode, c.PodInterfaceNamePrefix = LocalModeInterfaceNamePrefix, "veth*"
+		}, "not allowed in interface names"},
+		{"bridge name too long", func(c *Config) {
+			c.DetectLocalMode, c.PodBridgeInterface = LocalModeBridgeInterface, "a-very-long-bridge"
+		}, "longer than 15 bytes"},
+		{"masquerade mark of two bits", func(c *Config) { c.MasqueradeMark = 0x4001 }, "single bit"},
 	} {
 		c := base
 		tc.mut(&c)

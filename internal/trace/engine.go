@@ -107,7 +107,10 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 	net := w.e.Net
 	var hops []Hop
 	dst := t.Dst.Addr()
-	in, at := "", from
+	// in describes where the packet enters a node; iif is the interface
+	// name netfilter's iifname sees there (a pod's veth is a port of the
+	// pod bridge, so its packets come in on the bridge).
+	in, iif, at := "", "", from
 	switch from.Kind {
 	case PlacePod:
 		p := net.Pod(from.Name)
@@ -124,7 +127,7 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 		}
 		leave := t
 		hops = append(hops, Hop{Place: from, Arrive: t, Route: &r, Leave: &leave})
-		at, in = r.Next, "veth (pod "+p.Key+") on "+Bridge
+		at, in, iif = r.Next, "veth (pod "+p.Key+") on "+Bridge, Bridge
 	case PlaceExternal:
 		var entry *NodeNet
 		if w.start.Entry != "" && !reply {
@@ -141,14 +144,14 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 			h := Hop{Place: r.Next, In: NodeIface, Arrive: t, End: fmt.Sprintf("received by %s", r.Next.Name)}
 			return append(hops, h), Verdict{Kind: Delivered, Place: r.Next.Name, Reason: "to the external host, on the node network"}, r.Next, t, nil
 		}
-		at, in = r.Next, NodeIface
+		at, in, iif = r.Next, NodeIface, NodeIface
 	}
 	for range maxHops {
 		nd := net.Node(at.Name)
 		if at.Kind != PlaceNode || nd == nil {
 			return nil, Verdict{}, Place{}, Tuple{}, fmt.Errorf("place %s: not a node of the cluster: %w", at, ErrTrace)
 		}
-		hop, res, err := w.atNode(nd, at, in, t, reply)
+		hop, res, err := w.atNode(nd, at, in, iif, t, reply)
 		if err != nil {
 			return nil, Verdict{}, Place{}, Tuple{}, err
 		}
@@ -174,7 +177,7 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 		t = Tuple{Proto: final.Proto, Src: final.Src, Dst: final.Dst}
 		switch r.Next.Kind {
 		case PlaceNode:
-			at, in = r.Next, NodeIface
+			at, in, iif = r.Next, NodeIface, NodeIface
 			continue
 		case PlacePod:
 			h := Hop{Place: r.Next, In: PodIface, Arrive: t, End: fmt.Sprintf("delivered to pod %s at %s", r.Next.Name, t.Dst)}
@@ -191,10 +194,11 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 	return nil, Verdict{}, Place{}, Tuple{}, fmt.Errorf("more than %d hops: a routing loop: %w", maxHops, ErrTrace)
 }
 
-// atNode runs the packet through node nd's netfilter. The first packet of the
+// atNode runs the packet through node nd's netfilter, arriving on interface
+// iif ("" when a process of the node sends it). The first packet of the
 // connection's original direction is enumerated to record the endpoint
 // choice; everything else is simulated as is, with the node's conntrack state.
-func (w *walk) atNode(nd *NodeNet, at Place, in string, t Tuple, reply bool) (Hop, sim.Result, error) {
+func (w *walk) atNode(nd *NodeNet, at Place, in, iif string, t Tuple, reply bool) (Hop, sim.Result, error) {
 	s, err := w.simulator(nd.Name)
 	if err != nil {
 		return Hop{}, sim.Result{}, err
@@ -203,7 +207,7 @@ func (w *walk) atNode(nd *NodeNet, at Place, in string, t Tuple, reply bool) (Ho
 	if in == "" {
 		path = sim.PathOutput
 	}
-	ctx := sim.Context{LocalAddrs: nd.LocalAddrs(), Path: path, EgressAddr: nd.Egress}
+	ctx := sim.Context{LocalAddrs: nd.LocalAddrs(), Path: path, InIface: iif, EgressAddr: nd.Egress}
 	p, err := simPacket(t)
 	if err != nil {
 		return Hop{}, sim.Result{}, err

@@ -59,12 +59,26 @@ func normalize(snap *model.Snapshot, skip func(model.ServiceKey) bool) (world, a
 		w.Services[key.String()] = normService{Service: s, Slices: sls}
 	}
 	for _, n := range snap.Nodes() {
-		w.Nodes[n.Name] = *n
+		nn := *n
+		nn.TaintKeys = slices.DeleteFunc(slices.Clone(nn.TaintKeys), lifecycleTaint)
+		if len(nn.TaintKeys) == 0 {
+			nn.TaintKeys = nil
+		}
+		w.Nodes[n.Name] = nn
 	}
 	for _, p := range snap.Pods() {
 		w.Pods[p.Key().String()] = *p
 	}
 	return w, a
+}
+
+// lifecycleTaint reports the taints that Kubernetes' node lifecycle puts on
+// and takes off Nodes by their conditions: the apiserver's admission
+// (TaintNodesByCondition) adds not-ready to every new Node, and only the
+// node lifecycle controller, which the parity test does not run, removes
+// it. The embedded control plane keeps a manifest's taints as written.
+func lifecycleTaint(key string) bool {
+	return key == "node.kubernetes.io/not-ready" || key == "node.kubernetes.io/unreachable"
 }
 
 // renderSlices groups slices by shape and renders each endpoint, UIDs dropped.

@@ -383,12 +383,15 @@ func splitFamilies(t *servicetable.Table) map[nft.Family][]*servicetable.Service
 }
 
 func configFor(f nft.Family, n servicetable.NodeConfig) familyConfig {
-	fc := familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll}
+	fc := familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark()}
 	is6 := f == nft.IPv6
 	for _, p := range n.ClusterCIDRs {
-		if p.Addr().Is6() == is6 && !fc.ClusterCIDR.IsValid() {
-			fc.ClusterCIDR = p.Masked()
+		if p.Addr().Is6() == is6 && !fc.Local.CIDR.IsValid() {
+			fc.Local.CIDR = p.Masked()
 		}
+	}
+	if len(n.ClusterCIDRs) == 0 && n.PodInterface != "" {
+		fc.Local = localDetector{Iface: n.PodInterface, IfacePrefix: n.PodInterfacePrefix}
 	}
 	for _, a := range n.NodePortAddresses {
 		if a.Is6() == is6 && !a.IsLoopback() {
@@ -400,7 +403,7 @@ func configFor(f nft.Family, n servicetable.NodeConfig) familyConfig {
 }
 
 func sameConfig(a, b familyConfig) bool {
-	return a.Family == b.Family && a.ClusterCIDR == b.ClusterCIDR && a.MasqueradeAll == b.MasqueradeAll &&
+	return a.Family == b.Family && a.Local == b.Local && a.MasqueradeAll == b.MasqueradeAll && a.Mark == b.Mark &&
 		slices.Equal(a.NodePortAddrs, b.NodePortAddrs)
 }
 

@@ -38,7 +38,6 @@ const (
 	chainNatPrerouting      = "nat-prerouting"
 	chainNatOutput          = "nat-output"
 	chainNatPostrouting     = "nat-postrouting"
-	masqueradeMark          = 0x4000
 	endpointChainSeparator  = "__"
 	maxChainNameLen         = 255
 	hashLen                 = 8

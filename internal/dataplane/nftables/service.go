@@ -152,9 +152,8 @@ func (r *serviceRenderer) policyRules(eps []servicetable.Endpoint, internal bool
 		switch {
 		case r.fc.MasqueradeAll:
 			rules = append(rules, nft.R(cip, proto, port, nft.JumpTo(chainMarkForMasquerade)))
-		case r.fc.ClusterCIDR.IsValid():
-			notPods := nft.AddrMatch{Field: nft.FieldSaddr, Neq: true, Prefix: r.fc.ClusterCIDR}
-			rules = append(rules, nft.R(cip, proto, port, notPods, nft.JumpTo(chainMarkForMasquerade)))
+		case r.fc.Local.set():
+			rules = append(rules, nft.R(cip, proto, port, r.fc.Local.ifNotLocal(), nft.JumpTo(chainMarkForMasquerade)))
 		}
 	}
 	if len(eps) == 0 {
@@ -212,8 +211,8 @@ func (r *serviceRenderer) externalRules() []*nft.Rule {
 		}
 	}
 	var rules []*nft.Rule
-	if r.fc.ClusterCIDR.IsValid() {
-		rules = append(rules, nft.R(nft.Saddr(r.fc.ClusterCIDR), nft.GotoTo(serviceChain(sp))).WithComment("short-circuit pod traffic"))
+	if r.fc.Local.set() {
+		rules = append(rules, nft.R(r.fc.Local.ifLocal(), nft.GotoTo(serviceChain(sp))).WithComment("short-circuit pod traffic"))
 	}
 	rules = append(rules,
 		nft.R(nft.FibLocal{Saddr: true}, nft.JumpTo(chainMarkForMasquerade)).WithComment("masquerade local traffic"),

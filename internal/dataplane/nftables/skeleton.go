@@ -10,12 +10,44 @@ import (
 // the Service ports.
 type familyConfig struct {
 	Family nft.Family
-	// ClusterCIDR detects pod-originated traffic (invalid: no detection).
-	ClusterCIDR netip.Prefix
+	// Local detects pod-originated traffic (zero: no detection).
+	Local localDetector
 	// MasqueradeAll masquerades all traffic to ClusterIPs.
 	MasqueradeAll bool
+	// Mark is the masquerade mark bit (never 0).
+	Mark uint32
 	// NodePortAddrs are the addresses NodePorts are served on (no loopback).
 	NodePortAddrs []netip.Addr
+}
+
+// localDetector says what traffic comes from a local pod, as kube-proxy's
+// LocalTrafficDetector (pkg/proxy/util/localdetector.go): by source prefix
+// (modes ClusterCIDR and NodeCIDR), by input interface name (BridgeInterface)
+// or name prefix (InterfaceNamePrefix). The zero value detects nothing.
+type localDetector struct {
+	CIDR        netip.Prefix
+	Iface       string
+	IfacePrefix bool
+}
+
+// set reports whether the detector detects anything.
+func (d localDetector) set() bool { return d.CIDR.IsValid() || d.Iface != "" }
+
+// ifLocal matches traffic from a local pod: `ip saddr CIDR`, `iifname "cbr0"`,
+// `iifname "veth*"`.
+func (d localDetector) ifLocal() nft.Expr {
+	if d.CIDR.IsValid() {
+		return nft.Saddr(d.CIDR)
+	}
+	return nft.IifnameMatch{Name: d.Iface, Prefix: d.IfacePrefix}
+}
+
+// ifNotLocal matches all other traffic (`!=` of ifLocal).
+func (d localDetector) ifNotLocal() nft.Expr {
+	if d.CIDR.IsValid() {
+		return nft.AddrMatch{Field: nft.FieldSaddr, Neq: true, Prefix: d.CIDR}
+	}
+	return nft.IifnameMatch{Name: d.Iface, Prefix: d.IfacePrefix, Neq: true}
 }
 
 var (
@@ -94,8 +126,8 @@ func renderMain(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 		nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.Reject{TCPReset: true}),
 		nft.R(nft.Reject{}))
 	regular(chainMasquerading,
-		nft.R(nft.MarkMatch{Mask: masqueradeMark, Value: 0}, nft.Verdict{Kind: nft.Return}),
-		nft.R(nft.SetMark{Op: nft.MarkXor, Value: masqueradeMark}),
+		nft.R(nft.MarkMatch{Mask: fc.Mark, Value: 0}, nft.Verdict{Kind: nft.Return}),
+		nft.R(nft.SetMark{Op: nft.MarkXor, Value: fc.Mark}),
 		nft.R(nft.Masquerade{FullyRandom: true}))
 	return t
 }
@@ -119,7 +151,7 @@ func renderShard(fc familyConfig, name string) *nft.Table {
 	chain(chainNatPrerouting, &nft.Hook{Type: "nat", Hook: "prerouting", Priority: -100}, nft.R(nft.JumpTo(chainServices)))
 	chain(chainNatOutput, &nft.Hook{Type: "nat", Hook: "output", Priority: -100}, nft.R(nft.JumpTo(chainServices)))
 	chain(chainMarkForMasquerade, nil,
-		nft.R(nft.SetMark{Op: nft.MarkOr, Value: masqueradeMark}))
+		nft.R(nft.SetMark{Op: nft.MarkOr, Value: fc.Mark}))
 	chain(chainServices, nil,
 		nft.R(nft.VMap{Fields: keyDaddrProtoPort, Map: mapServiceIPs}),
 		nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setNodePortIPs}, nft.VMap{Fields: keyProtoPort, Map: mapServiceNodePorts}))

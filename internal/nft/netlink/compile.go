@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
@@ -165,6 +166,14 @@ func compileExpr(out []expr.Any, f nft.Family, e nft.Expr) ([]expr.Any, error) {
 		return append(out,
 			&expr.Fib{Register: reg1, FlagSADDR: e.Saddr, FlagDADDR: !e.Saddr, ResultADDRTYPE: true},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(rtnLocal)}), nil
+	case nft.IifnameMatch:
+		data, err := ifnameData(e)
+		if err != nil {
+			return nil, err
+		}
+		return append(out,
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1},
+			&expr.Cmp{Op: cmpOp(e.Neq), Register: reg1, Data: data}), nil
 	case nft.MarkMatch:
 		return append(out,
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
@@ -241,6 +250,25 @@ func compileExpr(out []expr.Any, f nft.Family, e nft.Expr) ([]expr.Any, error) {
 		return append(out, &expr.Counter{}), nil
 	}
 	return nil, fmt.Errorf("unsupported expression %T", e)
+}
+
+// ifnameData is the comparison data of an interface name match, as nft
+// compiles it: an exact name is compared with its NUL padding to IFNAMSIZ
+// bytes; a prefix (`"veth*"`) only over its own bytes.
+func ifnameData(e nft.IifnameMatch) ([]byte, error) {
+	switch {
+	case len(e.Name) >= nft.IfNameSize:
+		return nil, fmt.Errorf("interface name %q longer than %d bytes", e.Name, nft.IfNameSize-1)
+	case strings.IndexByte(e.Name, 0) >= 0:
+		return nil, fmt.Errorf("interface name %q contains NUL", e.Name)
+	case e.Name == "":
+		return nil, fmt.Errorf("empty interface name") // nft refuses it too
+	case e.Prefix:
+		return []byte(e.Name), nil
+	}
+	b := make([]byte, nft.IfNameSize)
+	copy(b, e.Name)
+	return b, nil
 }
 
 // compileAddr compiles an address or prefix match. Like nft: a full-length

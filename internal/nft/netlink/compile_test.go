@@ -88,6 +88,14 @@ func TestCompileLikeNft(t *testing.T) {
 			&expr.Lookup{SourceRegister: 1, SetName: "s", Invert: true},
 		}},
 		{nft.IPv6, nft.Reject{}, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}}},
+		{nft.IPv4, nft.IifnameMatch{Name: "cbr0"}, []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Cmp{Register: 1, Data: []byte{'c', 'b', 'r', '0', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		}},
+		{nft.IPv6, nft.IifnameMatch{Name: "veth", Prefix: true, Neq: true}, []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte("veth")},
+		}},
 	} {
 		got, err := compileExpr(nil, tc.f, tc.e)
 		if err != nil {
@@ -111,6 +119,10 @@ func TestCompileRejects(t *testing.T) {
 		{nft.IPv4, nft.Verdict{Kind: nft.Jump}},
 		{nft.IPv4, nft.Lookup{Set: "s"}},
 		{nft.IPv4, nft.SetMark{Op: 9}},
+		{nft.IPv4, nft.IifnameMatch{}},
+		{nft.IPv4, nft.IifnameMatch{Prefix: true}},
+		{nft.IPv4, nft.IifnameMatch{Name: "abcdefghijklmnop"}},
+		{nft.IPv4, nft.IifnameMatch{Name: "a\x00b"}},
 	} {
 		if _, err := compileExpr(nil, tc.f, tc.e); err == nil {
 			t.Errorf("%#v compiled", tc.e)
@@ -130,6 +142,18 @@ func TestDecompileRefuses(t *testing.T) {
 	}
 	if _, err := decompile(nft.IPv4, good()); err != nil {
 		t.Fatalf("good rule refused: %v", err)
+	}
+	ifname := func(data []byte) []expr.Any {
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Register: 1, Data: data}}
+	}
+	for name, xs := range map[string][]expr.Any{
+		"iifname with bytes after its NUL": ifname([]byte{'e', 't', 'h', 0, 'x', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
+		"iifname NUL-terminated but short": ifname([]byte{'e', 't', 'h', 0}),
+		"iifname prefix of 16 bytes":       ifname([]byte("abcdefghijklmnop")),
+	} {
+		if got, err := decompile(nft.IPv4, xs); err == nil {
+			t.Errorf("%s: decompiled to %v", name, got)
+		}
 	}
 	for name, mutate := range map[string]func(xs []expr.Any) []expr.Any{
 		"other register": func(xs []expr.Any) []expr.Any { xs[1].(*expr.Cmp).Register = 2; return xs },

@@ -257,6 +257,9 @@ func (d *decoder) next() (nft.Expr, int) {
 		if m, ok := x.(*expr.Meta); ok && m.Key == expr.MetaKeyMARK && !m.SourceRegister {
 			return d.mark()
 		}
+		if m, ok := x.(*expr.Meta); ok && m.Key == expr.MetaKeyIIFNAME && !m.SourceRegister {
+			return d.iifname()
+		}
 		if e, n := d.prefix(); n > 0 {
 			return e, n
 		}
@@ -329,6 +332,23 @@ func (d *decoder) mark() (nft.Expr, int) {
 		}
 	}
 	return nil, 0
+}
+
+// iifname decodes `iifname "NAME"` (the name NUL-padded to IFNAMSIZ) and
+// `iifname "PREFIX*"` (the prefix's bytes alone, no NUL).
+func (d *decoder) iifname() (nft.Expr, int) {
+	c, ok := d.at(1).(*expr.Cmp)
+	if !ok || len(c.Data) == 0 || len(c.Data) > nft.IfNameSize || (c.Op != expr.CmpOpEq && c.Op != expr.CmpOpNeq) {
+		return nil, 0
+	}
+	neq := c.Op == expr.CmpOpNeq
+	if i := bytes.IndexByte(c.Data, 0); i >= 0 {
+		if len(c.Data) != nft.IfNameSize {
+			return nil, 0
+		}
+		return nft.IifnameMatch{Name: string(c.Data[:i]), Neq: neq}, 2
+	}
+	return nft.IifnameMatch{Name: string(c.Data), Prefix: true, Neq: neq}, 2
 }
 
 // prefix decodes an address match whose load is shorter than the address or

@@ -22,7 +22,7 @@ func TestReadForeignRules(t *testing.T) {
 	}
 	for _, r := range []string{
 		"ip ttl 5 drop",                        // a header field svcnet never matches
-		"iifname lo accept",                    // a meta key svcnet never loads
+		"oifname lo accept",                    // a meta key svcnet never loads
 		"th sport 1 th dport 2 accept",         // nft merges the two loads
 		"ip daddr { 1.2.3.4, 5.6.7.8 } accept", // an anonymous set
 		"log prefix x",                         // an expression svcnet never uses

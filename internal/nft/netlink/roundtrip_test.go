@@ -84,6 +84,7 @@ func everyExprTx(f nft.Family) *nft.Tx {
 	tx.AddRule("services", nft.R(nft.VMap{Fields: svcKey, Map: "service-ips"}))
 	tx.AddRule("services", nft.R(nft.FibLocal{}, nft.VMap{Fields: []nft.Field{nft.FieldL4Proto, nft.FieldDport}, Map: "nodeports"}))
 	tx.AddRule("svc", nft.R(nft.AddrMatch{Field: nft.FieldSaddr, Neq: true, Prefix: p("192.168.0.0/16", "fd00:192:168::/56")}, nft.JumpTo("mark-it")).WithComment("masquerade off-cluster traffic"))
+	tx.AddRule("svc", nft.R(nft.IifnameMatch{Name: "veth", Prefix: true, Neq: true}, nft.JumpTo("mark-it")).WithComment("masquerade traffic not from a pod veth"))
 	tx.AddRule("svc", nft.R(nft.Random{Mod: 2, Value: 0}, nft.GotoTo("ep0")))
 	tx.AddRule("svc", nft.R(nft.GotoTo("ep1")))
 	for i, ep := range []netip.Addr{a("192.168.1.10", "fd00:192:168:1::10"), a("192.168.2.10", "fd00:192:168:2::10")} {
@@ -100,6 +101,8 @@ func everyExprTx(f nft.Family) *nft.Tx {
 	tx.AddRule("misc", nft.R(nft.AddrMatch{Field: nft.FieldDaddr, Neq: true, Prefix: p("10.96.0.0/24", "fd00:96::/108")}, nft.ProtoMatch{Proto: nft.ProtoUDP}, nft.PortMatch{Field: nft.FieldDport, Port: 5353}))
 	tx.AddRule("misc", nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldSaddr}, Set: "sources"}, nft.Lookup{Fields: []nft.Field{nft.FieldSaddr, nft.FieldDaddr, nft.FieldSport}, Set: "pairs"}))
 	tx.AddRule("misc", nft.R(nft.ProtoMatch{Proto: nft.ProtoSCTP}, nft.AddrMatch{Field: nft.FieldSaddr, Prefix: p("0.0.0.0/0", "::/0")}, nft.AddrMatch{Field: nft.FieldSaddr, Prefix: p("128.0.0.0/1", "8000::/1")}))
+	tx.AddRule("misc", nft.R(nft.IifnameMatch{Name: "cbr0"}, nft.IifnameMatch{Name: "abcdefghijklmno", Neq: true}, nft.Verdict{Kind: nft.Accept}))
+	tx.AddRule("misc", nft.R(nft.IifnameMatch{Name: "cali", Prefix: true}, nft.Verdict{Kind: nft.Drop}))
 	tx.AddRule("misc", nft.R(nft.Verdict{Kind: nft.Return}))
 	k := func(addr string, proto uint8, port uint32) []nft.Value {
 		return []nft.Value{nft.A(netip.MustParseAddr(addr)), nft.N(uint32(proto)), nft.N(port)}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -55,6 +56,11 @@ func (w *walker) evalRule(h Hook, t *nft.Table, c *nft.Chain, i int) (outcome, e
 			}
 			if !w.isLocal(a) {
 				return noMatch(e, a.String()+" is not local"), nil
+			}
+		case nft.IifnameMatch:
+			name := w.iifname(h)
+			if ifnameMatches(e, name) == e.Neq {
+				return noMatch(e, fmt.Sprintf("iifname is %q", name)), nil
 			}
 		case nft.MarkMatch:
 			if (w.pkt.Mark&e.Mask == e.Value) == e.Neq {
@@ -266,4 +272,27 @@ func (w *walker) update(t *nft.Table, e nft.Update, s Step) error {
 	}
 	w.step(s)
 	return nil
+}
+
+// iifname is the input interface's name as `meta iifname` reads it at hook
+// h: none (empty) in output and postrouting, where netfilter passes no input
+// device; "lo" for a locally sent packet that came back in to a local
+// address; else the interface the packet arrived on.
+func (w *walker) iifname(h Hook) string {
+	switch {
+	case h == HookOutput || h == HookPostrouting:
+		return ""
+	case w.ctx.Path == PathOutput:
+		return "lo"
+	}
+	return w.ctx.InIface
+}
+
+// ifnameMatches reports whether name equals e.Name, or starts with it for a
+// prefix match.
+func ifnameMatches(e nft.IifnameMatch, name string) bool {
+	if e.Prefix {
+		return strings.HasPrefix(name, e.Name)
+	}
+	return name == e.Name
 }

@@ -151,6 +151,31 @@ func TestVerdicts(t *testing.T) {
 		chains: []*nft.Chain{base("b", "filter", "prerouting", 0, nft.R(nft.FibLocal{}, mark(1).Exprs[0]))},
 		want:   Accepted,
 	}, {
+		name: "iifname: exact, prefix and negated at prerouting and forward; none at postrouting",
+		chains: []*nft.Chain{
+			base("b", "filter", "prerouting", 0,
+				nft.R(nft.IifnameMatch{Name: "cali1234"}, mark(1).Exprs[0]),
+				nft.R(nft.IifnameMatch{Name: "cali"}, mark(2).Exprs[0]),
+				nft.R(nft.IifnameMatch{Name: "cali", Prefix: true}, mark(4).Exprs[0]),
+				nft.R(nft.IifnameMatch{Name: "cali", Prefix: true, Neq: true}, mark(8).Exprs[0])),
+			base("f", "filter", "forward", 0, nft.R(nft.IifnameMatch{Name: "cali1234"}, mark(16).Exprs[0])),
+			base("p", "filter", "postrouting", 0,
+				nft.R(nft.IifnameMatch{Name: "cali", Prefix: true}, mark(32).Exprs[0]),
+				nft.R(nft.IifnameMatch{Name: "cali", Prefix: true, Neq: true}, mark(64).Exprs[0])),
+		},
+		edit: func(_ *Packet, c *Context) { c.InIface = "cali1234" },
+		want: Accepted, mark: 1 | 4 | 16 | 64,
+	}, {
+		name: "iifname of a locally sent packet: none at output, lo once back in to a local address",
+		chains: []*nft.Chain{
+			base("o", "filter", "output", 0,
+				nft.R(nft.IifnameMatch{Name: "lo", Neq: true}, mark(1).Exprs[0]),
+				nft.R(nft.IifnameMatch{Name: "lo"}, mark(2).Exprs[0])),
+			base("i", "filter", "input", 0, nft.R(nft.IifnameMatch{Name: "lo"}, mark(4).Exprs[0])),
+		},
+		edit: func(p *Packet, c *Context) { c.Path, p.Dst = PathOutput, mustAP("127.0.0.1:80") },
+		want: Accepted, mark: 1 | 4,
+	}, {
 		name:   "reject with tcp reset",
 		chains: []*nft.Chain{base("b", "filter", "prerouting", 0, nft.R(nft.Reject{TCPReset: true}), mark(1))},
 		want:   Rejected, reject: RejectTCPReset,
@@ -252,6 +277,7 @@ func TestBadInput(t *testing.T) {
 			p.Family, p.Src, p.Dst = nft.IPv6, mustAP("[fd00::1]:5"), mustAP("[::ffff:10.0.0.2]:80")
 		}},
 		{"missing address", Context{Path: PathOutput}, func(p *Packet) { p.Src = netip.AddrPort{} }},
+		{"input interface of a locally sent packet", Context{Path: PathOutput, InIface: "eth0"}, func(*Packet) {}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := ok

@@ -95,6 +95,9 @@ func checkInput(ctx Context, p Packet) error {
 	if ctx.Path != PathPrerouting && ctx.Path != PathOutput {
 		return fmt.Errorf("context: path %s: %w", ctx.Path, ErrBadInput)
 	}
+	if ctx.Path == PathOutput && ctx.InIface != "" {
+		return fmt.Errorf("context: input interface %q on path %s (a locally sent packet has none): %w", ctx.InIface, ctx.Path, ErrBadInput)
+	}
 	if p.Family != nft.IPv4 && p.Family != nft.IPv6 {
 		return fmt.Errorf("packet: family %d: %w", p.Family, ErrBadInput)
 	}

@@ -62,6 +62,11 @@ type Context struct {
 	LocalAddrs []netip.Addr
 	// Path is where the packet is first seen.
 	Path Path
+	// InIface is the name of the interface a packet on PathPrerouting
+	// arrives on (what `iifname` matches in prerouting, forward and input).
+	// A packet on PathOutput has no input interface until it loops back to a
+	// local address, then "lo".
+	InIface string
 	// EgressAddr returns the address masquerade gives a packet leaving for
 	// dst (the address of the outgoing interface). When it is nil or returns
 	// an invalid address, masquerade drops the packet, as the kernel does when

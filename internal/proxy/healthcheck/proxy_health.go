@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svcnet/svcnet/internal/httpserve"
+	"github.com/svcnet/svcnet/internal/model"
 )
 
 const (
@@ -187,18 +188,12 @@ func (hs *ProxyHealthServer) NodeEligible() bool {
 }
 
 // NodeEligible reports whether node may receive load-balanced traffic, as
-// kube-proxy decides it: the node is known, not being deleted, and not tainted
-// ToBeDeletedByClusterAutoscaler.
-func NodeEligible(node *v1.Node) bool {
-	if node == nil || !node.DeletionTimestamp.IsZero() {
-		return false
-	}
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == ToBeDeletedTaint {
-			return false
-		}
-	}
-	return true
+// kube-proxy decides it for /healthz: the node is known (nil, not yet or no
+// longer seen, is not eligible), has no deletion timestamp, and is not tainted
+// ToBeDeletedByClusterAutoscaler. External load balancers that probe /healthz
+// thus drain a node before it goes away.
+func NodeEligible(node *model.Node) bool {
+	return node != nil && !node.Terminating && !node.HasTaint(ToBeDeletedTaint)
 }
 
 // Handler returns the /healthz and /livez handlers (what Run serves).

@@ -12,8 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/svcnet/svcnet/internal/model"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -209,17 +210,16 @@ func TestHealthzNodeEligibility(t *testing.T) {
 }
 
 func TestNodeEligible(t *testing.T) {
-	now := metav1.NewTime(t0)
 	for _, tc := range []struct {
 		name string
-		node *v1.Node
+		node *model.Node
 		want bool
 	}{
 		{"unknown node", nil, false},
-		{"plain node", &v1.Node{}, true},
-		{"other taint", &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "other"}}}}, true},
-		{"autoscaler deletion taint", &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "other"}, {Key: ToBeDeletedTaint}}}}, false},
-		{"being deleted", &v1.Node{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, false},
+		{"plain node", &model.Node{Name: "node1"}, true},
+		{"other taints", &model.Node{Name: "node1", TaintKeys: []string{"node.kubernetes.io/unschedulable", "ToBeDeleted"}}, true},
+		{"autoscaler deletion taint", &model.Node{Name: "node1", TaintKeys: []string{"other", ToBeDeletedTaint}}, false},
+		{"being deleted", &model.Node{Name: "node1", Terminating: true}, false},
 	} {
 		if got := NodeEligible(tc.node); got != tc.want {
 			t.Errorf("%s: NodeEligible = %v, want %v", tc.name, got, tc.want)

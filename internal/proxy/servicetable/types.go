@@ -28,11 +28,38 @@ type NodeConfig struct {
 	// invalid, unspecified and multicast ones; the rest are unmapped, sorted
 	// and deduplicated (Table.Node holds the cleaned list).
 	NodePortAddresses []netip.Addr
-	// ClusterCIDRs detect pod-originated traffic (--cluster-cidr). Traffic to a
-	// ClusterIP from outside them is masqueraded; empty means no detection.
+	// ClusterCIDRs detect pod-originated traffic by its source address, at
+	// most one prefix per family (kube-proxy's --detect-local-mode
+	// ClusterCIDR with --cluster-cidr, or NodeCIDR with the Node's
+	// spec.podCIDRs). Traffic to a ClusterIP from outside them is
+	// masqueraded; externalTrafficPolicy Local short-circuits traffic from
+	// inside them. A family with neither a prefix nor PodInterface has no
+	// detection.
 	ClusterCIDRs []netip.Prefix
+	// PodInterface detects pod-originated traffic by the name of the
+	// interface it arrives on instead, in every family (--detect-local-mode
+	// BridgeInterface: the pods' bridge, --pod-bridge-interface; with
+	// PodInterfacePrefix, InterfaceNamePrefix: any interface whose name
+	// starts with it, --pod-interface-name-prefix). Set only when
+	// ClusterCIDRs is empty.
+	PodInterface       string
+	PodInterfacePrefix bool
 	// MasqueradeAll masquerades all traffic to ClusterIPs (--masquerade-all).
 	MasqueradeAll bool
+	// MasqueradeMark is the packet mark bit that asks for SNAT in
+	// postrouting (--masquerade-bit B: 1<<B); 0 means DefaultMasqueradeMark.
+	MasqueradeMark uint32
+}
+
+// DefaultMasqueradeMark is kube-proxy's: masqueradeBit 14.
+const DefaultMasqueradeMark = 1 << 14
+
+// Mark returns the masquerade mark in effect: MasqueradeMark, or the default.
+func (n NodeConfig) Mark() uint32 {
+	if n.MasqueradeMark == 0 {
+		return DefaultMasqueradeMark
+	}
+	return n.MasqueradeMark
 }
 
 // Family is an IP family of the table.

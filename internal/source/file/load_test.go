@@ -188,3 +188,36 @@ func TestReadOnlyAndStatePath(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeDeletionState: a Node's taints and deletion timestamp in a
+// manifest reach the model (svcnet proxy's /healthz reads them).
+func TestNodeDeletionState(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "nodes.yaml"), `apiVersion: v1
+kind: Node
+metadata: {name: node1}
+spec:
+  taints: [{key: ToBeDeletedByClusterAutoscaler, value: "1700000000", effect: NoSchedule}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node2, deletionTimestamp: "2026-11-21T08:00:00Z", finalizers: [example.com/hold]}
+`)
+	l, err := Load(Options{Path: dir, Now: testNow})
+	if err != nil || len(l.Errors) != 0 {
+		t.Fatalf("load: %v %v", err, l.Errors)
+	}
+	got := map[string]string{}
+	for _, n := range l.Nodes {
+		got[n.Name] = fmt.Sprintf("taints %q terminating %v", n.TaintKeys, n.Terminating)
+	}
+	want := map[string]string{
+		"node1": `taints ["ToBeDeletedByClusterAutoscaler"] terminating false`,
+		"node2": `taints [] terminating true`,
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: %s, want %s", name, got[name], w)
+		}
+	}
+}
