@@ -1,0 +1,147 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// supervision names the process the lab starts for argv: its supervisor (see
+// Supervise), for pod's containers, with readiness probes and, for a node's
+// Service proxy, the node whose Ready condition follows them.
+type supervision struct {
+	pod       *corev1.Pod
+	readiness []string
+	node      string
+	argv      []string
+}
+
+// supervisorArgv is the supervisor's command line: `svcnet lab supervise`,
+// its flags, `--`, and the child's argv.
+func (l *Lab) supervisorArgv(s supervision) []string {
+	argv := []string{l.info.Binary, "lab", "supervise", "--name", l.names.Lab, "--pod", s.pod.Namespace + "/" + s.pod.Name}
+	if kc, ok := l.cluster.(*kubeCluster); ok {
+		argv = append(argv, "--kubeconfig", kc.c.Kubeconfig)
+	}
+	for _, r := range s.readiness {
+		argv = append(argv, "--readiness", r)
+	}
+	if s.node != "" {
+		argv = append(argv, "--node", s.node)
+	}
+	return append(append(argv, "--"), s.argv...)
+}
+
+// startSupervised starts s's supervisor in ns as a daemon of the lab (its
+// output and its child's to logPath) and returns the supervisor's pid.
+func (l *Lab) startSupervised(ns *netns.NS, logPath string, s supervision) (int, error) {
+	return startDaemon(ns, logPath, l.supervisorArgv(s)...)
+}
+
+// isSupervisor reports whether argv is a supervisor's, and for which Pod
+// (NAMESPACE/NAME).
+func isSupervisor(argv []string) (pod string, ok bool) {
+	if len(argv) < 3 || argv[1] != "lab" || argv[2] != "supervise" {
+		return "", false
+	}
+	for i, a := range argv {
+		if a == "--" {
+			break
+		}
+		if a == "--pod" && i+1 < len(argv) {
+			return argv[i+1], true
+		}
+	}
+	return "", true
+}
+
+// supervisorsIn returns the supervisors running in the named namespace, by
+// the Pod each reports (NAMESPACE/NAME).
+func supervisorsIn(nsName string) (map[string]int, error) {
+	pids, err := netns.PidsIn(netns.RunDir + "/" + nsName)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, p := range pids {
+		if pod, ok := isSupervisor(cmdline(p)); ok && alive(p) {
+			out[pod] = p
+		}
+	}
+	return out, nil
+}
+
+// childOf returns the live child of pid (the supervised process of a
+// supervisor), or 0 when it has none.
+func childOf(pid int) int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var kids []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil && alive(c) {
+				kids = append(kids, c)
+			}
+		}
+	}
+	if len(kids) == 0 {
+		return 0
+	}
+	return slices.Min(kids)
+}
+
+// childWatch tells whether the process a supervisor started first has ended:
+// the child it sees first is no longer its child (the supervisor has
+// restarted it, or waits to), or the supervisor itself is gone. A lab command
+// waiting for a process it just started fails at once, with its log, when
+// the process exits, as it did before processes were supervised.
+type childWatch struct{ sup, first int }
+
+func (w *childWatch) ended() bool {
+	if !alive(w.sup) {
+		return true
+	}
+	c := childOf(w.sup)
+	if w.first == 0 {
+		w.first = c
+		return false
+	}
+	return c != w.first
+}
+
+// SupervisedPid returns the pid of the process the lab runs as Pod
+// namespace/name's containers (a pod's server, or one of the lab's agents:
+// see AgentPods), found through its supervisor, or 0 when its supervisor runs
+// but no child does (it waits to restart it). It is an error when no
+// supervisor of the Pod runs.
+func (l *Lab) SupervisedPid(namespace, name string) (int, error) {
+	sup, err := l.SupervisorPid(namespace, name)
+	if err != nil {
+		return 0, err
+	}
+	return childOf(sup), nil
+}
+
+// SupervisorPid returns the pid of the supervisor of Pod namespace/name.
+func (l *Lab) SupervisorPid(namespace, name string) (int, error) {
+	nsName := l.processNamespace(namespace, name)
+	sups, err := supervisorsIn(nsName)
+	if err != nil {
+		return 0, fmt.Errorf("Pod %s/%s: %w", namespace, name, err)
+	}
+	p, ok := sups[namespace+"/"+name]
+	if !ok {
+		return 0, fmt.Errorf("Pod %s/%s: no supervisor runs in %s", namespace, name, nsName)
+	}
+	return p, nil
+}
