@@ -38,14 +38,19 @@ const (
 	lbControllerReady = 30 * time.Second
 )
 
-// agentPod is the Pod of one agent running argv (node "" for the control
-// plane's namespace).
-func agentPod(name, container, image, node string, argv []string) *corev1.Pod {
+// agentPod is the Pod of one agent (what, for messages) running argv, on node
+// ("" for the control plane's namespace). Its k8s-app label is its name
+// without the node, as kubeadm labels kube-proxy's Pods.
+func agentPod(name, what, container, image, node string, argv []string) *corev1.Pod {
+	app := name
+	if node != "" {
+		app = strings.TrimSuffix(name, "-"+node)
+	}
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem,
-			Labels:      map[string]string{"k8s-app": container},
-			Annotations: map[string]string{AgentAnnotation: container}},
+			Labels:      map[string]string{"k8s-app": app},
+			Annotations: map[string]string{AgentAnnotation: what}},
 		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true,
 			Containers: []corev1.Container{{Name: container, Image: image, Command: argv}}},
 	}
@@ -63,7 +68,7 @@ func nodeAgentPod(i int, a agent) *corev1.Pod {
 	if agentKind(a.argv, NodeName(i)) == kubeProxyBinary {
 		container, image = kubeProxyBinary, kubeProxyBinary
 	}
-	return agentPod(container+"-"+NodeName(i), container, image, NodeName(i), a.argv)
+	return agentPod(container+"-"+NodeName(i), a.what, container, image, NodeName(i), a.argv)
 }
 
 // processNamespace is the namespace that Pod namespace/name's process runs
@@ -146,7 +151,7 @@ func (l *Lab) removeNodeAgentPods(ctx context.Context, i int) error {
 // stops its child; any child left is stopped after), and checks that none is
 // left.
 func (l *Lab) stopNodeAgents(i int) error {
-	for range 3 {
+	for round := 0; ; round++ {
 		sups, err := supervisorsIn(l.names.Node(i))
 		if err != nil {
 			return fmt.Errorf("node %s: %w", NodeName(i), err)
@@ -155,17 +160,19 @@ func (l *Lab) stopNodeAgents(i int) error {
 		if err != nil {
 			return err
 		}
-		for _, p := range sups {
-			pids = append(pids, p)
+		for _, s := range sups {
+			pids = append(pids, s.pid)
 		}
 		if len(pids) == 0 {
 			return nil
+		}
+		if round == stopRounds {
+			return fmt.Errorf("node %s: agents %v still running after %d stops", NodeName(i), pids, stopRounds)
 		}
 		if err := stopPids(pids, agentStopGrace); err != nil {
 			return fmt.Errorf("node %s: stop agents: %w", NodeName(i), err)
 		}
 	}
-	return fmt.Errorf("node %s: agents still running after three stops", NodeName(i))
 }
 
 // startLBController starts `svcnet lb controller` (argv), supervised, in the
@@ -173,7 +180,7 @@ func (l *Lab) stopNodeAgents(i int) error {
 // and posts it running once its /healthz answers (bounded by
 // lbControllerReady).
 func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string) error {
-	pod := agentPod(LBControllerPod, "controller", svcnetImage, "", argv)
+	pod := agentPod(LBControllerPod, "svcnet lb controller", "controller", svcnetImage, "", argv)
 	if err := l.recordAgentPod(ctx, pod); err != nil {
 		return err
 	}

@@ -66,12 +66,12 @@ func (l *Lab) Proxy() string {
 }
 
 // SetProxy replaces every node's Service proxy by proxy, keeping everything
-// else (control plane, pods, Services): it stops the nodes' agents (and
-// their supervisors) and removes their Pods, removes
-// the old proxy's rules (svcnet proxy --cleanup, or kube-proxy --cleanup),
-// checks that no rule of it is left, then starts the new agents and waits
-// until they have synced. Same proxy: nothing is done. On failure the lab may
-// be left without a proxy; SetProxy again, or Down.
+// else (control plane, pods, Services): it stops the nodes' agents and their
+// supervisors, removes their Pods and the old proxy's rules (svcnet proxy
+// --cleanup, or kube-proxy --cleanup), checks that no rule of it is left,
+// then starts the new agents and waits until they have synced. Same proxy:
+// nothing is done. On failure the lab may be left without a proxy; SetProxy
+// again, or Down.
 func (l *Lab) SetProxy(ctx context.Context, proxy string) error {
 	if err := checkProxy(l.names.Lab, proxy, l.info.ControlPlane); err != nil {
 		return err

@@ -62,26 +62,36 @@ func isSupervisor(argv []string) (pod string, ok bool) {
 	return "", true
 }
 
-// supervisorsIn returns the supervisors running in the named namespace, by
-// the Pod each reports (NAMESPACE/NAME).
-func supervisorsIn(nsName string) (map[string]int, error) {
+// supervisorProc is a running supervisor: its pid and the Pod it reports
+// (NAMESPACE/NAME).
+type supervisorProc struct {
+	pid int
+	pod string
+}
+
+// supervisorsIn returns the supervisors running in the named namespace.
+func supervisorsIn(nsName string) ([]supervisorProc, error) {
 	pids, err := netns.PidsIn(netns.RunDir + "/" + nsName)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	var out []supervisorProc
 	for _, p := range pids {
 		if pod, ok := isSupervisor(cmdline(p)); ok && alive(p) {
-			out[pod] = p
+			out = append(out, supervisorProc{pid: p, pod: pod})
 		}
 	}
 	return out, nil
 }
 
 // childOf returns the live child of pid (the supervised process of a
-// supervisor), or 0 when it has none.
+// supervisor), or 0 when it has none. A child that has not exec'd (its
+// command line is still pid's) is not counted: it is one about to become the
+// child, or the one Go's runtime forks once to check that clone can return a
+// pidfd, which exits at once.
 func childOf(pid int) int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	self := cmdline(pid)
 	var kids []int
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
@@ -89,7 +99,7 @@ func childOf(pid int) int {
 			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil && alive(c) {
+			if c, err := strconv.Atoi(f); err == nil && alive(c) && !slices.Equal(cmdline(c), self) {
 				kids = append(kids, c)
 			}
 		}
@@ -139,9 +149,10 @@ func (l *Lab) SupervisorPid(namespace, name string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("Pod %s/%s: %w", namespace, name, err)
 	}
-	p, ok := sups[namespace+"/"+name]
-	if !ok {
-		return 0, fmt.Errorf("Pod %s/%s: no supervisor runs in %s", namespace, name, nsName)
+	for _, s := range sups {
+		if s.pod == namespace+"/"+name {
+			return s.pid, nil
+		}
 	}
-	return p, nil
+	return 0, fmt.Errorf("Pod %s/%s: no supervisor runs in %s", namespace, name, nsName)
 }

@@ -40,7 +40,7 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	argv := []string{"sleep", "60"}
-	pod := agentPod("test-agent", "agent", svcnetImage, NodeName(1), argv)
+	pod := agentPod("test-agent", "test agent", "agent", svcnetImage, NodeName(1), argv)
 	if err := fc.CreatePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
