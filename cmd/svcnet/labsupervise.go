@@ -34,5 +34,6 @@ func labSuperviseCommand(name *string) *cobra.Command {
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kube control plane: post statuses through this kubeconfig (default: the lab's file control plane)")
 	f.StringArrayVar(&o.Readiness, "readiness", nil, "readiness probe, http://HOST:PORT/PATH or tcp://HOST:PORT (repeatable)")
 	f.StringVar(&o.Node, "node", "", "post this Node's Ready condition from the readiness probes")
+	f.StringVar(&o.StateFile, "state-file", "", "keep the command's pid and its start and exit counts in this file (JSON), for lab commands")
 	return cmd
 }

@@ -191,7 +191,7 @@ func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string
 		return err
 	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(cp)}, Timeout: 2 * time.Second}
-	w := childWatch{sup: sup}
+	w := newChildWatch(sup, log)
 	deadline := time.Now().Add(lbControllerReady)
 	for {
 		if w.ended() {

@@ -88,7 +88,7 @@ func (l *Lab) StartProxy(ctx context.Context, i int) error {
 	sv := l.agents(i)[0]
 	pod := nodeAgentPod(i, sv)
 	if sup, err := l.SupervisorPid(pod.Namespace, pod.Name); err == nil {
-		return l.waitAgent(ctx, i, sv, sup)
+		return l.waitAgent(ctx, i, sv, newChildWatch(sup, sv.log).fromNow())
 	}
 	pid, err := l.ProxyPid(i)
 	if err != nil {
@@ -103,7 +103,7 @@ func (l *Lab) StartProxy(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	if err := l.waitAgent(ctx, i, sv, pids[0]); err != nil {
+	if err := l.waitAgent(ctx, i, sv, newChildWatch(pids[0], sv.log)); err != nil {
 		return err
 	}
 	return l.agentRunning(ctx, pod, NodeAddr(i))

@@ -141,12 +141,13 @@ func (l *Lab) startAgents(ctx context.Context, i int, agents []agent) ([]int, er
 	return pids, nil
 }
 
-// waitAgent waits until node i's agent a (supervised by sup) has synced:
-// its /healthz answers 200 with the status of at least one IP family (svcnet
-// proxy reports a family once it has synced it), and with a.metricsAddr its
-// metrics show a completed sync of IPv4. It fails at once, with the end of
-// the agent's log, if the agent exits, and after a.readyTimeout.
-func (l *Lab) waitAgent(ctx context.Context, i int, a agent, sup int) error {
+// waitAgent waits until node i's agent a (its supervisor watched by w) has
+// synced: its /healthz answers 200 with the status of at least one IP family
+// (svcnet proxy reports a family once it has synced it), and with
+// a.metricsAddr its metrics show a completed sync of IPv4. It fails at once,
+// with the end of the agent's log, if the agent exits, and after
+// a.readyTimeout.
+func (l *Lab) waitAgent(ctx context.Context, i int, a agent, w *childWatch) error {
 	ns, err := netns.Open(l.names.Node(i))
 	if err != nil {
 		return err
@@ -156,7 +157,6 @@ func (l *Lab) waitAgent(ctx context.Context, i int, a agent, sup int) error {
 	url := fmt.Sprintf("http://%s:%d/healthz", NodeAddr(i), a.healthzPort)
 	deadline := time.Now().Add(a.readyTimeout)
 	var last error
-	w := childWatch{sup: sup}
 	for time.Now().Before(deadline) {
 		if w.ended() {
 			return fmt.Errorf("node %s: %s exited:\n%s", NodeName(i), a.what, logTail(a.log, 10))

@@ -43,7 +43,7 @@ func (l *Lab) waitPodReady(ctx context.Context, ns *netns.NS, pod *corev1.Pod, i
 	if !isDNSPod(pod) {
 		return nil
 	}
-	w := childWatch{sup: sup}
+	w := newChildWatch(sup, logPath)
 	gone := func() error {
 		if w.ended() {
 			return fmt.Errorf("svcnet dns exited:\n%s", logTail(logPath, 10))

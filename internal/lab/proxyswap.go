@@ -46,7 +46,7 @@ func (l *Lab) startNodes(ctx context.Context, progress func(string, ...any)) err
 	}
 	for i := 1; i <= l.info.Nodes; i++ {
 		for k, a := range all[i] {
-			if err := l.waitAgent(ctx, i, a, pids[i][k]); err != nil {
+			if err := l.waitAgent(ctx, i, a, newChildWatch(pids[i][k], a.log)); err != nil {
 				return err
 			}
 			if err := l.agentRunning(ctx, nodeAgentPod(i, a), NodeAddr(i)); err != nil {

@@ -20,6 +20,7 @@ type supervision struct {
 	pod       *corev1.Pod
 	readiness []string
 	node      string
+	stateFile string
 	argv      []string
 }
 
@@ -36,12 +37,17 @@ func (l *Lab) supervisorArgv(s supervision) []string {
 	if s.node != "" {
 		argv = append(argv, "--node", s.node)
 	}
+	if s.stateFile != "" {
+		argv = append(argv, "--state-file", s.stateFile)
+	}
 	return append(append(argv, "--"), s.argv...)
 }
 
 // startSupervised starts s's supervisor in ns as a daemon of the lab (its
-// output and its child's to logPath) and returns the supervisor's pid.
+// output and its child's to logPath, its state file beside) and returns the
+// supervisor's pid.
 func (l *Lab) startSupervised(ns *netns.NS, logPath string, s supervision) (int, error) {
+	s.stateFile = supervisorStateFile(logPath)
 	return startDaemon(ns, logPath, l.supervisorArgv(s)...)
 }
 
@@ -110,23 +116,39 @@ func childOf(pid int) int {
 	return slices.Min(kids)
 }
 
-// childWatch tells whether the process a supervisor started first has ended:
-// the child it sees first is no longer its child (the supervisor has
-// restarted it, or waits to), or the supervisor itself is gone. A lab command
-// waiting for a process it just started fails at once, with its log, when
-// the process exits, as it did before processes were supervised.
-type childWatch struct{ sup, first int }
+// childWatch tells whether a supervised process has ended since the watch
+// began: its supervisor counted more exits in its state file (see
+// supervisorState) than when the watch began, or the supervisor itself is
+// gone. A lab command waiting for a process it just started fails at once,
+// with its log, when the process exits, as it did before processes were
+// supervised.
+type childWatch struct {
+	sup   int
+	state string // the supervisor's state file
+	base  int    // exits counted when the watch began
+}
+
+// newChildWatch watches the supervisor sup just started (no exit counted yet),
+// whose output goes to logPath.
+func newChildWatch(sup int, logPath string) *childWatch {
+	return &childWatch{sup: sup, state: supervisorStateFile(logPath)}
+}
+
+// fromNow makes w count only the exits after now, for a supervisor that has
+// run for a while.
+func (w *childWatch) fromNow() *childWatch {
+	if st, err := readSupervisorState(w.state); err == nil {
+		w.base = st.Exits
+	}
+	return w
+}
 
 func (w *childWatch) ended() bool {
 	if !alive(w.sup) {
 		return true
 	}
-	c := childOf(w.sup)
-	if w.first == 0 {
-		w.first = c
-		return false
-	}
-	return c != w.first
+	st, err := readSupervisorState(w.state)
+	return err == nil && st.Exits > w.base // written atomically: a read error is a race with nothing
 }
 
 // SupervisedPid returns the pid of the process the lab runs as Pod

@@ -2,8 +2,10 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -72,8 +74,41 @@ type SuperviseOptions struct {
 	Readiness []string
 	// Node, with Readiness, is the Node whose Ready condition follows them.
 	Node string
+	// StateFile, when set, is where the supervisor keeps its child's state
+	// for lab commands on this machine (see supervisorState).
+	StateFile string
 	// Argv is the child's command line.
 	Argv []string
+}
+
+// supervisorState is what a supervisor tells lab commands of its child, in
+// its state file, as a container runtime reports a container: the child's
+// pid (0 when none runs) and how many times a child started and ended. A lab
+// command waiting for a process it started fails as soon as Exits grows.
+type supervisorState struct {
+	PID    int `json:"pid"`
+	Starts int `json:"starts"`
+	Exits  int `json:"exits"`
+}
+
+// supervisorStateFile is the state file of the supervisor whose output goes
+// to logPath.
+func supervisorStateFile(logPath string) string { return logPath + ".state" }
+
+// readSupervisorState reads a state file; a missing one is the zero state.
+func readSupervisorState(path string) (supervisorState, error) {
+	var st supervisorState
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
 }
 
 // Supervise runs o.Argv as the supervised child of o.Pod until ctx ends (see
@@ -109,7 +144,7 @@ func Supervise(ctx context.Context, o SuperviseOptions, log klog.Logger) error {
 		}
 		sink = kubeStatus{client: client}
 	}
-	s := &supervisor{probes: probes, node: o.Node, started: make(chan struct{}, 1),
+	s := &supervisor{probes: probes, node: o.Node, started: make(chan struct{}, 1), stateFile: o.StateFile,
 		w: newStatusWriter(n, sink, namespace, name, o.Node, log), log: log}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -127,20 +162,23 @@ func Supervise(ctx context.Context, o SuperviseOptions, log klog.Logger) error {
 // supervisor is one running Supervise: the child's status, shared by the
 // restart loop's events and the prober, and the writer that posts it.
 type supervisor struct {
-	probes  []supervise.Probe
-	node    string
-	started chan struct{} // a new child runs (not the first)
-	w       *statusWriter
-	log     klog.Logger
+	probes    []supervise.Probe
+	node      string
+	started   chan struct{} // a new child runs (not the first)
+	stateFile string
+	w         *statusWriter
+	log       klog.Logger
 
-	mu sync.Mutex
-	st childStatus
+	mu    sync.Mutex
+	st    childStatus
+	local supervisorState
 }
 
 // event records an event of the child and queues the Pod's new status. The
 // first start is not posted: the lab command that started the supervisor
 // posts the Pod running and ready once it has checked that it serves.
 func (s *supervisor) event(e supervise.Event) {
+	s.writeState(e)
 	s.mu.Lock()
 	first := e.Kind == supervise.Started && s.st.StartedAt.IsZero()
 	s.st.observe(e, len(s.probes) > 0)
@@ -157,6 +195,31 @@ func (s *supervisor) event(e supervise.Event) {
 		case s.started <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// writeState records a start or an end of the child in the state file,
+// before anything else learns of it.
+func (s *supervisor) writeState(e supervise.Event) {
+	switch e.Kind {
+	case supervise.Started:
+		s.local.PID = e.PID
+		s.local.Starts++
+	case supervise.Exited:
+		s.local.PID = 0
+		s.local.Exits++
+	default:
+		return
+	}
+	if s.stateFile == "" {
+		return
+	}
+	b, err := json.Marshal(s.local)
+	if err == nil {
+		err = writeFileAtomic(s.stateFile, b)
+	}
+	if err != nil {
+		s.log.Error(err, "writing the state file", "path", s.stateFile)
 	}
 }
 

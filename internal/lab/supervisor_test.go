@@ -58,11 +58,13 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	}))
 	defer srv.Close()
 
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	watch := newChildWatch(os.Getpid(), logPath) // this process is the supervisor
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- Supervise(sctx, SuperviseOptions{Lab: n.Lab, Pod: "kube-system/test-agent", Readiness: []string{srv.URL + "/healthz"},
-			Node: NodeName(1), Argv: argv}, klog.Background())
+			Node: NodeName(1), StateFile: supervisorStateFile(logPath), Argv: argv}, klog.Background())
 	}()
 	stopped := false
 	stopSupervisor := func() {
@@ -83,6 +85,10 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	defer stopSupervisor()
 
 	child := waitValue(t, "the child", 5*time.Second, func() int { return childOf(os.Getpid()) })
+	waitState(t, logPath, supervisorState{PID: child, Starts: 1})
+	if watch.ended() {
+		t.Fatal("the watch of a running child says it ended")
+	}
 
 	// 1. Killed while a lab command holds the lock.
 	unlock, err := lock(n)
@@ -101,6 +107,13 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 		return 0
 	})
 	took := time.Since(killed)
+	waitState(t, logPath, supervisorState{PID: again, Starts: 2, Exits: 1})
+	if !watch.ended() {
+		t.Error("the watch of a killed child does not say it ended")
+	}
+	if newChildWatch(os.Getpid(), logPath).fromNow().ended() {
+		t.Error("a watch begun after the kill says the child ended")
+	}
 	time.Sleep(300 * time.Millisecond)
 	held := restartCount(t, fc)
 	unlock()
@@ -165,6 +178,16 @@ func waitValue(t *testing.T, what string, limit time.Duration, fn func() int, ex
 	}
 	t.Fatalf("%s: not within %v%s", what, limit, more)
 	return 0
+}
+
+// waitState waits up to 5 s for the supervisor's state file to say want.
+func waitState(t *testing.T, logPath string, want supervisorState) {
+	t.Helper()
+	var st supervisorState
+	waitValue(t, fmt.Sprintf("state %+v", want), 5*time.Second, func() int {
+		st, _ = readSupervisorState(supervisorStateFile(logPath))
+		return boolInt(st == want)
+	}, func() string { return fmt.Sprintf("state %+v", st) })
 }
 
 func boolInt(b bool) int {
