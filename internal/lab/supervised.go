@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,10 +46,14 @@ func (l *Lab) supervisorArgv(s supervision) []string {
 }
 
 // startSupervised starts s's supervisor in ns as a daemon of the lab (its
-// output and its child's to logPath, its state file beside) and returns the
-// supervisor's pid.
+// output and its child's to logPath, its state file beside, which starts
+// empty: one a supervisor of the same process left is removed first) and
+// returns the supervisor's pid.
 func (l *Lab) startSupervised(ns *netns.NS, logPath string, s supervision) (int, error) {
 	s.stateFile = supervisorStateFile(logPath)
+	if err := os.Remove(s.stateFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("start %s in %s: %w", s.argv[0], ns.Name(), err)
+	}
 	return startDaemon(ns, logPath, l.supervisorArgv(s)...)
 }
 
