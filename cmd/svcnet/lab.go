@@ -30,7 +30,8 @@ echo. Nothing is created in the host's network namespace. Needs root.`,
 	}
 	cmd.PersistentFlags().StringVar(&name, "name", "svcnet", "the lab's name; labs of different names stand side by side")
 	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name),
-		labExecCommand(&name), labCurlCommand(&name), labTraceCommand(&name), labDownCommand(&name))
+		labExecCommand(&name), labCurlCommand(&name), labTraceCommand(&name), labDownCommand(&name),
+		labSuperviseCommand(&name))
 	return cmd
 }
 

@@ -7,6 +7,15 @@
 // Service kube-system/kube-dns at 10.96.0.10, which every pod's resolv.conf names
 // (see dns.go).
 //
+// Supervision (supervisor.go): every process the lab runs is the child of a
+// supervisor of its own, `svcnet lab supervise`, in the same namespace, which
+// plays the kubelet for it: it restarts the process when it exits (at once,
+// then with the kubelet's CrashLoopBackOff, capped at 10 s), probes its
+// readiness, and posts its Pod's status (RESTARTS in `lab get pods`). The
+// processes that are no pod's server run as Pods of kube-system
+// (agentpods.go: svcnet-proxy-nodeN, kube-proxy-nodeN, svcnet-lb-controller),
+// and a node is Ready while its Service proxy's /healthz passes.
+//
 // Node proxy (Options.Proxy, `lab up --proxy`): svcnet proxy by default. On the
 // kube control plane the nodes can run upstream kube-proxy instead, in nftables
 // or iptables mode (from $SVCNET_K8S_BIN), with `svcnet proxy --data-plane none`
@@ -36,10 +45,12 @@
 // hash where a 253-byte Pod name would not fit.
 //
 // Contract: nothing is created in the host's network namespace (no interface,
-// address, route, rule or nftables table); every lab process runs inside a lab
-// namespace. Down removes everything the lab made, found from the names above and
-// the processes living in those namespaces, so it also works after the lab's CLI or
-// processes were killed (kill -9) half way. Up over a leftover lab of the same name
+// address, route, rule or nftables table); every lab process, supervisors
+// included, runs inside a lab namespace. Down removes everything the lab made,
+// found from the names above and the processes living in those namespaces, so
+// it also works after the lab's CLI or processes (supervisors included) were
+// killed (kill -9) half way; a supervisor stops its child when it is stopped,
+// and Down looks at a namespace again until no process is left in it. Up over a leftover lab of the same name
 // removes it first. Lab commands on one lab are serialised by a file lock.
 //
 // No lab command sends a packet outside the lab: every connection a lab

@@ -206,7 +206,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			return nil, err
 		}
 		progress("control plane: svcnet lb controller in %s", n.Control())
-		if err := kc.installLB(ctx, n, o.Binary); err != nil {
+		if err := l.installLB(ctx, kc); err != nil {
 			return nil, fmt.Errorf("lab %s: svcnet lb: %w", n.Lab, err)
 		}
 	} else {

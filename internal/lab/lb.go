@@ -61,7 +61,8 @@ func (l *Lab) ProxyPid(i int) (int, error) {
 }
 
 // KillProxy sends sig to node i's svcnet proxy and waits (up to 5 s) until it is
-// gone. The node's kernel state (nftables, routes) stays, as after a crash.
+// gone. The node's kernel state (nftables, routes) stays, as after a crash;
+// its supervisor starts it again (see Supervise).
 func (l *Lab) KillProxy(i int, sig syscall.Signal) error {
 	pid, err := l.ProxyPid(i)
 	if err != nil || pid == 0 {
@@ -76,21 +77,36 @@ func (l *Lab) KillProxy(i int, sig syscall.Signal) error {
 	return nil
 }
 
-// StartProxy starts node i's svcnet proxy (when none runs) and waits until it
-// has synced. Beside kube-proxy that is the one of the pod routes and speaker.
+// StartProxy waits until node i's svcnet proxy runs and has synced, starting
+// it (supervised) when no supervisor of it runs: its supervisor restarts it
+// after a kill, but not after the supervisor itself was killed. Beside
+// kube-proxy that is the one of the pod routes and speaker.
 func (l *Lab) StartProxy(ctx context.Context, i int) error {
 	if i < 1 || i > l.info.Nodes {
 		return fmt.Errorf("lab %s: no node %d", l.names.Lab, i)
 	}
-	if pid, err := l.ProxyPid(i); err != nil || pid != 0 {
-		return err
-	}
 	sv := l.agents(i)[0]
-	pids, err := l.startAgents(i, []agent{sv})
+	pod := nodeAgentPod(i, sv)
+	if sup, err := l.SupervisorPid(pod.Namespace, pod.Name); err == nil {
+		return l.waitAgent(ctx, i, sv, newChildWatch(sup, sv.log).fromNow())
+	}
+	pid, err := l.ProxyPid(i)
 	if err != nil {
 		return err
 	}
-	return l.waitAgent(ctx, i, sv, pids[0])
+	if pid != 0 { // left running by a killed supervisor
+		if err := stopPids([]int{pid}, agentStopGrace); err != nil {
+			return fmt.Errorf("node %s: stop the unsupervised proxy: %w", NodeName(i), err)
+		}
+	}
+	pids, err := l.startAgents(ctx, i, []agent{sv})
+	if err != nil {
+		return err
+	}
+	if err := l.waitAgent(ctx, i, sv, newChildWatch(pids[0], sv.log)); err != nil {
+		return err
+	}
+	return l.agentRunning(ctx, pod, NodeAddr(i))
 }
 
 // ErrNoNeighbour is returned by Announcer when the client has no resolved

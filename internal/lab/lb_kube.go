@@ -21,9 +21,10 @@ var poolResource = pool.SchemeGroupVersion.WithResource(pool.Resource)
 
 // installLB installs what svcnet lb needs in the kube control plane: the
 // IPAddressPool CRD (waited for until Established, bounded by 30 s) and the
-// controller, `svcnet lb controller`, running detached in the control plane's
-// namespace as its Deployment would.
-func (k *kubeCluster) installLB(ctx context.Context, n Names, binary string) error {
+// controller, `svcnet lb controller`, running supervised in the control
+// plane's namespace as the Pod kube-system/svcnet-lb-controller, as its
+// Deployment would (startLBController).
+func (l *Lab) installLB(ctx context.Context, k *kubeCluster) error {
 	dyn, err := dynamic.NewForConfig(k.c.Config)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
@@ -31,14 +32,12 @@ func (k *kubeCluster) installLB(ctx context.Context, n Names, binary string) err
 	if _, err := kubecluster.InstallCRD(ctx, dyn, lbdeploy.CRD, 30*time.Second); err != nil {
 		return err
 	}
-	cp, err := netns.Open(n.Control())
+	cp, err := netns.Open(l.names.Control())
 	if err != nil {
 		return err
 	}
 	defer cp.Close()
-	_, err = startDaemon(cp, n.Path("logs", "lb-controller.log"), binary, "lb", "controller",
-		"--kubeconfig", k.c.Kubeconfig, "--v", "1")
-	return err
+	return l.startLBController(ctx, cp, []string{l.info.Binary, "lb", "controller", "--kubeconfig", k.c.Kubeconfig, "--v", "1"})
 }
 
 // applyPool creates or updates an IPAddressPool through the dynamic client.

@@ -124,8 +124,9 @@ func kubeProxyArgv(bin string, state []string, i int, proxy string) []string {
 func (l *Lab) proxyLog(i int) string     { return l.names.Path("logs", NodeName(i)+".proxy.log") }
 func (l *Lab) kubeProxyLog(i int) string { return l.names.Path("logs", NodeName(i)+".kube-proxy.log") }
 
-// startAgents starts node i's agents and returns their pids, in agents order.
-func (l *Lab) startAgents(i int, agents []agent) ([]int, error) {
+// startAgents starts node i's agents, supervised (startNodeAgent), and
+// returns their supervisors' pids, in agents order.
+func (l *Lab) startAgents(ctx context.Context, i int, agents []agent) ([]int, error) {
 	ns, err := netns.Open(l.names.Node(i))
 	if err != nil {
 		return nil, err
@@ -133,19 +134,20 @@ func (l *Lab) startAgents(i int, agents []agent) ([]int, error) {
 	defer ns.Close()
 	pids := make([]int, len(agents))
 	for k, a := range agents {
-		if pids[k], err = startDaemon(ns, a.log, a.argv...); err != nil {
+		if pids[k], err = l.startNodeAgent(ctx, ns, i, a); err != nil {
 			return nil, err
 		}
 	}
 	return pids, nil
 }
 
-// waitAgent waits until node i's agent a (pid) has synced: its /healthz
-// answers 200 with the status of at least one IP family (svcnet proxy reports
-// a family once it has synced it), and with a.metricsAddr its metrics show a
-// completed sync of IPv4. It fails at once, with the end of the agent's log,
-// if the agent exits, and after a.readyTimeout.
-func (l *Lab) waitAgent(ctx context.Context, i int, a agent, pid int) error {
+// waitAgent waits until node i's agent a (its supervisor watched by w) has
+// synced: its /healthz answers 200 with the status of at least one IP family
+// (svcnet proxy reports a family once it has synced it), and with
+// a.metricsAddr its metrics show a completed sync of IPv4. It fails at once,
+// with the end of the agent's log, if the agent exits, and after
+// a.readyTimeout.
+func (l *Lab) waitAgent(ctx context.Context, i int, a agent, w *childWatch) error {
 	ns, err := netns.Open(l.names.Node(i))
 	if err != nil {
 		return err
@@ -156,7 +158,7 @@ func (l *Lab) waitAgent(ctx context.Context, i int, a agent, pid int) error {
 	deadline := time.Now().Add(a.readyTimeout)
 	var last error
 	for time.Now().Before(deadline) {
-		if !alive(pid) {
+		if w.ended() {
 			return fmt.Errorf("node %s: %s exited:\n%s", NodeName(i), a.what, logTail(a.log, 10))
 		}
 		if last = healthzSynced(hc, url); last == nil && a.metricsAddr != "" {

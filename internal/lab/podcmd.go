@@ -50,11 +50,11 @@ func podHostname(pod *corev1.Pod) string {
 	return h
 }
 
-// waitPodReady waits until the pod's process (pid) serves on ip: every TCP
-// containerPort accepts (bounded by readyTimeout), and a DNS pod also answers
-// a query from synced state (bounded by dnsReadyTimeout). It fails at once,
-// with the end of the log, when a DNS pod's process exits.
-func (l *Lab) waitPodReady(ctx context.Context, ns *netns.NS, pod *corev1.Pod, ip netip.Addr, pid int, logPath string) error {
+// waitPodReady waits until the pod's process (supervised by sup) serves on
+// ip: every TCP containerPort accepts (bounded by readyTimeout), and a DNS pod
+// also answers a query from synced state (bounded by dnsReadyTimeout). It
+// fails at once, with the end of the log, when a DNS pod's process exits.
+func (l *Lab) waitPodReady(ctx context.Context, ns *netns.NS, pod *corev1.Pod, ip netip.Addr, sup int, logPath string) error {
 	tcp, _ := serverPorts(pod)
 	if err := waitListening(ctx, ns, ip, tcp); err != nil {
 		return err
@@ -62,8 +62,9 @@ func (l *Lab) waitPodReady(ctx context.Context, ns *netns.NS, pod *corev1.Pod, i
 	if !isDNSPod(pod) {
 		return nil
 	}
+	w := newChildWatch(sup, logPath)
 	gone := func() error {
-		if !alive(pid) {
+		if w.ended() {
 			return fmt.Errorf("svcnet dns exited:\n%s", logTail(logPath, 10))
 		}
 		return nil

@@ -36,6 +36,9 @@ func (l *Lab) applyPod(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
+	if old != nil && isAgentPod(old) {
+		return errAgentPod(old)
+	}
 	if old != nil && old.DeletionTimestamp == nil {
 		if pod.Spec.NodeName == "" {
 			pod.Spec.NodeName = old.Spec.NodeName
@@ -116,7 +119,8 @@ func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
 	logPath := l.names.Path("logs", "pod."+podKey(pod.Namespace, pod.Name)+".log")
-	pid, err := startDaemon(podNS, logPath, podCommand(podHostname(pod), l.podArgv(pod, ips[0])...)...)
+	pid, err := l.startSupervised(podNS, logPath, supervision{pod: pod, readiness: podReadiness(pod, ips[0]),
+		argv: podCommand(podHostname(pod), l.podArgv(pod, ips[0])...)})
 	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
@@ -259,6 +263,9 @@ func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace time.
 	}
 	if pod == nil {
 		return fmt.Errorf("Pod %s/%s: not found", namespace, name)
+	}
+	if isAgentPod(pod) {
+		return errAgentPod(pod)
 	}
 	if err := l.cluster.TerminatePod(ctx, namespace, name, int64(grace/time.Second)); err != nil {
 		return fmt.Errorf("Pod %s/%s: %w", namespace, name, err)

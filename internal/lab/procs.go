@@ -93,20 +93,34 @@ func waitGone(pids []int, d time.Duration) bool {
 	}
 }
 
-// stopNamespaceProcesses stops every process living in the named namespace.
+// stopNamespaceProcesses stops every process living in the named namespace,
+// looking again after each stop: a supervisor (see Supervise) may start a
+// child in the instant it is stopped (it then stops that child too before it
+// exits, unless it is killed first), so the namespace is empty only when a
+// look finds nothing. It gives up after stopRounds looks that found some.
 func stopNamespaceProcesses(name string, grace time.Duration) error {
 	if !netns.Exists(name) {
 		return nil
 	}
-	pids, err := netns.PidsIn(netns.RunDir + "/" + name)
-	if err != nil {
-		return err
+	for round := 0; ; round++ {
+		pids, err := netns.PidsIn(netns.RunDir + "/" + name)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if round == stopRounds {
+			return fmt.Errorf("namespace %s: processes %v still appear after %d stops", name, pids, stopRounds)
+		}
+		if err := stopPids(pids, grace); err != nil {
+			return fmt.Errorf("namespace %s: %w", name, err)
+		}
 	}
-	if err := stopPids(pids, grace); err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
-	}
-	return nil
 }
+
+// stopRounds bounds the stops of one namespace's processes.
+const stopRounds = 3
 
 // logTail returns the last n lines of a log file, indented, for error messages.
 func logTail(path string, n int) string {

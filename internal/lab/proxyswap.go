@@ -40,13 +40,16 @@ func (l *Lab) startNodes(ctx context.Context, progress func(string, ...any)) err
 		}
 		progress("node %s: starting %s", NodeName(i), strings.Join(names, " and "))
 		var err error
-		if pids[i], err = l.startAgents(i, all[i]); err != nil {
+		if pids[i], err = l.startAgents(ctx, i, all[i]); err != nil {
 			return err
 		}
 	}
 	for i := 1; i <= l.info.Nodes; i++ {
 		for k, a := range all[i] {
-			if err := l.waitAgent(ctx, i, a, pids[i][k]); err != nil {
+			if err := l.waitAgent(ctx, i, a, newChildWatch(pids[i][k], a.log)); err != nil {
+				return err
+			}
+			if err := l.agentRunning(ctx, nodeAgentPod(i, a), NodeAddr(i)); err != nil {
 				return err
 			}
 		}
@@ -63,11 +66,12 @@ func (l *Lab) Proxy() string {
 }
 
 // SetProxy replaces every node's Service proxy by proxy, keeping everything
-// else (control plane, pods, Services): it stops the nodes' agents, removes
-// the old proxy's rules (svcnet proxy --cleanup, or kube-proxy --cleanup),
-// checks that no rule of it is left, then starts the new agents and waits
-// until they have synced. Same proxy: nothing is done. On failure the lab may
-// be left without a proxy; SetProxy again, or Down.
+// else (control plane, pods, Services): it stops the nodes' agents and their
+// supervisors, removes their Pods and the old proxy's rules (svcnet proxy
+// --cleanup, or kube-proxy --cleanup), checks that no rule of it is left,
+// then starts the new agents and waits until they have synced. Same proxy:
+// nothing is done. On failure the lab may be left without a proxy; SetProxy
+// again, or Down.
 func (l *Lab) SetProxy(ctx context.Context, proxy string) error {
 	if err := checkProxy(l.names.Lab, proxy, l.info.ControlPlane); err != nil {
 		return err
@@ -80,12 +84,11 @@ func (l *Lab) SetProxy(ctx context.Context, proxy string) error {
 		return nil
 	}
 	for i := 1; i <= l.info.Nodes; i++ {
-		pids, err := l.agentPids(i)
-		if err != nil {
-			return err
+		if err := l.stopNodeAgents(i); err != nil {
+			return fmt.Errorf("stop %s: %w", old, err)
 		}
-		if err := stopPids(pids, agentStopGrace); err != nil {
-			return fmt.Errorf("node %s: stop %s: %w", NodeName(i), old, err)
+		if err := l.removeNodeAgentPods(ctx, i); err != nil {
+			return err
 		}
 	}
 	for i := 1; i <= l.info.Nodes; i++ {

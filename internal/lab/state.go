@@ -71,6 +71,19 @@ func writeFileAtomic(path string, b []byte) error { return atomicfile.Write(path
 // lock takes the lab's exclusive lock (a file beside the state directory, so that
 // Down can remove the directory while holding it). The returned func releases it.
 func lock(n Names) (func(), error) {
+	f, err := openLock(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// openLock opens the file of the lab's lock, creating it.
+func openLock(n Names) (*os.File, error) {
 	if err := os.MkdirAll(RunRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
 	}
@@ -78,9 +91,5 @@ func lock(n Names) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
-	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	return f, nil
 }

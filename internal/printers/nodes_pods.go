@@ -5,8 +5,10 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // Nodes prints `kubectl get nodes`: NAME STATUS ROLES AGE VERSION, and with Wide
@@ -74,9 +76,14 @@ func orUnknown(s string) string {
 }
 
 // Pods prints `kubectl get pods`: NAME READY STATUS RESTARTS AGE, and with Wide
-// IP NODE NOMINATED NODE READINESS GATES. READY counts ready container statuses; a
-// Pod without container statuses (manifests have none: no kubelet reported them)
-// counts all containers ready when its Ready condition is True.
+// IP NODE NOMINATED NODE READINESS GATES, as kubectl's printPod does for a
+// Pod's (non-init) containers: READY counts the containers that are ready and
+// running; a Pod without container statuses (manifests have none: no kubelet
+// reported them) counts all containers ready when its Ready condition is True.
+// STATUS is the Pod's phase or reason, overridden by a container's waiting
+// reason (CrashLoopBackOff) or terminated reason. RESTARTS sums the
+// containers' restart counts and says how long ago the last one ended
+// ("2 (5s ago)").
 func Pods(w io.Writer, pods []*corev1.Pod, opts Options) error {
 	cols := []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}
 	if opts.Wide {
@@ -84,8 +91,8 @@ func Pods(w io.Writer, pods []*corev1.Pod, opts Options) error {
 	}
 	t := newTable(opts, true, cols...)
 	for _, p := range pods {
-		ready, restarts := podReady(p)
-		cells := []string{p.Name, ready, podStatus(p), fmt.Sprint(restarts), age(p, opts.Now)}
+		ready, status, restarts := podColumns(p, opts.Now)
+		cells := []string{p.Name, ready, status, restarts, age(p, opts.Now)}
 		if opts.Wide {
 			cells = append(cells, orNone(p.Status.PodIP), orNone(p.Spec.NodeName), orNone(p.Status.NominatedNodeName), "<none>")
 		}
@@ -94,36 +101,76 @@ func Pods(w io.Writer, pods []*corev1.Pod, opts Options) error {
 	return t.write(w, "pods")
 }
 
-func podReady(p *corev1.Pod) (string, int32) {
+// podColumns returns the READY, STATUS and RESTARTS cells of p.
+func podColumns(p *corev1.Pod, now time.Time) (ready, status, restarts string) {
 	total := len(p.Spec.Containers)
-	ready := 0
-	var restarts int32
-	if len(p.Status.ContainerStatuses) > 0 {
-		for _, c := range p.Status.ContainerStatuses {
-			if c.Ready {
-				ready++
-			}
-			restarts += c.RestartCount
-		}
-	} else {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				ready = total
-			}
-		}
-	}
-	return fmt.Sprintf("%d/%d", ready, total), restarts
-}
-
-func podStatus(p *corev1.Pod) string {
-	if p.DeletionTimestamp != nil {
-		return "Terminating"
+	nReady, nRestarts := 0, int32(0)
+	var lastRestart time.Time
+	reason := string(p.Status.Phase)
+	if reason == "" {
+		reason = string(corev1.PodPending)
 	}
 	if p.Status.Reason != "" {
-		return p.Status.Reason
+		reason = p.Status.Reason
 	}
-	if p.Status.Phase == "" {
-		return string(corev1.PodPending)
+	hasRunning, errorReason := false, ""
+	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
+		c := p.Status.ContainerStatuses[i]
+		nRestarts += c.RestartCount
+		if t := c.LastTerminationState.Terminated; t != nil && t.FinishedAt.After(lastRestart) {
+			lastRestart = t.FinishedAt.Time
+		}
+		switch {
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+			reason = c.State.Waiting.Reason
+		case c.State.Terminated != nil:
+			reason = terminatedReason(c.State.Terminated)
+			if c.State.Terminated.ExitCode != 0 {
+				errorReason = reason
+			}
+		case c.Ready && c.State.Running != nil:
+			hasRunning = true
+			nReady++
+		}
 	}
-	return string(p.Status.Phase)
+	if reason == "Completed" {
+		switch {
+		case hasRunning && podReadyCondition(p):
+			reason = string(corev1.PodRunning)
+		case errorReason != "":
+			reason = errorReason
+		case hasRunning:
+			reason = "NotReady"
+		}
+	}
+	if len(p.Status.ContainerStatuses) == 0 && podReadyCondition(p) {
+		nReady = total
+	}
+	if p.DeletionTimestamp != nil {
+		reason = "Terminating"
+	}
+	restarts = fmt.Sprint(nRestarts)
+	if nRestarts != 0 && !lastRestart.IsZero() {
+		restarts = fmt.Sprintf("%d (%s ago)", nRestarts, duration.HumanDuration(now.Sub(lastRestart)))
+	}
+	return fmt.Sprintf("%d/%d", nReady, total), reason, restarts
+}
+
+func terminatedReason(t *corev1.ContainerStateTerminated) string {
+	switch {
+	case t.Reason != "":
+		return t.Reason
+	case t.Signal != 0:
+		return fmt.Sprintf("Signal:%d", t.Signal)
+	}
+	return fmt.Sprintf("ExitCode:%d", t.ExitCode)
+}
+
+func podReadyCondition(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

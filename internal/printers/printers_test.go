@@ -2,6 +2,7 @@ package printers
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,48 @@ func TestListJSONAndYAML(t *testing.T) {
 	}
 	if want := "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"; b.String() != want {
 		t.Fatalf("yaml:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// columns separates the cells of a table row (at least two spaces).
+var columns = regexp.MustCompile(`  +`)
+
+// RESTARTS and STATUS as kubectl's printPod shows them for containers a
+// kubelet restarts.
+func TestPodsRestartsAndContainerReasons(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	ended := func(ago time.Duration) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Signal: 9, Reason: "Error",
+			FinishedAt: metav1.NewTime(now.Add(-ago))}}
+	}
+	ready := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	for _, tc := range []struct {
+		name   string
+		status corev1.PodStatus
+		want   string
+	}{
+		{"restarted and running", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: ready, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "a", Ready: true, RestartCount: 2, State: running, LastTerminationState: ended(5 * time.Second)},
+			{Name: "b", Ready: true, RestartCount: 1, State: running, LastTerminationState: ended(3 * time.Minute)},
+		}}, "p|2/2|Running|3 (5s ago)|60m"},
+		{"back-off", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "a", RestartCount: 4, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: ended(70 * time.Second)},
+			{Name: "b", Ready: true, State: running},
+		}}, "p|1/2|CrashLoopBackOff|4 (70s ago)|60m"},
+		{"just ended", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "a", RestartCount: 0, State: ended(time.Second)},
+			{Name: "b", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Signal: 15, ExitCode: 143}}},
+		}}, "p|0/2|Error|0|60m"},
+	} {
+		p := &corev1.Pod{ObjectMeta: meta("default", "p", time.Hour), Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}, {Name: "b"}}}, Status: tc.status}
+		var b bytes.Buffer
+		if err := Pods(&b, []*corev1.Pod{p}, Options{Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		if len(lines) != 2 || columns.ReplaceAllString(lines[1], "|") != tc.want {
+			t.Errorf("%s: got\n%s\nwant the row %s", tc.name, b.String(), tc.want)
+		}
 	}
 }

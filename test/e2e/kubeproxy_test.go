@@ -17,7 +17,8 @@ import (
 // kube-proxy's rules; svcnet, there for the pod routes and the layer-2 speaker
 // only, programs no Service (no table svcnet on any node); Lab.SetProxy then
 // swaps kube-proxy for svcnet proxy, leaving nothing of kube-proxy, and the
-// NodePort answers through svcnet; lab down removes everything.
+// NodePort answers through svcnet; lab down removes everything. kube-proxy
+// is supervised: killed, it is restarted.
 func TestKubeProxyNFTablesLab(t *testing.T) {
 	requireKubeTier(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -58,6 +59,22 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 	lb := fmt.Sprintf("http://%s:80/", e.lbIP("web"))
 	e.eventually("LoadBalancer IP from the client", func() error { return e.curl("client", lb, 1, time.Second)[0].Err })
 
+	// kube-proxy is supervised like every lab process: kill -9 restarts it at
+	// once, `lab get pods` shows the restart, and the NodePort still answers.
+	// The CLI takes the lab's lock, so this handle lets go of it meanwhile.
+	l.Close()
+	killSupervised(t, e, "kube-system", "kube-proxy-node1")
+	waitRow(t, e, "pods", "kube-system", "kube-proxy-node1", func(r []string) bool {
+		return r[1] == "1/1" && r[2] == "Running" && strings.HasPrefix(r[3], "1 (")
+	})
+	e.eventually("NodePort on node1 after kube-proxy's restart", func() error { return e.curl("client", nodeURL(1, np), 1, time.Second)[0].Err })
+	l, err := lab.Open(ctx, name)
+	if err != nil {
+		t.Fatalf("reopen the lab: %v", err)
+	}
+	e.l = l
+	t.Cleanup(l.Close)
+
 	// Lab.SetProxy (the data-path benchmark's swap): kube-proxy's rules go,
 	// svcnet's come, the same Service answers through them.
 	if err := l.SetProxy(ctx, lab.ProxySvcnet); err != nil {
@@ -74,8 +91,15 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 		t.Fatalf("NodePort through svcnet answered by %v, want web-2", pods)
 	}
 
+	l.Close() // Down, and the CLI, take the lab's lock
+	// The agents' Pods follow the swap: svcnet proxy's, and no kube-proxy's.
+	for i := 1; i <= 2; i++ {
+		waitRow(t, e, "pods", "kube-system", fmt.Sprintf("svcnet-proxy-node%d", i), func(r []string) bool { return r[1] == "1/1" && r[2] == "Running" })
+		if r := getRow(t, e, "pods", "kube-system", fmt.Sprintf("kube-proxy-node%d", i)); r != nil {
+			t.Errorf("after the swap to svcnet, lab get pods still lists %q", r)
+		}
+	}
 	pids := labPids(t, name)
-	l.Close() // Down takes the lab's lock
 	if err := lab.Down(name); err != nil {
 		t.Fatalf("lab down: %v", err)
 	}

@@ -1,0 +1,228 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// The lab's agents as Pods: each process the lab runs that is not a pod's
+// server is a Pod of kube-system in the host network, as kubeadm runs
+// kube-proxy and the add-ons, so that `lab get pods -n kube-system` lists it
+// with its restarts (see Supervise). A node's agents are named as the kubelet
+// names the mirror Pods of its static Pods, AGENT-NODE (svcnet-proxy-node1,
+// kube-proxy-node1); the LoadBalancer controller, which runs in the control
+// plane's namespace (not a Node of the lab), is svcnet-lb-controller, with no
+// node. They carry the annotation AgentAnnotation; the lab refuses to apply
+// or delete them: they come and go with the lab and its proxy (SetProxy).
+const (
+	// AgentAnnotation marks the Pods of the lab's agents.
+	AgentAnnotation = "lab.svcnet.io/agent"
+	// LBControllerPod is the Pod of `svcnet lb controller` (kube control plane).
+	LBControllerPod = "svcnet-lb-controller"
+	// svcnetImage names the image of an agent that runs svcnet (a lab process
+	// runs the lab's binary, never an image).
+	svcnetImage = "svcnet"
+	// lbHealthzPort is where `svcnet lb controller` answers /healthz (its
+	// --metrics-bind-address default), in the control plane's namespace.
+	lbHealthzPort = 10251
+	// lbControllerReady bounds the wait for a started lb controller's /healthz.
+	lbControllerReady = 30 * time.Second
+)
+
+// agentPod is the Pod of one agent (what, for messages) running argv, on node
+// ("" for the control plane's namespace). Its k8s-app label is its name
+// without the node, as kubeadm labels kube-proxy's Pods.
+func agentPod(name, what, container, image, node string, argv []string) *corev1.Pod {
+	app := name
+	if node != "" {
+		app = strings.TrimSuffix(name, "-"+node)
+	}
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem,
+			Labels:      map[string]string{"k8s-app": app},
+			Annotations: map[string]string{AgentAnnotation: what}},
+		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true,
+			Containers: []corev1.Container{{Name: container, Image: image, Command: argv}}},
+	}
+}
+
+// isAgentPod reports whether p is the Pod of one of the lab's agents.
+func isAgentPod(p *corev1.Pod) bool {
+	_, ok := p.Annotations[AgentAnnotation]
+	return ok
+}
+
+// nodeAgentPod is the Pod of node i's agent a.
+func nodeAgentPod(i int, a agent) *corev1.Pod {
+	container, image := "svcnet-proxy", svcnetImage
+	if agentKind(a.argv, NodeName(i)) == kubeProxyBinary {
+		container, image = kubeProxyBinary, kubeProxyBinary
+	}
+	return agentPod(container+"-"+NodeName(i), a.what, container, image, NodeName(i), a.argv)
+}
+
+// processNamespace is the namespace that Pod namespace/name's process runs
+// in: a node's or the control plane's for the lab's agents, else the pod's
+// own.
+func (l *Lab) processNamespace(namespace, name string) string {
+	if namespace == metav1.NamespaceSystem {
+		if name == LBControllerPod {
+			return l.names.Control()
+		}
+		for i := 1; i <= l.info.Nodes; i++ {
+			if strings.HasSuffix(name, "-"+NodeName(i)) &&
+				(strings.HasPrefix(name, "svcnet-proxy-") || strings.HasPrefix(name, kubeProxyBinary+"-")) {
+				return l.names.Node(i)
+			}
+		}
+	}
+	return l.names.Pod(namespace, name)
+}
+
+// startNodeAgent records node i's agent a as its Pod and starts it,
+// supervised, in the node's namespace ns; it returns the supervisor's pid.
+// The agent whose /healthz is on kube-proxy's port is the node's Service
+// proxy: its health is the Node's Ready condition.
+func (l *Lab) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a agent) (int, error) {
+	pod := nodeAgentPod(i, a)
+	if err := l.recordAgentPod(ctx, pod); err != nil {
+		return 0, err
+	}
+	s := supervision{pod: pod, argv: a.argv,
+		readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(NodeAddr(i), uint16(a.healthzPort)))}}
+	if a.healthzPort == kubeProxyHealthzPort {
+		s.node = NodeName(i)
+	}
+	return l.startSupervised(ns, a.log, s)
+}
+
+// recordAgentPod creates an agent's Pod, replacing one left by an earlier
+// run of the agent (a Pod's spec is immutable).
+func (l *Lab) recordAgentPod(ctx context.Context, pod *corev1.Pod) error {
+	id := pod.Namespace + "/" + pod.Name
+	old, err := l.cluster.Pod(ctx, pod.Namespace, pod.Name)
+	if err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	if old != nil {
+		if err := l.cluster.RemovePod(ctx, pod.Namespace, pod.Name); err != nil {
+			return fmt.Errorf("Pod %s: %w", id, err)
+		}
+	}
+	if err := l.cluster.CreatePod(ctx, pod); err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	return nil
+}
+
+// agentRunning posts an agent's Pod running and ready at addr, as the
+// kubelet posts a started host-network Pod (its supervisor posts what
+// happens to it afterwards).
+func (l *Lab) agentRunning(ctx context.Context, pod *corev1.Pod, addr netip.Addr) error {
+	pod.Status = podStatus([]netip.Addr{addr}, addr, pod)
+	if err := l.cluster.SetPodStatus(ctx, pod); err != nil {
+		return fmt.Errorf("Pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// removeNodeAgentPods removes the Pods of node i's agents (theirs stopped).
+func (l *Lab) removeNodeAgentPods(ctx context.Context, i int) error {
+	for _, a := range l.agents(i) {
+		p := nodeAgentPod(i, a)
+		if err := l.cluster.RemovePod(ctx, p.Namespace, p.Name); err != nil {
+			return fmt.Errorf("Pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// stopNodeAgents stops node i's agents and their supervisors (each supervisor
+// stops its child; any child left is stopped after), and checks that none is
+// left.
+func (l *Lab) stopNodeAgents(i int) error {
+	for round := 0; ; round++ {
+		sups, err := supervisorsIn(l.names.Node(i))
+		if err != nil {
+			return fmt.Errorf("node %s: %w", NodeName(i), err)
+		}
+		pids, err := l.agentPids(i)
+		if err != nil {
+			return err
+		}
+		for _, s := range sups {
+			pids = append(pids, s.pid)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if round == stopRounds {
+			return fmt.Errorf("node %s: agents %v still running after %d stops", NodeName(i), pids, stopRounds)
+		}
+		if err := stopPids(pids, agentStopGrace); err != nil {
+			return fmt.Errorf("node %s: stop agents: %w", NodeName(i), err)
+		}
+	}
+}
+
+// startLBController starts `svcnet lb controller` (argv), supervised, in the
+// control plane's namespace cp as the Pod kube-system/svcnet-lb-controller,
+// and posts it running once its /healthz answers (bounded by
+// lbControllerReady).
+func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string) error {
+	pod := agentPod(LBControllerPod, "svcnet lb controller", "controller", svcnetImage, "", argv)
+	if err := l.recordAgentPod(ctx, pod); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(ControlAddr, lbHealthzPort))
+	log := l.names.Path("logs", "lb-controller.log")
+	sup, err := l.startSupervised(cp, log, supervision{pod: pod, argv: argv, readiness: []string{url}})
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(cp)}, Timeout: 2 * time.Second}
+	w := newChildWatch(sup, log)
+	deadline := time.Now().Add(lbControllerReady)
+	for {
+		if w.ended() {
+			return fmt.Errorf("svcnet lb controller exited:\n%s", logTail(log, 10))
+		}
+		_, err := getOK(hc, url, 4<<10)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("svcnet lb controller: %s not answering after %s: %w:\n%s", url, lbControllerReady, err, logTail(log, 10))
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return l.agentRunning(ctx, pod, ControlAddr)
+}
+
+// errAgentPod refuses to apply or delete the Pod of one of the lab's agents.
+func errAgentPod(p *corev1.Pod) error {
+	return fmt.Errorf("Pod %s/%s: runs the lab's %s; it comes and goes with the lab (svcnet lab up, down)", p.Namespace, p.Name, p.Annotations[AgentAnnotation])
+}
+
+// podReadiness are a lab pod's readiness probes: a tcpSocket probe of every
+// TCP containerPort on its address, the ports waitListening waits for.
+func podReadiness(pod *corev1.Pod, ip netip.Addr) []string {
+	tcp, _ := serverPorts(pod)
+	var out []string
+	for _, p := range tcp {
+		out = append(out, "tcp://"+netip.AddrPortFrom(ip, uint16(p)).String())
+	}
+	return out
+}
