@@ -84,7 +84,7 @@ type agent struct {
 func (l *Lab) agents(i int) []agent {
 	state := l.cluster.ProxyArgs()
 	sv := agent{what: "svcnet proxy", log: l.proxyLog(i), healthzPort: kubeProxyHealthzPort, readyTimeout: svcnetReadyTimeout,
-		argv: svcnetProxyArgv(l.info.Binary, state, i, l.info.Proxy, l.info.ProxyArgs)}
+		argv: svcnetProxyArgv(l.info.Binary, state, i, l.info.Proxy, l.names.HeartbeatKey(), l.info.ProxyArgs)}
 	if kubeProxyMode(l.info.Proxy) == "" {
 		return []agent{sv}
 	}
@@ -95,14 +95,15 @@ func (l *Lab) agents(i int) []agent {
 }
 
 // svcnetProxyArgv is node i's svcnet proxy command line: state are the flags
-// naming the control plane, extra the lab's Options.ProxyArgs. Every one runs
-// the pod routes and the layer-2 speaker, so the pool's IPs are answered for
-// on the node network; beside kube-proxy it programs no Service
-// (--data-plane none) and moves its health and metrics off kube-proxy's ports.
-func svcnetProxyArgv(binary string, state []string, i int, proxy string, extra []string) []string {
+// naming the control plane, keyFile the lab's heartbeat key file, extra the
+// lab's Options.ProxyArgs. Every one runs the pod routes and the layer-2
+// speaker, so the pool's IPs are answered for on the node network; beside
+// kube-proxy it programs no Service (--data-plane none) and moves its health
+// and metrics off kube-proxy's ports.
+func svcnetProxyArgv(binary string, state []string, i int, proxy, keyFile string, extra []string) []string {
 	argv := append([]string{binary, "proxy"}, state...)
 	argv = append(argv, "--hostname-override", NodeName(i), "--pod-routes",
-		"--cluster-cidr", PodNetwork.String(), "--announce", "l2", "--v", "1")
+		"--cluster-cidr", PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
 	if kubeProxyMode(proxy) != "" {
 		argv = append(argv, "--data-plane", "none",
 			"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", helperHealthzPort), "--metrics-bind-address", helperMetricsAddr)
