@@ -125,6 +125,9 @@ func kubeProxyArgv(bin string, state []string, i int, proxy string) []string {
 func (l *Lab) proxyLog(i int) string     { return l.names.Path("logs", NodeName(i)+".proxy.log") }
 func (l *Lab) kubeProxyLog(i int) string { return l.names.Path("logs", NodeName(i)+".kube-proxy.log") }
 
+// ProxyLog is the log file of node i's svcnet proxy.
+func (l *Lab) ProxyLog(i int) string { return l.proxyLog(i) }
+
 // startAgents starts node i's agents and returns their pids, in agents order.
 func (l *Lab) startAgents(i int, agents []agent) ([]int, error) {
 	ns, err := netns.Open(l.names.Node(i))

@@ -38,7 +38,8 @@ func (e *env) lbIP(name string) netip.Addr {
 // reaches LoadBalancer IPs through the node network, exactly one node answers
 // ARP for each, externalTrafficPolicy Local puts the IP on a node with an
 // endpoint, node-ip mode serves the port on the node addresses, a source range
-// filters, and killing the owner's agent moves the IP to another node.
+// filters, heartbeats forged from the client move nothing, and killing the
+// owner's agent moves the IP to another node.
 func lbScenarios(t *testing.T, e *env) {
 	webPods := []string{"web-1", "web-2", "web-3"}
 	t.Run("ClientReachesLBIP", func(t *testing.T) {
@@ -167,6 +168,8 @@ func lbScenarios(t *testing.T, e *env) {
 			}
 		}
 	})
+	// It kills an agent (and restarts it).
+	t.Run("SpoofedHeartbeats", func(t *testing.T) { heartbeatSpoofing(t, e) })
 	// Last: it kills an agent (and restarts it).
 	t.Run("OwnerAgentKilled", func(t *testing.T) {
 		ip := e.lbIP("web-lb")
