@@ -277,22 +277,21 @@ func TestParseKeys(t *testing.T) {
 	}
 }
 
-// TestWatchKeyFile: a rotation written to the file reaches the running
-// Members; a file that breaks keeps the keys in use; its error names the file.
+// TestWatchKeyFile: a rotation written to the file reaches the Members, a
+// content only once it held still for one poll (a half-written file is never
+// taken); a file that breaks keeps the keys in use, and its error, which names
+// the file and the line, is logged once.
 func TestWatchKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keys")
 	oldK, newK := "old-key-0123456789abcdef", "new-key-0123456789abcdef"
-	write := func(keys ...string) {
-		lines := make([]string, len(keys))
-		for i, k := range keys {
-			lines[i] = base64.StdEncoding.EncodeToString([]byte(k))
-		}
-		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+	line := func(k string) string { return base64.StdEncoding.EncodeToString([]byte(k)) }
+	write := func(content string) {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(oldK)
+	write(line(oldK) + "\n")
 	keys, err := ReadKeyFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -305,52 +304,67 @@ func TestWatchKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { done <- m.WatchKeyFile(ctx, path, 10*time.Millisecond) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("WatchKeyFile: %v", err)
+	w := &keyWatch{m: m, path: path}
+	steps := []struct {
+		name    string
+		content string // "" leaves the file as it is
+		want    *Keyring
+	}{
+		{"first read of an unchanged file", "", mustKeys(oldK)},
+		{"second read: the same keys, nothing to do", "", mustKeys(oldK)},
+		{"new key second, read once", line(oldK) + "\n" + line(newK) + "\n", mustKeys(oldK)},
+		{"read again unchanged: taken", "", mustKeys(oldK, newK)},
+		{"caught half written: empty", " ", mustKeys(oldK, newK)},
+		{"caught half written: a part of a key", line(newK)[:24], mustKeys(oldK, newK)},
+		{"new key first", line(newK) + "\n" + line(oldK) + "\n", mustKeys(oldK, newK)},
+		{"new key first, held still", "", mustKeys(newK, oldK)},
+		{"broken", "not a key!\n", mustKeys(newK, oldK)},
+		{"broken, held still", "", mustKeys(newK, oldK)},
+		{"broken, still", "", mustKeys(newK, oldK)},
+		{"old key removed", line(newK) + "\n", mustKeys(newK, oldK)},
+		{"old key removed, held still", "", mustKeys(newK)},
+	}
+	for _, s := range steps {
+		if s.content != "" {
+			write(s.content)
 		}
-	})
-	waitKeys := func(want *Keyring) {
-		t.Helper()
-		for range 500 {
-			if m.keys.Load().Equal(want) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
+		w.poll()
+		if got := m.keys.Load(); !got.Equal(s.want) {
+			t.Fatalf("%s: keys %v, want %v", s.name, got.IDs(), s.want.IDs())
 		}
-		t.Fatalf("keys %v, want %v after 5s", m.keys.Load().IDs(), want.IDs())
 	}
-	write(oldK, newK)
-	waitKeys(mustKeys(oldK, newK))
-	write(newK, oldK)
-	waitKeys(mustKeys(newK, oldK))
-	if err := os.WriteFile(path, []byte("not a key!\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if n := log.count(`"heartbeat keys not reloaded`); n != 1 || log.count(`"heartbeat keys not reloaded`, path, "line 1: neither base64 nor hex") != 1 {
+		t.Errorf("errors logged %d times, want once, naming file and line: %q", n, log.Lines())
 	}
-	for range 500 {
-		if log.count(`"heartbeat keys not reloaded`) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := log.count(`"heartbeat keys not reloaded`, path, "line 1: neither base64 nor hex"); n != 1 {
-		t.Errorf("broken file logged %d times naming file and line, want once: %q", n, log.Lines())
-	}
-	if !m.keys.Load().Equal(mustKeys(newK, oldK)) {
-		t.Errorf("a broken file replaced the keys")
-	}
-	write(newK)
-	waitKeys(mustKeys(newK))
 	if n := log.count(`"heartbeat keys reloaded"`); n != 3 {
 		t.Errorf("%d reloads logged, want 3: %q", n, log.Lines())
 	}
 	for _, l := range log.Lines() {
-		if strings.Contains(l, base64.StdEncoding.EncodeToString([]byte(newK))) {
+		if strings.Contains(l, line(newK)) || strings.Contains(l, line(oldK)) {
 			t.Errorf("a log line shows a key: %s", l)
 		}
+	}
+
+	// WatchKeyFile polls until its context ends.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.WatchKeyFile(ctx, path, 5*time.Millisecond) }()
+	write(line(oldK) + "\n")
+	for i := 0; i < 1000 && !m.keys.Load().Equal(mustKeys(oldK)); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("WatchKeyFile: %v", err)
+	}
+	if !m.keys.Load().Equal(mustKeys(oldK)) {
+		t.Errorf("WatchKeyFile did not take the file's key within 5s: %v", m.keys.Load().IDs())
+	}
+	insecure, err := New(Config{NodeName: "node1", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := insecure.WatchKeyFile(t.Context(), path, 0); err == nil {
+		t.Error("WatchKeyFile on an insecure Members: no error")
 	}
 }

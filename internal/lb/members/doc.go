@@ -74,9 +74,11 @@
 // Keys: a key file holds one key a line, base64 (what `openssl rand -base64
 // 32` prints) or hex, each at least 16 bytes, at most 16 keys; blank lines
 // and lines starting with '#' are ignored (ParseKeys). The first key signs,
-// every key verifies, and the file is read again every 2 s (WatchKeyFile), so
-// keys rotate without a restart and without a moment when two nodes refuse
-// each other: add the new key as the second line on every node; once all have
+// every key verifies, and the file is read again every 2 s (WatchKeyFile; a
+// new content counts once two reads in a row agree, so a file caught half
+// written is never a key), so keys rotate without a restart and without a
+// moment when two nodes refuse each other: add the new key as the second
+// line on every node; once all have
 // it, make it the first line everywhere; once all sign with it, remove the old
 // one. In a cluster the file is a Kubernetes Secret mounted into the svcnet
 // proxy Pods, as MetalLB's memberlist Secret (deploy/proxy/README.md):
