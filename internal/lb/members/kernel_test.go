@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
@@ -83,6 +85,53 @@ func nsRun(t *testing.T, ns *netns.NS, argv ...string) {
 	}
 }
 
+// waitOperUp waits (bounded by 5 s) until link is operationally up in ns. A
+// veth end brought up before its peer gets its carrier later, and the kernel
+// attaches its transmit queue only when the (global, rate-limited) link-watch
+// work handles that carrier event, up to a second later on a busy host: until
+// then what it sends is dropped without an error. The operational state is
+// set by the same work, so once it reads up, the link carries traffic.
+func waitOperUp(t *testing.T, ns *netns.NS, link string) {
+	t.Helper()
+	var state netlink.LinkOperState
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := ns.Do(func() error {
+			l, err := netlink.LinkByName(link)
+			if err == nil {
+				state = l.Attrs().OperState
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("%s in %s: %v", link, ns.Name(), err)
+		}
+		if state == netlink.OperUp {
+			return
+		}
+	}
+	t.Fatalf("%s in %s: operational state %s after 5s, want up", link, ns.Name(), state)
+}
+
+// warmPath sends datagrams from fromAddr in from to toAddr in to until one
+// arrives (bounded by 5 s), so that the neighbour entries on the way exist:
+// a timing measured afterwards is the speakers', not a neighbour
+// resolution's, which may wait a 1 s retransmit on a loaded host.
+func warmPath(t *testing.T, from, to *netns.NS, fromAddr, toAddr string) {
+	t.Helper()
+	rx := listenIn(t, to, net.JoinHostPort(toAddr, "0"))
+	tx := listenIn(t, from, net.JoinHostPort(fromAddr, "0"))
+	buf := make([]byte, 16)
+	for range 50 {
+		if _, err := tx.WriteTo([]byte("warm"), rx.LocalAddr()); err != nil {
+			t.Fatalf("warm %s -> %s: %v", fromAddr, toAddr, err)
+		}
+		_ = rx.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, _, err := rx.ReadFrom(buf); err == nil {
+			return
+		}
+	}
+	t.Fatalf("no datagram from %s reached %s in 5s", fromAddr, toAddr)
+}
+
 // listenIn opens a UDP socket bound to laddr inside ns, closed when the test ends.
 func listenIn(t *testing.T, ns *netns.NS, laddr string) net.PacketConn {
 	t.Helper()
@@ -130,6 +179,10 @@ func TestKernelHeartbeats(t *testing.T) {
 				}
 				nsRun(t, x.ns, "ip", "link", "set", "eth0", "up")
 			}
+			waitOperUp(t, n1, "eth0")
+			waitOperUp(t, n2, "eth0")
+			warmPath(t, n1, n2, fam.a1, fam.a2)
+			warmPath(t, n2, n1, fam.a2, fam.a1)
 			a1, a2, a3 := netip.MustParseAddr(fam.a1), netip.MustParseAddr(fam.a2), netip.MustParseAddr(fam.a3)
 			conn1 := &dropConn{PacketConn: listenIn(t, n1, ":7947")}
 			conn2 := listenIn(t, n2, ":7947")
