@@ -160,6 +160,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	if err := o.announce.validate(); err != nil {
 		return err
 	}
+	if err := o.announce.loadKeys(); err != nil {
+		return err
+	}
 	if err := o.validateDataPlane(); err != nil {
 		return err
 	}
@@ -222,7 +225,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		g.Go(func() error { return routes.Run(gctx, store) })
 	}
 	if o.announce.mode == "l2" {
-		g.Go(func() error { return o.announce.runSpeaker(gctx, store, cfg.NodeName, log) })
+		g.Go(func() error {
+			return o.announce.runSpeaker(gctx, store, cfg.NodeName, m.SpeakerHeartbeatsRejectedTotal, log)
+		})
 	}
 	if o.healthzAddr != "" {
 		g.Go(func() error { return health.Run(gctx) })

@@ -33,6 +33,8 @@
 //	            NAME.cp      eth0 172.26.236.176/24, routes to every node's pod CIDR (kube control plane only)
 //	            NAME.pod.NS.POD  one per pod; eth0 from the CNI plugin
 //	files       /run/svcnet/lab/NAME/         the lab's state (lab.json, objects/, logs/, ...)
+//	            /run/svcnet/lab/NAME/heartbeat.key  a random key made by Up (mode 0600): every
+//	                                          node's speaker signs its heartbeats with it
 //	            /etc/netns/NAME.pod.NS.POD/    the pod's resolv.conf, hostname and hosts, which
 //	                                          `ip netns exec` binds over /etc
 //	            /etc/netns/NAME.nodeN/         the node's resolv.conf (the cluster DNS)

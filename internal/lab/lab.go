@@ -165,6 +165,9 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := writeInfo(n, info); err != nil {
 		return nil, err
 	}
+	if err := writeHeartbeatKey(n); err != nil {
+		return nil, err
+	}
 	l := &Lab{names: n, info: info, unlock: unlock}
 
 	progress("fabric: namespace %s, bridge %s for the node network %s", n.Fabric(), fabricBridge, NodeNetwork)

@@ -84,7 +84,7 @@ type agent struct {
 func (l *Lab) agents(i int) []agent {
 	state := l.cluster.ProxyArgs()
 	sv := agent{what: "svcnet proxy", log: l.proxyLog(i), healthzPort: kubeProxyHealthzPort, readyTimeout: svcnetReadyTimeout,
-		argv: svcnetProxyArgv(l.info.Binary, state, i, l.info.Proxy, l.info.ProxyArgs)}
+		argv: svcnetProxyArgv(l.info.Binary, state, i, l.info.Proxy, l.names.HeartbeatKey(), l.info.ProxyArgs)}
 	if kubeProxyMode(l.info.Proxy) == "" {
 		return []agent{sv}
 	}
@@ -95,14 +95,15 @@ func (l *Lab) agents(i int) []agent {
 }
 
 // svcnetProxyArgv is node i's svcnet proxy command line: state are the flags
-// naming the control plane, extra the lab's Options.ProxyArgs. Every one runs
-// the pod routes and the layer-2 speaker, so the pool's IPs are answered for
-// on the node network; beside kube-proxy it programs no Service
-// (--data-plane none) and moves its health and metrics off kube-proxy's ports.
-func svcnetProxyArgv(binary string, state []string, i int, proxy string, extra []string) []string {
+// naming the control plane, keyFile the lab's heartbeat key file, extra the
+// lab's Options.ProxyArgs. Every one runs the pod routes and the layer-2
+// speaker, so the pool's IPs are answered for on the node network; beside
+// kube-proxy it programs no Service (--data-plane none) and moves its health
+// and metrics off kube-proxy's ports.
+func svcnetProxyArgv(binary string, state []string, i int, proxy, keyFile string, extra []string) []string {
 	argv := append([]string{binary, "proxy"}, state...)
 	argv = append(argv, "--hostname-override", NodeName(i), "--pod-routes",
-		"--cluster-cidr", PodNetwork.String(), "--announce", "l2", "--v", "1")
+		"--cluster-cidr", PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
 	if kubeProxyMode(proxy) != "" {
 		argv = append(argv, "--data-plane", "none",
 			"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", helperHealthzPort), "--metrics-bind-address", helperMetricsAddr)
@@ -123,6 +124,9 @@ func kubeProxyArgv(bin string, state []string, i int, proxy string) []string {
 
 func (l *Lab) proxyLog(i int) string     { return l.names.Path("logs", NodeName(i)+".proxy.log") }
 func (l *Lab) kubeProxyLog(i int) string { return l.names.Path("logs", NodeName(i)+".kube-proxy.log") }
+
+// ProxyLog is the log file of node i's svcnet proxy.
+func (l *Lab) ProxyLog(i int) string { return l.proxyLog(i) }
 
 // startAgents starts node i's agents, supervised (startNodeAgent), and
 // returns their supervisors' pids, in agents order.

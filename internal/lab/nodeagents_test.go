@@ -43,17 +43,18 @@ func TestCheckKubeProxyBinary(t *testing.T) {
 
 func TestAgentArgv(t *testing.T) {
 	state := []string{"--kubeconfig", "/run/kc"}
-	got := svcnetProxyArgv("/bin/svcnet", state, 2, ProxySvcnet, []string{"--min-sync-period", "0s"})
+	key := Names{Lab: "x"}.HeartbeatKey()
+	got := svcnetProxyArgv("/bin/svcnet", state, 2, ProxySvcnet, key, []string{"--min-sync-period", "0s"})
 	want := []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node2", "--pod-routes",
-		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--v", "1", "--min-sync-period", "0s"}
+		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1", "--min-sync-period", "0s"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("svcnet proxy argv (-want +got):\n%s", diff)
 	}
 	// Beside kube-proxy: no Service data plane, off kube-proxy's ports; the
 	// lab's extra flags still last.
-	got = svcnetProxyArgv("/bin/svcnet", state, 2, ProxyKubeProxyIPTables, []string{"--v", "2"})
+	got = svcnetProxyArgv("/bin/svcnet", state, 2, ProxyKubeProxyIPTables, key, []string{"--v", "2"})
 	want = []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node2", "--pod-routes",
-		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--v", "1",
+		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1",
 		"--data-plane", "none", "--healthz-bind-address", "0.0.0.0:10266", "--metrics-bind-address", "127.0.0.1:10269", "--v", "2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("svcnet proxy beside kube-proxy argv (-want +got):\n%s", diff)
@@ -74,8 +75,8 @@ func TestAgentKind(t *testing.T) {
 		argv []string
 		want string
 	}{
-		{svcnetProxyArgv("/bin/svcnet", nil, 1, ProxySvcnet, nil), ProxySvcnet},
-		{svcnetProxyArgv("/bin/svcnet", nil, 1, ProxyKubeProxyNFTables, nil), ProxySvcnet},
+		{svcnetProxyArgv("/bin/svcnet", nil, 1, ProxySvcnet, "/k", nil), ProxySvcnet},
+		{svcnetProxyArgv("/bin/svcnet", nil, 1, ProxyKubeProxyNFTables, "/k", nil), ProxySvcnet},
 		{kubeProxyArgv("/k8s/kube-proxy", nil, 1, ProxyKubeProxyNFTables), kubeProxyBinary},
 		{kubeProxyArgv("/k8s/kube-proxy", nil, 2, ProxyKubeProxyNFTables), ""}, // another node's
 		{[]string{"/bin/svcnet", "echo", "--name", "node1"}, ""},

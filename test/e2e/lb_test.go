@@ -38,8 +38,9 @@ func (e *env) lbIP(name string) netip.Addr {
 // reaches LoadBalancer IPs through the node network, exactly one node answers
 // ARP for each, externalTrafficPolicy Local puts the IP on a node with an
 // endpoint, node-ip mode serves the port on the node addresses, a source range
-// filters, and killing the owner's agent moves the IP to another node (and
-// back once its supervisor has restarted the agent).
+// filters, heartbeats forged from the client move nothing, and killing the
+// owner's agent moves the IP to another node (and back once its supervisor
+// has restarted the agent).
 func lbScenarios(t *testing.T, e *env) {
 	webPods := []string{"web-1", "web-2", "web-3"}
 	t.Run("ClientReachesLBIP", func(t *testing.T) {
@@ -169,6 +170,8 @@ func lbScenarios(t *testing.T, e *env) {
 		}
 	})
 	t.Run("BadPoolsRefused", func(t *testing.T) { poolScenarios(t, e) })
+	// It stops an agent (and lets it go on).
+	t.Run("SpoofedHeartbeats", func(t *testing.T) { heartbeatSpoofing(t, e) })
 	// Last: it kills an agent (its supervisor restarts it).
 	t.Run("OwnerAgentKilled", func(t *testing.T) {
 		ip := e.lbIP("web-lb")

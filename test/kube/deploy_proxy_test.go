@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
+	"github.com/svcnet/svcnet/internal/lb/members"
 )
 
 // deployProxyDir holds the manifests for running `svcnet proxy` on a real cluster.
@@ -45,6 +46,13 @@ const (
 	proxyConfigKey      = "proxy.yaml"
 	kubeProxyHealthz    = 10256
 	kubeProxyMetrics    = 10249
+)
+
+// The speakers' heartbeat key: a Secret the user creates (README.md), as
+// MetalLB's memberlist Secret.
+const (
+	memberlistSecret = "svcnet-memberlist"
+	memberlistKey    = "secretkey"
 )
 
 // proxyDaemonSets are the two modes: replacing kube-proxy, and beside it.
@@ -296,6 +304,7 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 	checkProxyCommand(t, c, proxyName, announce)
 	checkProxyResources(t, c.Resources)
 	checkProxyVolumes(t, idx, spec, c)
+	checkProxyKeyFile(t, spec, c, announce)
 
 	cfg := proxyConfigOf(t, idx, spec, c, configMap)
 	if cfg == nil {
@@ -417,6 +426,76 @@ func checkProxyCommand(t *testing.T, c corev1.Container, proxyName string, annou
 	}
 	if got := slices.Contains(argv, "--announce=l2"); got != announce {
 		t.Errorf("command %q: --announce=l2 present %v, want %v", argv, got, announce)
+	}
+	for _, a := range argv {
+		if strings.HasPrefix(a, "--announce-insecure") {
+			t.Errorf("command %q: %s: the speaker's heartbeats must be signed", argv, a)
+		}
+	}
+}
+
+// checkProxyKeyFile: with the speaker (announce), --announce-key-file names the
+// file of key secretkey of Secret svcnet-memberlist, mounted read-only and not
+// optional (a missing Secret holds the Pod back; it never starts unsigned);
+// without it, neither the flag nor the Secret.
+func checkProxyKeyFile(t *testing.T, spec corev1.PodSpec, c corev1.Container, announce bool) {
+	var files []string
+	for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		if v, ok := strings.CutPrefix(a, "--announce-key-file="); ok {
+			files = append(files, v)
+		} else if a == "--announce-key-file" {
+			t.Errorf("--announce-key-file without =FILE: write it as one argument")
+		}
+	}
+	secretVolumes := 0
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			secretVolumes++
+		}
+	}
+	if !announce {
+		if len(files) > 0 || secretVolumes > 0 {
+			t.Errorf("no speaker, but --announce-key-file %q and %d Secret volumes", files, secretVolumes)
+		}
+		return
+	}
+	if len(files) != 1 {
+		t.Errorf("--announce-key-file given %d times (%q), want once", len(files), files)
+		return
+	}
+	file := files[0]
+	mi := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return path.Dir(file) == path.Clean(m.MountPath) })
+	if mi < 0 {
+		t.Errorf("--announce-key-file=%s is not a file in any volume mount %+v", file, c.VolumeMounts)
+		return
+	}
+	mount := c.VolumeMounts[mi]
+	vi := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == mount.Name })
+	if vi < 0 || spec.Volumes[vi].Secret == nil || spec.Volumes[vi].Secret.SecretName != memberlistSecret {
+		t.Errorf("--announce-key-file=%s: volume %s is not Secret %s", file, mount.Name, memberlistSecret)
+		return
+	}
+	sv := spec.Volumes[vi].Secret
+	if sv.Optional != nil && *sv.Optional {
+		t.Errorf("Secret volume %s is optional: without the Secret the speaker must not start", mount.Name)
+	}
+	if sv.DefaultMode != nil && *sv.DefaultMode&0o077 != 0 {
+		t.Errorf("Secret volume %s: defaultMode %#o, want no access for group and others", mount.Name, *sv.DefaultMode)
+	}
+	key := path.Base(file)
+	if len(sv.Items) > 0 {
+		ii := slices.IndexFunc(sv.Items, func(it corev1.KeyToPath) bool { return it.Path == key })
+		if ii < 0 {
+			t.Errorf("--announce-key-file=%s: Secret volume %s has no item with path %s", file, mount.Name, key)
+			return
+		}
+		key = sv.Items[ii].Key
+	}
+	if key != memberlistKey {
+		t.Errorf("--announce-key-file=%s is Secret %s key %q, want %q", file, memberlistSecret, key, memberlistKey)
+	}
+	if secretVolumes != 1 {
+		t.Errorf("%d Secret volumes, want only %s", secretVolumes, memberlistSecret)
 	}
 }
 
@@ -646,6 +725,7 @@ func TestDeployProxyDryRun(t *testing.T) {
 	for _, m := range ms {
 		dr.Create(fmt.Sprint(m), m.obj)
 	}
+	dr.Create("the Secret README.md creates", memberlistSecretObject(t))
 	if !t.Failed() {
 		dryRunProxyPods(t, dr, indexManifests(t, ms))
 	}
@@ -675,4 +755,31 @@ func dryRunProxyPods(t *testing.T, dr *kubetest.DryRunner, idx manifestIndex) {
 			t.Errorf("DaemonSet %s: Pod priority %s, want system-node-critical's 2000001000", ds.Name, fmtPtr(got.Spec.Priority))
 		}
 	}
+}
+
+// memberlistSecretObject is the Secret README.md's command makes (kubectl
+// create secret generic svcnet-memberlist --from-literal=secretkey=$(openssl
+// rand -base64 32)), with a key from members.GenerateKey, which prints the
+// same form; its value, as the kubelet mounts it, must be a key file svcnet
+// proxy accepts.
+func memberlistSecretObject(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	key, err := members.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := members.ParseKeys([]byte(key)); err != nil {
+		t.Fatalf("the documented key form is not a key file: %v", err)
+	}
+	secret := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: memberlistSecret, Namespace: proxyNamespace},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{memberlistKey: []byte(key)},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
 }

@@ -59,10 +59,31 @@ func labPeers() map[string][]netip.Addr {
 	}
 }
 
-// newTestMembers returns node1's Members on clk with default timing and labPeers.
+// testKeys is the keyring of every test node unless a test says otherwise;
+// otherKeys is one they do not hold.
+var (
+	testKeys  = mustKeys("test-key-0123456789abcdef")
+	otherKeys = mustKeys("another-key-0123456789abcdef")
+)
+
+// mustKeys returns a keyring of the given keys (raw bytes), the first signing.
+func mustKeys(keys ...string) *Keyring {
+	raw := make([][]byte, len(keys))
+	for i, k := range keys {
+		raw[i] = []byte(k)
+	}
+	k, err := NewKeyring(raw...)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// newTestMembers returns node1's Members on clk with default timing, testKeys
+// and labPeers.
 func newTestMembers(t *testing.T, clk *fakeClock, log *logSink) *Members {
 	t.Helper()
-	m, err := New(Config{NodeName: "node1", Now: clk.Now, Logger: log.logger()})
+	m, err := New(Config{NodeName: "node1", Now: clk.Now, Logger: log.logger(), Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,18 +92,18 @@ func newTestMembers(t *testing.T, clk *fakeClock, log *logSink) *Members {
 	return m
 }
 
-// hb is a heartbeat of a ready node.
-func hb(name string, inc int64, seq uint64) []byte {
-	return encode(nil, message{kind: kindHeartbeat, name: name, incarnation: inc, seq: seq, ready: true})
+// hb is a heartbeat of a ready node, sent at now, signed with testKeys.
+func hb(now time.Time, name string, inc int64, seq uint64) []byte {
+	return encode(nil, message{kind: kindHeartbeat, name: name, incarnation: inc, seq: seq, ready: true, stamp: now.UnixNano()}, testKeys)
 }
 
 // hbUnready is a heartbeat of a node that is not ready to own IPs.
-func hbUnready(name string, inc int64, seq uint64) []byte {
-	return encode(nil, message{kind: kindHeartbeat, name: name, incarnation: inc, seq: seq})
+func hbUnready(now time.Time, name string, inc int64, seq uint64) []byte {
+	return encode(nil, message{kind: kindHeartbeat, name: name, incarnation: inc, seq: seq, stamp: now.UnixNano()}, testKeys)
 }
 
-func leave(name string, inc int64, seq uint64) []byte {
-	return encode(nil, message{kind: kindLeave, name: name, incarnation: inc, seq: seq})
+func leave(now time.Time, name string, inc int64, seq uint64) []byte {
+	return encode(nil, message{kind: kindLeave, name: name, incarnation: inc, seq: seq, stamp: now.UnixNano()}, testKeys)
 }
 
 // drain clears a pending Changed signal and reports whether there was one.

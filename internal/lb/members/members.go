@@ -18,6 +18,11 @@ const (
 	DefaultInterval = 100 * time.Millisecond
 	// DefaultTimeout is 4×DefaultInterval: three heartbeats in a row may be lost.
 	DefaultTimeout = 4 * DefaultInterval
+	// DefaultStampWindow is how far a signed heartbeat's timestamp may be from
+	// the receiver's clock, either way: room for clocks that NTP keeps
+	// within milliseconds, or that disagree by a second or two, while a
+	// recorded heartbeat stops counting seconds after it was sent.
+	DefaultStampWindow = 5 * time.Second
 )
 
 // Config configures Members.
@@ -40,14 +45,75 @@ type Config struct {
 	// time.Now. Tests that replace it drive the state directly: Run's own
 	// timers always run on the real clock.
 	Now func() time.Time
+	// Keys sign every heartbeat this node sends (the first key) and verify
+	// every one it receives (any key). Required unless Insecure; SetKeys
+	// replaces them while running.
+	Keys *Keyring
+	// Insecure runs without keys: heartbeats are sent and accepted unsigned
+	// (wire version 1), so any host that can send to Port with a node's
+	// source address can make that node alive or dead. Keys must be nil.
+	Insecure bool
+	// StampWindow is how far a signed heartbeat's timestamp may be from this
+	// node's clock, either way; zero means DefaultStampWindow. Node clocks
+	// must agree within it.
+	StampWindow time.Duration
+	// Rejected, when set, is called with the reason (one of RejectReasons)
+	// for every received datagram that does not count. It must not block.
+	Rejected func(reason string)
 }
 
-// Errors for heartbeats that are not counted (the receiver logs them at V(4)).
+// Reasons a received datagram does not count (Config.Rejected).
+const (
+	// RejectMalformed: not a heartbeat of a version this node speaks.
+	RejectMalformed = "malformed"
+	// RejectUnsigned: an unsigned (version 1) heartbeat at a node with keys.
+	RejectUnsigned = "unsigned"
+	// RejectBadSignature: signed, but by no key this node holds, or altered.
+	RejectBadSignature = "bad-signature"
+	// RejectUnknownPeer: it names no peer, or this node.
+	RejectUnknownPeer = "unknown-peer"
+	// RejectWrongSource: its source is not an address of the node it names.
+	RejectWrongSource = "wrong-source"
+	// RejectStaleTimestamp: its timestamp is outside StampWindow of this
+	// node's clock (a recording replayed later, or a clock that is off).
+	RejectStaleTimestamp = "stale-timestamp"
+	// RejectReplayed: not newer than what was heard from the peer (its
+	// incarnation and sequence do not advance): a replay, a duplicate, or
+	// one the network reordered.
+	RejectReplayed = "replayed"
+)
+
+// RejectReasons lists every reason Config.Rejected is called with.
+var RejectReasons = []string{RejectMalformed, RejectUnsigned, RejectBadSignature, RejectUnknownPeer,
+	RejectWrongSource, RejectStaleTimestamp, RejectReplayed}
+
+// Errors for heartbeats that are not counted, besides decode's.
 var (
 	errUnknownPeer = errors.New("unknown peer")
 	errWrongSource = errors.New("source is not an address of the node it names")
+	errStaleStamp  = errors.New("timestamp outside the window")
 	errStale       = errors.New("stale heartbeat")
 )
+
+// reasonOf maps an error of handle to its RejectReasons entry.
+func reasonOf(err error) string {
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{
+		{errUnsigned, RejectUnsigned},
+		{errBadSignature, RejectBadSignature},
+		{errUnknownPeer, RejectUnknownPeer},
+		{errWrongSource, RejectWrongSource},
+		{errStaleStamp, RejectStaleTimestamp},
+		{errStale, RejectReplayed},
+	} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return RejectMalformed
+}
 
 // Members tracks which peers are alive. New starts nothing; Run sends and
 // receives. SetPeers, Alive, Changed and Timeout are safe to call from any
@@ -60,6 +126,7 @@ type Members struct {
 	rearm       chan struct{} // tells Run to recompute its expiry timer
 	sendNow     chan struct{} // tells Run to send a heartbeat at once
 	running     atomic.Bool
+	keys        atomic.Pointer[Keyring] // nil when Insecure
 
 	mu    sync.Mutex
 	peers map[string]*peer
@@ -110,6 +177,18 @@ func New(cfg Config) (*Members, error) {
 	if cfg.Timeout < 3*cfg.Interval {
 		return nil, fmt.Errorf("members: timeout %s is less than 3×interval %s", cfg.Timeout, cfg.Interval)
 	}
+	switch {
+	case cfg.Keys == nil && !cfg.Insecure:
+		return nil, errors.New("members: no keys: heartbeats must be signed (or Insecure set)")
+	case cfg.Keys != nil && cfg.Insecure:
+		return nil, errors.New("members: keys given with Insecure")
+	}
+	if cfg.StampWindow < 0 {
+		return nil, fmt.Errorf("members: negative stamp window %s", cfg.StampWindow)
+	}
+	if cfg.StampWindow == 0 {
+		cfg.StampWindow = DefaultStampWindow
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -117,7 +196,7 @@ func New(cfg Config) (*Members, error) {
 	if log.GetSink() == nil {
 		log = klog.Background()
 	}
-	return &Members{
+	m := &Members{
 		cfg:         cfg,
 		log:         log,
 		incarnation: cfg.Now().UnixNano(),
@@ -125,7 +204,23 @@ func New(cfg Config) (*Members, error) {
 		rearm:       make(chan struct{}, 1),
 		sendNow:     make(chan struct{}, 1),
 		peers:       map[string]*peer{},
-	}, nil
+	}
+	m.keys.Store(cfg.Keys)
+	return m, nil
+}
+
+// SetKeys replaces the keys heartbeats are signed and verified with, from the
+// next datagram on (a rotation: see Keyring). It fails for a Members made
+// Insecure, and for nil keys.
+func (m *Members) SetKeys(keys *Keyring) error {
+	if m.cfg.Insecure {
+		return errors.New("members: insecure: no keys to replace")
+	}
+	if keys == nil {
+		return errors.New("members: nil keys")
+	}
+	m.keys.Store(keys)
+	return nil
 }
 
 // Timeout returns the configured Timeout (after defaults).
@@ -228,10 +323,22 @@ func (m *Members) Alive() map[string]bool {
 }
 
 // handle applies one received datagram from src at time now. It returns nil when
-// the datagram counted, else why not (malformed, unknown peer or own name, wrong
-// source address, stale incarnation or sequence).
+// the datagram counted, else why not, which it also reports to Config.Rejected.
 func (m *Members) handle(now time.Time, b []byte, src netip.Addr) error {
-	msg, err := decode(b)
+	err := m.accept(now, b, src)
+	if err != nil && m.cfg.Rejected != nil {
+		m.cfg.Rejected(reasonOf(err))
+	}
+	return err
+}
+
+// accept is handle without the report. A datagram counts when, in this order,
+// it decodes and its MAC verifies (or it is unsigned and m Insecure), it names
+// a peer and comes from one of its addresses, its timestamp is within
+// StampWindow of now (signed only), and it is fresh.
+func (m *Members) accept(now time.Time, b []byte, src netip.Addr) error {
+	keys := m.keys.Load()
+	msg, err := decode(b, keys)
 	if err != nil {
 		return err
 	}
@@ -244,6 +351,12 @@ func (m *Members) handle(now time.Time, b []byte, src netip.Addr) error {
 	}
 	if !slices.Contains(p.addrs, src) {
 		return fmt.Errorf("heartbeat from %s naming %q: %w", src, msg.name, errWrongSource)
+	}
+	if keys != nil {
+		if skew := now.Sub(time.Unix(0, msg.stamp)); skew > m.cfg.StampWindow || skew < -m.cfg.StampWindow {
+			return fmt.Errorf("heartbeat from %q sent at %s, %s from this node's clock: %w (%s)",
+				msg.name, time.Unix(0, msg.stamp).UTC().Format(time.RFC3339Nano), skew.Round(time.Millisecond), errStaleStamp, m.cfg.StampWindow)
+		}
 	}
 	m.expireLocked(now)
 	if !m.fresh(p, msg) {

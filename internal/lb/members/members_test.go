@@ -9,20 +9,26 @@ import (
 )
 
 func TestNewConfig(t *testing.T) {
+	k := testKeys
 	cases := []struct {
 		name    string
 		cfg     Config
 		wantErr string
-		want    Config // Port, Interval, Timeout after defaults
+		want    Config // Port, Interval, Timeout, StampWindow after defaults
 	}{
-		{name: "defaults", cfg: Config{NodeName: "n"}, want: Config{Port: 7947, Interval: 100 * time.Millisecond, Timeout: 400 * time.Millisecond}},
-		{name: "timeout follows interval", cfg: Config{NodeName: "n", Interval: time.Second}, want: Config{Port: 7947, Interval: time.Second, Timeout: 4 * time.Second}},
-		{name: "exactly 3x", cfg: Config{NodeName: "n", Port: 9000, Interval: 50 * time.Millisecond, Timeout: 150 * time.Millisecond}, want: Config{Port: 9000, Interval: 50 * time.Millisecond, Timeout: 150 * time.Millisecond}},
-		{name: "no name", cfg: Config{}, wantErr: "no node name"},
-		{name: "long name", cfg: Config{NodeName: strings.Repeat("n", 254)}, wantErr: "longer than 253"},
-		{name: "timeout too short", cfg: Config{NodeName: "n", Timeout: 299 * time.Millisecond}, wantErr: "less than 3×interval"},
-		{name: "port", cfg: Config{NodeName: "n", Port: 70000}, wantErr: "port 70000"},
-		{name: "negative", cfg: Config{NodeName: "n", Interval: -time.Second}, wantErr: "negative"},
+		{name: "defaults", cfg: Config{NodeName: "n", Keys: k}, want: Config{Port: 7947, Interval: 100 * time.Millisecond, Timeout: 400 * time.Millisecond, StampWindow: 5 * time.Second}},
+		{name: "timeout follows interval", cfg: Config{NodeName: "n", Keys: k, Interval: time.Second}, want: Config{Port: 7947, Interval: time.Second, Timeout: 4 * time.Second, StampWindow: 5 * time.Second}},
+		{name: "exactly 3x", cfg: Config{NodeName: "n", Keys: k, Port: 9000, Interval: 50 * time.Millisecond, Timeout: 150 * time.Millisecond, StampWindow: time.Second},
+			want: Config{Port: 9000, Interval: 50 * time.Millisecond, Timeout: 150 * time.Millisecond, StampWindow: time.Second}},
+		{name: "insecure", cfg: Config{NodeName: "n", Insecure: true}, want: Config{Port: 7947, Interval: 100 * time.Millisecond, Timeout: 400 * time.Millisecond, StampWindow: 5 * time.Second}},
+		{name: "no name", cfg: Config{Keys: k}, wantErr: "no node name"},
+		{name: "long name", cfg: Config{NodeName: strings.Repeat("n", 254), Keys: k}, wantErr: "longer than 253"},
+		{name: "timeout too short", cfg: Config{NodeName: "n", Keys: k, Timeout: 299 * time.Millisecond}, wantErr: "less than 3×interval"},
+		{name: "port", cfg: Config{NodeName: "n", Keys: k, Port: 70000}, wantErr: "port 70000"},
+		{name: "negative", cfg: Config{NodeName: "n", Keys: k, Interval: -time.Second}, wantErr: "negative"},
+		{name: "negative window", cfg: Config{NodeName: "n", Keys: k, StampWindow: -time.Second}, wantErr: "negative stamp window"},
+		{name: "no keys", cfg: Config{NodeName: "n"}, wantErr: "no keys: heartbeats must be signed"},
+		{name: "keys and insecure", cfg: Config{NodeName: "n", Keys: k, Insecure: true}, wantErr: "keys given with Insecure"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,8 +42,9 @@ func TestNewConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.cfg.Port != tc.want.Port || m.Interval() != tc.want.Interval || m.Timeout() != tc.want.Timeout {
-				t.Errorf("got port %d interval %s timeout %s, want %d %s %s", m.cfg.Port, m.Interval(), m.Timeout(), tc.want.Port, tc.want.Interval, tc.want.Timeout)
+			if m.cfg.Port != tc.want.Port || m.Interval() != tc.want.Interval || m.Timeout() != tc.want.Timeout || m.cfg.StampWindow != tc.want.StampWindow {
+				t.Errorf("got port %d interval %s timeout %s window %s, want %d %s %s %s", m.cfg.Port, m.Interval(), m.Timeout(), m.cfg.StampWindow,
+					tc.want.Port, tc.want.Interval, tc.want.Timeout, tc.want.StampWindow)
 			}
 		})
 	}
@@ -52,7 +59,7 @@ func TestAliveUntilTimeout(t *testing.T) {
 	if got := aliveNames(m); got != "node1" {
 		t.Fatalf("before any heartbeat Alive = %s, want only self", got)
 	}
-	if err := m.handle(clk.Now(), hb("node2", 100, 1), addr2); err != nil {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 100, 1), addr2); err != nil {
 		t.Fatal(err)
 	}
 	if !drain(m) {
@@ -84,19 +91,20 @@ func TestAliveUntilTimeout(t *testing.T) {
 }
 
 func TestHeartbeatSources(t *testing.T) {
+	clk := newFakeClock() // each case's Members starts on a clock at the same time
 	cases := []struct {
 		name    string
 		pkt     []byte
 		src     netip.Addr
 		wantErr error
 	}{
-		{"primary address", hb("node2", 1, 1), addr2, nil},
-		{"second address", hb("node2", 1, 1), addr2b, nil},
-		{"IPv4-mapped source", hb("node2", 1, 1), netip.AddrFrom16(addr2.As16()), nil},
-		{"other node's address", hb("node2", 1, 1), addr3, errWrongSource},
-		{"spoofed name from a stranger", hb("node3", 1, 1), spoof, errWrongSource},
-		{"own name", hb("node1", 1, 1), addr1, errUnknownPeer},
-		{"unknown name", hb("node9", 1, 1), addr2, errUnknownPeer},
+		{"primary address", hb(clk.Now(), "node2", 1, 1), addr2, nil},
+		{"second address", hb(clk.Now(), "node2", 1, 1), addr2b, nil},
+		{"IPv4-mapped source", hb(clk.Now(), "node2", 1, 1), netip.AddrFrom16(addr2.As16()), nil},
+		{"other node's address", hb(clk.Now(), "node2", 1, 1), addr3, errWrongSource},
+		{"spoofed name from a stranger", hb(clk.Now(), "node3", 1, 1), spoof, errWrongSource},
+		{"own name", hb(clk.Now(), "node1", 1, 1), addr1, errUnknownPeer},
+		{"unknown name", hb(clk.Now(), "node9", 1, 1), addr2, errUnknownPeer},
 		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n...."), addr2, errMalformed},
 	}
 	for _, tc := range cases {
@@ -130,23 +138,23 @@ func TestIncarnations(t *testing.T) {
 			t.Fatalf("Alive = %s, want %s", got, wantAlive)
 		}
 	}
-	step(hb("node2", 100, 5), nil, "node1,node2")
+	step(hb(clk.Now(), "node2", 100, 5), nil, "node1,node2")
 	clk.Add(300 * time.Millisecond)
-	step(hb("node2", 100, 5), errStale, "node1,node2") // duplicate
-	step(hb("node2", 100, 4), errStale, "node1,node2") // reordered
-	step(hb("node2", 99, 50), errStale, "node1,node2") // older process
+	step(hb(clk.Now(), "node2", 100, 5), errStale, "node1,node2") // duplicate
+	step(hb(clk.Now(), "node2", 100, 4), errStale, "node1,node2") // reordered
+	step(hb(clk.Now(), "node2", 99, 50), errStale, "node1,node2") // older process
 	clk.Add(100 * time.Millisecond)
 	if got := aliveNames(m); got != "node1" {
 		t.Fatalf("400ms after seq 5: Alive = %s, want node2 expired (stale heartbeats do not refresh)", got)
 	}
-	step(hb("node2", 100, 6), nil, "node1,node2") // same incarnation, newer seq: back
-	step(hb("node2", 200, 1), nil, "node1,node2") // restart while alive: stays alive
+	step(hb(clk.Now(), "node2", 100, 6), nil, "node1,node2") // same incarnation, newer seq: back
+	step(hb(clk.Now(), "node2", 200, 1), nil, "node1,node2") // restart while alive: stays alive
 	if log.count(`"peer restarted"`, `"incarnation"=200`) != 1 {
 		t.Errorf("restart not logged: %q", log.Lines())
 	}
 	clk.Add(time.Second)
-	step(hb("node2", 150, 1), nil, "node1,node2") // dead: a clock that stepped back is accepted
-	step(hb("node2", 200, 2), nil, "node1,node2") // and a newer one again
+	step(hb(clk.Now(), "node2", 150, 1), nil, "node1,node2") // dead: a clock that stepped back is accepted
+	step(hb(clk.Now(), "node2", 200, 2), nil, "node1,node2") // and a newer one again
 }
 
 // TestLeave: a leaving peer is dead at once; its incarnation never comes back;
@@ -154,20 +162,20 @@ func TestIncarnations(t *testing.T) {
 func TestLeave(t *testing.T) {
 	clk, log := newFakeClock(), &logSink{}
 	m := newTestMembers(t, clk, log)
-	if err := m.handle(clk.Now(), hb("node2", 100, 1), addr2); err != nil {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 100, 1), addr2); err != nil {
 		t.Fatal(err)
 	}
 	drain(m)
-	if err := m.handle(clk.Now(), leave("node2", 100, 2), addr2); err != nil {
+	if err := m.handle(clk.Now(), leave(clk.Now(), "node2", 100, 2), addr2); err != nil {
 		t.Fatal(err)
 	}
 	if got := aliveNames(m); got != "node1" || !drain(m) {
 		t.Fatalf("after leave: Alive = %s, want node1 and Changed", got)
 	}
-	if err := m.handle(clk.Now(), hb("node2", 100, 3), addr2); !errors.Is(err, errStale) {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 100, 3), addr2); !errors.Is(err, errStale) {
 		t.Errorf("heartbeat of the left incarnation = %v, want errStale", err)
 	}
-	if err := m.handle(clk.Now(), hb("node2", 101, 1), addr2); err != nil {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 101, 1), addr2); err != nil {
 		t.Fatal(err)
 	}
 	if got := aliveNames(m); got != "node1,node2" || !drain(m) {
@@ -185,7 +193,7 @@ func TestSetPeers(t *testing.T) {
 		name string
 		src  netip.Addr
 	}{{"node2", addr2}, {"node3", addr3}} {
-		if err := m.handle(clk.Now(), hb(pk.name, 1, 1), pk.src); err != nil {
+		if err := m.handle(clk.Now(), hb(clk.Now(), pk.name, 1, 1), pk.src); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,13 +204,13 @@ func TestSetPeers(t *testing.T) {
 	if got := aliveNames(m); got != "node1,node2" || !drain(m) {
 		t.Errorf("after removing node3: Alive = %s, want node1,node2 and Changed", got)
 	}
-	if err := m.handle(clk.Now(), hb("node2", 1, 2), addr2); !errors.Is(err, errWrongSource) {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 1, 2), addr2); !errors.Is(err, errWrongSource) {
 		t.Errorf("heartbeat from node2's old address = %v, want errWrongSource", err)
 	}
-	if err := m.handle(clk.Now(), hb("node2", 1, 2), newAddr); err != nil {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 1, 2), newAddr); err != nil {
 		t.Errorf("heartbeat from node2's new address = %v", err)
 	}
-	if err := m.handle(clk.Now(), hb("node4", 1, 1), addr3); !errors.Is(err, errUnknownPeer) {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node4", 1, 1), addr3); !errors.Is(err, errUnknownPeer) {
 		t.Errorf("node4 without addresses = %v, want errUnknownPeer", err)
 	}
 	// Setting the same peers again changes nothing.
@@ -229,12 +237,12 @@ func TestReadiness(t *testing.T) {
 			t.Fatalf("Changed signalled = %v, want %v", got, wantChanged)
 		}
 	}
-	step(hbUnready("node2", 100, 1), "node1", false) // heard, warming up
+	step(hbUnready(clk.Now(), "node2", 100, 1), "node1", false) // heard, warming up
 	clk.Add(300 * time.Millisecond)
-	step(hbUnready("node2", 100, 2), "node1", false)
-	step(hb("node2", 100, 3), "node1,node2", true)  // ready
-	step(hbUnready("node2", 200, 1), "node1", true) // restarted, warming up
-	step(hb("node2", 200, 2), "node1,node2", true)  // ready again
+	step(hbUnready(clk.Now(), "node2", 100, 2), "node1", false)
+	step(hb(clk.Now(), "node2", 100, 3), "node1,node2", true)  // ready
+	step(hbUnready(clk.Now(), "node2", 200, 1), "node1", true) // restarted, warming up
+	step(hb(clk.Now(), "node2", 200, 2), "node1,node2", true)  // ready again
 	clk.Add(400 * time.Millisecond)
 	if got := aliveNames(m); got != "node1" || !drain(m) {
 		t.Errorf("after Timeout: Alive = %s, want node1 and Changed", got)
@@ -249,7 +257,7 @@ func TestReadiness(t *testing.T) {
 func TestUnreadyPeerExpires(t *testing.T) {
 	clk := newFakeClock()
 	m := newTestMembers(t, clk, &logSink{})
-	if err := m.handle(clk.Now(), hbUnready("node2", 100, 1), addr2); err != nil {
+	if err := m.handle(clk.Now(), hbUnready(clk.Now(), "node2", 100, 1), addr2); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(400 * time.Millisecond)
@@ -260,7 +268,7 @@ func TestUnreadyPeerExpires(t *testing.T) {
 	if heard || drain(m) {
 		t.Errorf("unready peer still heard after Timeout (%v) or Changed signalled", heard)
 	}
-	if err := m.handle(clk.Now(), hb("node2", 50, 1), addr2); err != nil {
+	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 50, 1), addr2); err != nil {
 		t.Errorf("older incarnation of a dead peer: %v", err)
 	}
 }

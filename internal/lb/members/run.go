@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // maxReadErrors bounds consecutive failed reads (other than a closed socket)
@@ -95,6 +97,7 @@ func (m *Members) arm(t *time.Timer) {
 func (m *Members) receive(conn net.PacketConn) error {
 	buf := make([]byte, maxPacket+1) // one byte more, so an oversized datagram fails to decode
 	failures := 0
+	var rl rejectLog
 	for {
 		n, from, err := conn.ReadFrom(buf)
 		if err != nil {
@@ -118,9 +121,50 @@ func (m *Members) receive(conn net.PacketConn) error {
 			continue
 		}
 		if err := m.handle(m.cfg.Now(), buf[:n], src); err != nil {
-			m.log.V(4).Info("heartbeat ignored", "from", from, "reason", err)
+			rl.log(m.log, time.Now(), from, err)
 		}
 	}
+}
+
+// rejectLogEvery is how often at most a reason that points at a broken or
+// hostile sender (rejectLog.loud) is logged at level 0; every rejection is
+// also logged at V(4) and counted through Config.Rejected.
+const rejectLogEvery = time.Minute
+
+// rejectLog rate-limits the log lines of rejected datagrams, per reason. It is
+// used by the receiving goroutine only.
+type rejectLog struct {
+	last   map[string]time.Time
+	missed map[string]int
+}
+
+// loud reports whether reason is logged at level 0: keys or clocks that
+// disagree between nodes (or an attacker) make every such datagram fail, so
+// the first must be seen; a duplicate or a node not yet known is routine.
+func loud(reason string) bool {
+	switch reason {
+	case RejectMalformed, RejectUnsigned, RejectBadSignature, RejectStaleTimestamp:
+		return true
+	}
+	return false
+}
+
+func (r *rejectLog) log(log klog.Logger, now time.Time, from net.Addr, err error) {
+	reason := reasonOf(err)
+	if !loud(reason) {
+		log.V(4).Info("heartbeat ignored", "from", from, "reason", reason, "err", err)
+		return
+	}
+	if r.last == nil {
+		r.last, r.missed = map[string]time.Time{}, map[string]int{}
+	}
+	if last, ok := r.last[reason]; ok && now.Sub(last) < rejectLogEvery {
+		r.missed[reason]++
+		log.V(4).Info("heartbeat ignored", "from", from, "reason", reason, "err", err)
+		return
+	}
+	log.Info("heartbeat rejected", "from", from, "reason", reason, "err", err, "alsoRejectedSinceLastLine", r.missed[reason])
+	r.last[reason], r.missed[reason] = now, 0
 }
 
 // addrOf returns the IP of a UDP source address.
@@ -145,7 +189,8 @@ type target struct {
 func (m *Members) broadcast(conn net.PacketConn, k kind) {
 	m.mu.Lock()
 	m.seq++
-	pkt := encode(make([]byte, 0, headerLen+len(m.cfg.NodeName)), message{kind: k, name: m.cfg.NodeName, incarnation: m.incarnation, seq: m.seq, ready: m.ready})
+	pkt := encode(make([]byte, 0, maxPacket), message{kind: k, name: m.cfg.NodeName, incarnation: m.incarnation, seq: m.seq, ready: m.ready,
+		stamp: m.cfg.Now().UnixNano()}, m.keys.Load())
 	targets := make([]target, 0, len(m.peers))
 	for name, p := range m.peers {
 		dst := p.addrs[0]

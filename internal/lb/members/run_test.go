@@ -18,7 +18,7 @@ func TestRun(t *testing.T) {
 	c1, c2 := mn.listen(addr1), mn.listen(addr2)
 	log1, log2 := &logSink{}, &logSink{}
 	newNode := func(name string, log *logSink, peers map[string][]netip.Addr) *Members {
-		m, err := New(Config{NodeName: name, Logger: log.logger()})
+		m, err := New(Config{NodeName: name, Logger: log.logger(), Keys: testKeys})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestRun(t *testing.T) {
 func TestRunClosedConn(t *testing.T) {
 	var mn memNet
 	c := mn.listen(addr1)
-	m, err := New(Config{NodeName: "node1", Logger: (&logSink{}).logger()})
+	m, err := New(Config{NodeName: "node1", Logger: (&logSink{}).logger(), Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

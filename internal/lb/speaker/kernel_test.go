@@ -20,6 +20,15 @@ import (
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
+// speakerKeys is the heartbeat keyring every agent of these tests shares.
+var speakerKeys = func() *members.Keyring {
+	k, err := members.NewKeyring([]byte("speaker-test-key-0123456789"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // killableConn is a real socket whose writes can be made to vanish: what peers
 // see when the process behind it is killed.
 type killableConn struct {
@@ -50,7 +59,7 @@ type agent struct {
 func startAgent(t *testing.T, name string, conn net.PacketConn, store *model.Store) *agent {
 	t.Helper()
 	log := funcr.New(func(prefix, args string) { t.Log(name, prefix, args) }, funcr.Options{})
-	mem, err := members.New(members.Config{NodeName: name, Logger: log})
+	mem, err := members.New(members.Config{NodeName: name, Logger: log, Keys: speakerKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

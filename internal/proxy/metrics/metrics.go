@@ -34,7 +34,7 @@ const (
 	LabelIPFamily      = "ip_family"      // "IPv4" or "IPv6", as kube-proxy's v1.IPFamily
 	LabelTrafficPolicy = "traffic_policy" // TrafficPolicyInternal or TrafficPolicyExternal
 	LabelCode          = "code"           // HTTP status code, decimal
-	LabelReason        = "reason"         // why a Service was skipped (short, fixed vocabulary)
+	LabelReason        = "reason"         // why a Service was skipped or a heartbeat refused (short, fixed vocabulary)
 
 	TrafficPolicyInternal = "internal"
 	TrafficPolicyExternal = "external"
@@ -124,6 +124,10 @@ type Metrics struct {
 	// checks that found the kernel state differing from what was programmed
 	// and reprogrammed it.
 	DriftRepairsTotal *prometheus.CounterVec
+	// SpeakerHeartbeatsRejectedTotal: svcnet_proxy_speaker_heartbeats_rejected_total{reason},
+	// datagrams on the layer-2 speaker's heartbeat port that did not count
+	// (reasons: internal/lb/members RejectReasons).
+	SpeakerHeartbeatsRejectedTotal *prometheus.CounterVec
 }
 
 // New returns a Metrics with every metric registered on a new registry, along
@@ -255,6 +259,12 @@ func New() *Metrics {
 			Name:      "drift_repairs_total",
 			Help:      "Cumulative repairs of kernel state found differing from what was programmed",
 		}, family),
+		SpeakerHeartbeatsRejectedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: svcnetNamespace,
+			Subsystem: svcnetSubsystem,
+			Name:      "speaker_heartbeats_rejected_total",
+			Help:      "Cumulative heartbeat datagrams refused by the layer-2 speaker, by reason",
+		}, []string{LabelReason}),
 	}
 
 	m.registry.MustRegister(
@@ -280,6 +290,7 @@ func New() *Metrics {
 		m.NFTablesTransactionOps,
 		m.ConntrackEntriesDeletedTotal,
 		m.DriftRepairsTotal,
+		m.SpeakerHeartbeatsRejectedTotal,
 		// As kube-proxy's legacy registry: every Go runtime metric, and the process.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

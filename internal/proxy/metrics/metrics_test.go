@@ -42,6 +42,7 @@ func touchAll(m *Metrics) {
 	m.CountHealthz(503)
 	m.CountLivez(200)
 	m.SkippedServicesTotal.WithLabelValues("invalid").Inc()
+	m.SpeakerHeartbeatsRejectedTotal.WithLabelValues("bad-signature").Inc()
 }
 
 func scrape(t *testing.T, h http.Handler) string {
@@ -102,6 +103,7 @@ func TestExposition(t *testing.T) {
 		{"svcnet_proxy_nftables_transaction_ops", "histogram", "Operations per committed nftables transaction", fam},
 		{"svcnet_proxy_conntrack_entries_deleted_total", "counter", "Cumulative stale conntrack entries deleted", fam},
 		{"svcnet_proxy_drift_repairs_total", "counter", "Cumulative repairs of kernel state found differing from what was programmed", fam},
+		{"svcnet_proxy_speaker_heartbeats_rejected_total", "counter", "Cumulative heartbeat datagrams refused by the layer-2 speaker, by reason", []string{`reason="bad-signature"`}},
 	} {
 		for _, line := range []string{
 			"# HELP " + tc.name + " " + tc.help + "\n",

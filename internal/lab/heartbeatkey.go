@@ -1,0 +1,25 @@
+package lab
+
+import (
+	"fmt"
+
+	"github.com/svcnet/svcnet/internal/atomicfile"
+	"github.com/svcnet/svcnet/internal/lb/members"
+)
+
+// HeartbeatKey is the lab's speaker key file: every node's svcnet proxy
+// signs and verifies its heartbeats with it (--announce-key-file).
+func (n Names) HeartbeatKey() string { return n.Path("heartbeat.key") }
+
+// writeHeartbeatKey writes a new random key to the lab's key file, readable by
+// root only: whoever holds it can move the lab's LoadBalancer IPs.
+func writeHeartbeatKey(n Names) error {
+	key, err := members.GenerateKey()
+	if err != nil {
+		return fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
+	if err := atomicfile.Write(n.HeartbeatKey(), []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("lab %s: heartbeat key: %w", n.Lab, err)
+	}
+	return nil
+}
