@@ -14,10 +14,22 @@
 //
 // Readiness: a heartbeat also says whether its sender is ready to own IPs
 // (SetReady; the speaker sets it after its warm-up). Alive counts only peers
-// that are heard and ready, so a restarting node is heard at once but takes
-// over nothing until it can answer, and the IPs it gets back move within one
+// that are heard and ready, so a starting node is heard at once but takes
+// over nothing until it can answer, and the IPs it gets move within one
 // heartbeat (SetReady sends at once) instead of going unanswered for the
 // warm-up.
+//
+// Restart grace: a peer whose new incarnation is heard before the old one's
+// Timeout ran out (its agent was killed and restarted at once, as a kubelet
+// restarts a container) keeps counting alive while it warms up, for
+// RestartGrace (10×Timeout, 4 s by default). Its node's data plane went on
+// serving while the agent was down (svcnet proxy adopts its rules on restart
+// and never flushes them), and the clients' ARP and neighbour caches still
+// name it, so flows established through its IPs survive the restart; moving
+// the IPs would send those flows to a node that has no conntrack entry for
+// them, which resets them. A peer still not ready when the grace ends is
+// dropped then; one that restarts after it was declared dead, or that said
+// it was leaving, gets no grace.
 //
 // Why not Node Leases: the kubelet renews its Lease every 10 s and the
 // node-lifecycle controller marks a Node NotReady only after its grace period

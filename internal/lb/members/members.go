@@ -23,6 +23,10 @@ const (
 	// within milliseconds, or that disagree by a second or two, while a
 	// recorded heartbeat stops counting seconds after it was sent.
 	DefaultStampWindow = 5 * time.Second
+	// restartGraceTimeouts is RestartGrace's default in Timeouts (4 s at the
+	// default Timeout): room for a restarted agent's first sync and the
+	// speaker's warm-up of 3 Timeouts.
+	restartGraceTimeouts = 10
 )
 
 // Config configures Members.
@@ -60,6 +64,13 @@ type Config struct {
 	// Rejected, when set, is called with the reason (one of RejectReasons)
 	// for every received datagram that does not count. It must not block.
 	Rejected func(reason string)
+	// RestartGrace is how long a peer that restarted while alive (a new
+	// incarnation heard before the old one's Timeout ran out) keeps counting
+	// alive, not yet ready, while it warms up; zero means 10×Timeout. Its
+	// IPs stay with it meanwhile, so flows established through them survive
+	// an agent restart (the node's data plane kept serving them); a peer
+	// still not ready when the grace ends is dropped.
+	RestartGrace time.Duration
 }
 
 // Reasons a received datagram does not count (Config.Rejected).
@@ -141,14 +152,18 @@ type peer struct {
 	incarnation int64
 	seq         uint64
 	lastHeard   time.Time
-	heard       bool   // heard within Timeout
-	ready       bool   // its last heartbeat said it is ready to own IPs
-	left        bool   // incarnation said it was leaving
-	sendErr     string // the last error sending to it, "" when the last send worked
+	heard       bool // heard within Timeout
+	ready       bool // its last heartbeat said it is ready to own IPs
+	left        bool // incarnation said it was leaving
+	// graceUntil, when set, is when the RestartGrace of a peer that restarted
+	// while alive ends; until then (or until it is ready) it counts alive.
+	graceUntil time.Time
+	sendErr    string // the last error sending to it, "" when the last send worked
 }
 
-// alive is what Alive reports: heard within Timeout and ready.
-func (p *peer) alive() bool { return p.heard && p.ready }
+// alive is what Alive reports: heard within Timeout, and ready or within the
+// grace of a restart (expireLocked ends graces on time).
+func (p *peer) alive() bool { return p.heard && (p.ready || !p.graceUntil.IsZero()) }
 
 // New checks cfg and fills its defaults. It binds nothing and starts no goroutine.
 // The incarnation is the current time in nanoseconds.
@@ -188,6 +203,12 @@ func New(cfg Config) (*Members, error) {
 	}
 	if cfg.StampWindow == 0 {
 		cfg.StampWindow = DefaultStampWindow
+	}
+	if cfg.RestartGrace < 0 {
+		return nil, fmt.Errorf("members: negative restart grace %s", cfg.RestartGrace)
+	}
+	if cfg.RestartGrace == 0 {
+		cfg.RestartGrace = restartGraceTimeouts * cfg.Timeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -367,18 +388,28 @@ func (m *Members) accept(now time.Time, b []byte, src netip.Addr) error {
 	p.incarnation, p.seq = msg.incarnation, msg.seq
 	switch {
 	case msg.kind == kindLeave:
-		p.left = true
+		p.left, p.graceUntil = true, time.Time{}
 		if p.heard {
 			p.heard = false
 			m.log.Info("peer dead", "node", msg.name, "reason", "left", "incarnation", msg.incarnation)
 		}
 	case !p.heard:
-		p.left, p.heard, p.ready, p.lastHeard = false, true, msg.ready, now
+		p.left, p.heard, p.ready, p.lastHeard, p.graceUntil = false, true, msg.ready, now, time.Time{}
 		m.log.Info("peer alive", "node", msg.name, "addr", src, "ready", msg.ready, "incarnation", msg.incarnation)
 		m.kick()
 	default:
+		switch {
+		case msg.ready:
+			p.graceUntil = time.Time{}
+		case restarted && was:
+			// Restarted before its Timeout ran out (its agent was killed and
+			// restarted at once): it keeps its IPs while it warms up.
+			p.graceUntil = now.Add(m.cfg.RestartGrace)
+			m.kick()
+		}
 		if restarted {
-			m.log.Info("peer restarted", "node", msg.name, "ready", msg.ready, "incarnation", msg.incarnation)
+			m.log.Info("peer restarted", "node", msg.name, "ready", msg.ready, "incarnation", msg.incarnation,
+				"keepsIPsFor", p.graceUntil.Sub(now).Round(time.Millisecond))
 		} else if p.ready != msg.ready {
 			m.log.Info("peer readiness changed", "node", msg.name, "ready", msg.ready)
 		}
@@ -405,15 +436,21 @@ func (m *Members) fresh(p *peer, msg message) bool {
 	return !p.left && msg.seq > p.seq
 }
 
-// expireLocked declares dead every peer not heard from within Timeout of now and
-// signals Changed if one of them was alive. m.mu must be held.
+// expireLocked declares dead every peer not heard from within Timeout of now,
+// ends every restart grace that ran out, and signals Changed if a peer that
+// was alive is not any more. m.mu must be held.
 func (m *Members) expireLocked(now time.Time) {
 	changed := false
 	for name, p := range m.peers {
 		if p.heard && now.Sub(p.lastHeard) >= m.cfg.Timeout {
 			changed = changed || p.alive()
-			p.heard = false
+			p.heard, p.graceUntil = false, time.Time{}
 			m.log.Info("peer dead", "node", name, "reason", "timeout", "silentFor", now.Sub(p.lastHeard).Round(time.Millisecond), "incarnation", p.incarnation)
+		}
+		if !p.graceUntil.IsZero() && !now.Before(p.graceUntil) {
+			changed = changed || (p.alive() && !p.ready)
+			p.graceUntil = time.Time{}
+			m.log.Info("peer not ready after its restart grace: its IPs move", "node", name, "grace", m.cfg.RestartGrace, "incarnation", p.incarnation)
 		}
 	}
 	if changed {
@@ -432,6 +469,9 @@ func (m *Members) nextExpiryLocked() (time.Time, bool) {
 		}
 		if t := p.lastHeard.Add(m.cfg.Timeout); !ok || t.Before(next) {
 			next, ok = t, true
+		}
+		if t := p.graceUntil; !t.IsZero() && t.Before(next) {
+			next = t
 		}
 	}
 	return next, ok

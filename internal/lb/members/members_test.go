@@ -240,9 +240,9 @@ func TestReadiness(t *testing.T) {
 	step(hbUnready(clk.Now(), "node2", 100, 1), "node1", false) // heard, warming up
 	clk.Add(300 * time.Millisecond)
 	step(hbUnready(clk.Now(), "node2", 100, 2), "node1", false)
-	step(hb(clk.Now(), "node2", 100, 3), "node1,node2", true)  // ready
-	step(hbUnready(clk.Now(), "node2", 200, 1), "node1", true) // restarted, warming up
-	step(hb(clk.Now(), "node2", 200, 2), "node1,node2", true)  // ready again
+	step(hb(clk.Now(), "node2", 100, 3), "node1,node2", true)         // ready
+	step(hbUnready(clk.Now(), "node2", 200, 1), "node1,node2", false) // restarted while alive: warming up in its grace
+	step(hb(clk.Now(), "node2", 200, 2), "node1,node2", false)        // ready again
 	clk.Add(400 * time.Millisecond)
 	if got := aliveNames(m); got != "node1" || !drain(m) {
 		t.Errorf("after Timeout: Alive = %s, want node1 and Changed", got)
@@ -271,4 +271,80 @@ func TestUnreadyPeerExpires(t *testing.T) {
 	if err := m.handle(clk.Now(), hb(clk.Now(), "node2", 50, 1), addr2); err != nil {
 		t.Errorf("older incarnation of a dead peer: %v", err)
 	}
+}
+
+// TestRestartGrace: a peer that restarts while alive (a new incarnation
+// before its Timeout ran out, as when its agent is killed and restarted at
+// once) keeps counting alive while it warms up, for RestartGrace, so its IPs
+// do not move; ready within the grace, nothing ever changed. Still unready
+// when the grace ends, it is dropped then, with Changed, and the Run's timer
+// is set for that moment. A peer that restarts after it died, or that left,
+// gets no grace.
+func TestRestartGrace(t *testing.T) {
+	clk, log := newFakeClock(), &logSink{}
+	m := newTestMembers(t, clk, log)
+	grace := m.cfg.RestartGrace
+	if grace != 10*m.Timeout() {
+		t.Fatalf("default RestartGrace %s, want 10×Timeout", grace)
+	}
+	step := func(pkt []byte, wantAlive string, wantChanged bool) {
+		t.Helper()
+		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
+			t.Fatal(err)
+		}
+		if got := aliveNames(m); got != wantAlive {
+			t.Fatalf("Alive = %s, want %s", got, wantAlive)
+		}
+		if got := drain(m); got != wantChanged {
+			t.Fatalf("Changed signalled = %v, want %v", got, wantChanged)
+		}
+	}
+	// Ready within the grace: alive throughout, no Changed at all.
+	step(hb(clk.Now(), "node2", 100, 1), "node1,node2", true)
+	clk.Add(100 * time.Millisecond)
+	step(hbUnready(clk.Now(), "node2", 200, 1), "node1,node2", false)
+	for seq := uint64(2); seq < 10; seq++ { // heartbeats go on while it warms up
+		clk.Add(300 * time.Millisecond)
+		step(hbUnready(clk.Now(), "node2", 200, seq), "node1,node2", false)
+	}
+	step(hb(clk.Now(), "node2", 200, 10), "node1,node2", false)
+	for seq, start := uint64(11), clk.Now(); clk.Now().Sub(start) <= grace; seq++ { // past where the grace would end
+		clk.Add(300 * time.Millisecond)
+		step(hb(clk.Now(), "node2", 200, seq), "node1,node2", false)
+	}
+
+	// Unready when the grace ends: dropped exactly then, and the expiry timer
+	// points at it.
+	step(hbUnready(clk.Now(), "node2", 300, 1), "node1,node2", false)
+	start := clk.Now()
+	for seq := uint64(2); clk.Now().Sub(start) < grace-300*time.Millisecond; seq++ {
+		clk.Add(300 * time.Millisecond)
+		step(hbUnready(clk.Now(), "node2", 300, seq), "node1,node2", false)
+	}
+	m.mu.Lock()
+	next, ok := m.nextExpiryLocked()
+	m.mu.Unlock()
+	if want := start.Add(grace); !ok || !next.Equal(want) {
+		t.Fatalf("next expiry %v (%v), want the grace's end %v", next, ok, want)
+	}
+	clk.Add(start.Add(grace).Sub(clk.Now()))
+	if got := aliveNames(m); got != "node1" || !drain(m) {
+		t.Fatalf("at the grace's end: Alive = %s, want node1 and Changed", got)
+	}
+	if log.count(`"peer not ready after its restart grace: its IPs move"`) != 1 {
+		t.Errorf("end of the grace not logged: %q", log.Lines())
+	}
+	step(hb(clk.Now(), "node2", 300, 100), "node1,node2", true) // ready later: alive again
+
+	// Restarted after its Timeout ran out (dead): no grace.
+	clk.Add(m.Timeout())
+	if got := aliveNames(m); got != "node1" || !drain(m) {
+		t.Fatalf("after Timeout: Alive = %s, want node1 and Changed", got)
+	}
+	step(hbUnready(clk.Now(), "node2", 400, 1), "node1", false)
+
+	// Left, then restarted: no grace either.
+	step(hb(clk.Now(), "node2", 400, 2), "node1,node2", true)
+	step(leave(clk.Now(), "node2", 400, 3), "node1", true)
+	step(hbUnready(clk.Now(), "node2", 500, 1), "node1", false)
 }
