@@ -33,9 +33,15 @@ import (
 // returned error, and never blocks the others.
 //
 // Owned returns the set being answered, sorted, without duplicates.
+//
+// Reannounce announces every owned IP afresh, as SetOwned announces a newly
+// owned one: for when another node may have claimed them while this one did
+// not hear it (a healed partition, a node that was stalled), so that the
+// neighbours' caches name this node again.
 type Announcer interface {
 	SetOwned(ips []netip.Addr) error
 	Owned() []netip.Addr
+	Reannounce()
 }
 
 var (

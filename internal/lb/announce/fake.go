@@ -11,8 +11,8 @@ import (
 // Fake is an in-memory Announcer for unit tests of its callers. It keeps the
 // owned set with the same rules as L2 (normalisation, invalid IPs refused and
 // named in the error, the others applied) and a log of announcements: one
-// entry each time an IP becomes owned, where L2 would send its gratuitous
-// announcements. It is safe for concurrent use; the zero value is ready.
+// entry each time an IP becomes owned or is announced again, where L2 would
+// send its gratuitous announcements. It is safe for concurrent use; the zero value is ready.
 type Fake struct {
 	mu        sync.Mutex
 	owned     map[netip.Addr]struct{}
@@ -67,8 +67,16 @@ func (f *Fake) Owned() []netip.Addr {
 	return sortedSet(f.owned)
 }
 
+// Reannounce implements Announcer: every owned IP is logged as announced
+// again, in order.
+func (f *Fake) Reannounce() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.announced = append(f.announced, sortedSet(f.owned)...)
+}
+
 // Announced returns the announcement log, oldest first: each IP every time it
-// became owned.
+// became owned or was announced again (Reannounce).
 func (f *Fake) Announced() []netip.Addr {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -107,6 +107,46 @@ func TestGratuitousOnOwnership(t *testing.T) {
 	}
 }
 
+// TestReannounce: after another node claimed an owned IP (a neighbour's
+// entry names it), Reannounce sends the gratuitous announcements again,
+// repeated as for a new claim, and the entry names this node again; with
+// nothing owned it sends nothing.
+func TestReannounce(t *testing.T) {
+	t.Parallel()
+	l := newLab(t)
+	r := l.start(t)
+	r.Reannounce() // nothing owned yet
+	if err := r.SetOwned([]netip.Addr{lb4, lb6}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // the claim's repeats are over
+	// Another node took the IPs meanwhile: B's entries name it (gratuitous
+	// ARP and unsolicited NAs update an entry; they do not make one).
+	taker := mac{0x02, 0, 0, 0, 0, 0x03}
+	for _, ip := range []netip.Addr{lb4, lb6} {
+		l.setNeigh(t, ip, taker, netlink.NUD_STALE)
+	}
+	t0 := time.Now()
+	frames := l.capture(t, t0.Add(1500*time.Millisecond))
+	r.Reannounce()
+	for _, ip := range []netip.Addr{lb4, lb6} {
+		if n, _, ok := l.waitNeigh(t, ip, 2*time.Second, func(n netlink.Neigh) bool { return hasMAC(n, l.aMAC) }); !ok {
+			t.Errorf("%s: B's entry still %s after Reannounce, want %s", ip, n.HardwareAddr, l.aMAC)
+		}
+	}
+	count := map[string]int{}
+	for _, f := range frames() {
+		if f.From == l.aMAC {
+			count[f.Kind+" "+f.IP.String()]++
+		}
+	}
+	for _, key := range []string{"garp-request " + lb4.String(), "garp-reply " + lb4.String(), "unsolicited-na " + lb6.String()} {
+		if count[key] != len(repeatOffsets) {
+			t.Errorf("%s sent %d times after Reannounce, want %d (all seen: %v)", key, count[key], len(repeatOffsets), count)
+		}
+	}
+}
+
 // TestStopsAnsweringRemovedIPs: an IP that SetOwned drops is no longer
 // answered, its solicited-node group is left, and the new set is answered.
 func TestStopsAnsweringRemovedIPs(t *testing.T) {

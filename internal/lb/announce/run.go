@@ -210,12 +210,26 @@ func (a *L2) onLink(ev linkEvent) error {
 	default:
 		return nil
 	}
+	a.announceOwnedLocked()
+	return nil
+}
+
+// Reannounce implements Announcer: every owned IP is announced as a newly
+// owned one is (0, 200 ms and 1 s from now).
+func (a *L2) Reannounce() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.announceOwnedLocked()
+}
+
+// announceOwnedLocked schedules the announcements of every owned IP from now
+// and wakes the sender. a.mu must be held.
+func (a *L2) announceOwnedLocked() {
 	now := time.Now()
 	for ip := range a.owned {
 		a.sched.add(ip, now, repeatOffsets, 0)
 	}
 	a.poke()
-	return nil
 }
 
 // sleep waits d or until ctx is done; it reports whether ctx is still live.

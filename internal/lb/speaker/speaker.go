@@ -68,6 +68,7 @@ type Speaker struct {
 	log klog.Logger
 
 	claims map[netip.Addr]*claim // the last computation (Run's goroutine only)
+	alive  map[string]bool       // the alive set of the last computation (Run's goroutine only)
 
 	mu    sync.Mutex
 	owned []netip.Addr // this node's IPs by the last computation, sorted
@@ -172,7 +173,10 @@ func (s *Speaker) Run(ctx context.Context, store *model.Store) error {
 // calls SetOwned when this node's set changed or force is set (a retry). It
 // reports whether the set changed and SetOwned's error.
 func (s *Speaker) sync(snap *model.Snapshot, force bool) (bool, error) {
-	next := claims(s.cfg, snap, s.cfg.Members.Alive())
+	alive := s.cfg.Members.Alive()
+	returned := s.returned(alive)
+	s.alive = alive
+	next := claims(s.cfg, snap, alive)
 	s.logChanges(s.claims, next)
 	s.claims = next
 	mine := ownedBy(next, s.cfg.NodeName)
@@ -180,13 +184,35 @@ func (s *Speaker) sync(snap *model.Snapshot, force bool) (bool, error) {
 	changed := !slices.Equal(mine, s.owned)
 	s.owned = mine
 	s.mu.Unlock()
-	if !changed && !force {
-		return false, nil
+	if changed || force {
+		if err := s.cfg.Announcer.SetOwned(mine); err != nil {
+			return changed, fmt.Errorf("speaker: %w", err)
+		}
 	}
-	if err := s.cfg.Announcer.SetOwned(mine); err != nil {
-		return changed, fmt.Errorf("speaker: %w", err)
+	// A peer heard again after it was dead may have taken this node's IPs
+	// meanwhile (it did not hear this node either: a partition, or this node
+	// stalled), and the neighbours' caches may name it: announce them again.
+	if len(returned) > 0 && len(mine) > 0 {
+		s.log.Info("peers alive again; announcing owned LoadBalancer IPs again", "peers", returned, "ips", len(mine))
+		s.cfg.Announcer.Reannounce()
 	}
 	return changed, nil
+}
+
+// returned lists, sorted, the peers in alive that were not alive at the last
+// computation (none at the first).
+func (s *Speaker) returned(alive map[string]bool) []string {
+	if s.alive == nil {
+		return nil
+	}
+	var out []string
+	for name := range alive {
+		if !s.alive[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // withdraw tells the peers this node owns nothing any more and stops every
@@ -197,7 +223,7 @@ func (s *Speaker) withdraw() {
 	had := len(s.owned) > 0
 	s.owned = nil
 	s.mu.Unlock()
-	s.claims = map[netip.Addr]*claim{}
+	s.claims, s.alive = map[netip.Addr]*claim{}, nil
 	if err := s.cfg.Announcer.SetOwned(nil); err != nil {
 		s.log.Error(err, "withdrawing LoadBalancer IPs failed")
 		return
