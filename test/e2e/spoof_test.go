@@ -266,7 +266,7 @@ func answersFrom(t *testing.T, e *env, ip netip.Addr) int {
 
 // heartbeatSpoofing: from the lab client, with a raw socket, datagrams whose
 // source is a node's address claim (a) that the owner of a LoadBalancer IP
-// left, and (b) that the owner, once its proxy is killed, is alive again: each
+// left, and (b) that the owner, once its proxy is stopped, is alive again: each
 // unsigned, signed with a wrong key, or a recording of the owner's genuine
 // heartbeats replayed. The IP stays with its owner, then with the node it
 // moved to; the receivers count each kind under its reason.

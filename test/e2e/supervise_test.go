@@ -113,10 +113,11 @@ func killSupervised(t *testing.T, e *env, namespace, name string) (old, restarte
 
 // proxyKilled: kill -9 of node's svcnet proxy while clients talk through the
 // node; the proxy is back in under a second, no request through the node's
-// NodePort or ClusterIP fails (on connections established before the kill
-// and on new ones), `lab get pods` shows the restart, and a Service applied
-// afterwards is served on the node. What the LoadBalancer IP's clients see is
-// logged: the IP moves to the other node while the proxy is down.
+// NodePort, ClusterIP or LoadBalancer IP fails (on connections established
+// before the kill and on new ones: the restarted speaker keeps its IPs within
+// its restart grace, and the node's data plane served on meanwhile), the IP
+// never leaves the node, `lab get pods` shows the restart, and a Service
+// applied afterwards is served on the node.
 func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 	svc := e.service("web")
 	np := svc.Spec.Ports[0].NodePort
@@ -131,8 +132,8 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 		{name: "NodePort, new connections", dial: client, addr: nodePort, must: true},
 		{name: "ClusterIP from a pod on the node, established", dial: clientK, addr: clusterIP, established: true, must: true},
 		{name: "ClusterIP from a pod on the node, new connections", dial: clientK, addr: clusterIP, must: true},
-		{name: "LoadBalancer IP, established", dial: client, addr: lb, established: true},
-		{name: "LoadBalancer IP, new connections", dial: client, addr: lb},
+		{name: "LoadBalancer IP, established", dial: client, addr: lb, established: true, must: true},
+		{name: "LoadBalancer IP, new connections", dial: client, addr: lb, must: true},
 	}
 	var wg sync.WaitGroup
 	for _, f := range flows {
@@ -156,6 +157,9 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 		if f.must && (f.failed > 0 || f.ok == 0) {
 			t.Errorf("%s through node%d: %s; want no failure", f.name, node, f.summary(killedAt))
 		}
+	}
+	if n, err := e.l.Announcer(lbIP); err != nil || n != node {
+		t.Errorf("after the restart %s is announced by node%d (%v), want node%d still", lbIP, n, err, node)
 	}
 
 	row := waitRow(t, e, "pods", "kube-system", fmt.Sprintf("svcnet-proxy-node%d", node), func(r []string) bool {
