@@ -53,7 +53,7 @@ func TestBenchFailover(t *testing.T) {
 	}
 
 	var nodeFail, handover []time.Duration
-	failedDuringHandover, totalDuringHandover := 0, 0
+	var silent, restarted tally
 	for round := 1; round <= kills; round++ {
 		d, owner, err := nodeFailure(ctx, l, lp, ip)
 		if err != nil {
@@ -66,21 +66,31 @@ func TestBenchFailover(t *testing.T) {
 		}
 	}
 	for round := 1; round <= kills; round++ {
-		d, owner, failed, total, err := agentKill(ctx, l, lp, ip)
+		d, owner, failed, total, err := agentSilent(ctx, l, lp, ip)
 		if err != nil {
-			t.Fatalf("agent kill round %d: %v", round, err)
+			t.Fatalf("agent silent round %d: %v", round, err)
 		}
-		t.Logf("agent kill %2d: node%d's agent killed; another node announces after %v; %d of %d requests failed meanwhile", round, owner, d.Round(time.Millisecond), failed, total)
+		t.Logf("agent silent %2d: node%d's agent stopped; another node announces after %v; %d of %d requests failed meanwhile", round, owner, d.Round(time.Millisecond), failed, total)
 		handover = append(handover, d)
-		failedDuringHandover += failed
-		totalDuringHandover += total
+		silent.add(failed, total, false)
+		if err := restore(ctx, l, lp, ip, owner); err != nil {
+			t.Fatalf("round %d: restore node%d: %v", round, owner, err)
+		}
+	}
+	for round := 1; round <= kills; round++ {
+		owner, failed, total, moved, err := agentRestart(ctx, l, lp, ip)
+		if err != nil {
+			t.Fatalf("agent restart round %d: %v", round, err)
+		}
+		t.Logf("agent restart %2d: node%d's agent killed and restarted; %d of %d requests failed; IP moved: %v", round, owner, failed, total, moved)
+		restarted.add(failed, total, moved)
 		if err := restore(ctx, l, lp, ip, owner); err != nil {
 			t.Fatalf("round %d: restore node%d: %v", round, owner, err)
 		}
 	}
 	rep := report{
 		kills: kills, nodeFail: nodeFail, handover: handover,
-		failed: failedDuringHandover, total: totalDuringHandover, skipped: lp.skipped,
+		silent: silent, restarted: restarted, skipped: lp.skipped,
 	}
 	fmt.Print(rep.String())
 	t.Log("\n" + rep.String())
@@ -129,15 +139,16 @@ func nodeFailure(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr) (time
 	return 0, owner, fmt.Errorf("no request succeeded within %s of the failure of node%d", roundLimit, owner)
 }
 
-// agentKill kills the owner's agent only and returns the time until the
-// client's neighbour entry names another node, and the requests that failed
-// from the kill until a second after that.
-func agentKill(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr) (d time.Duration, owner, failed, total int, err error) {
+// agentSilent stops the owner's agent (SIGSTOP: silent, as a hung or dead
+// agent, and not restarted) and returns the time until the client's neighbour
+// entry names another node, and the requests that failed from the stop until
+// a second after that. restore lets the agent go on.
+func agentSilent(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr) (d time.Duration, owner, failed, total int, err error) {
 	if owner, err = l.Announcer(ip); err != nil {
 		return 0, 0, 0, 0, err
 	}
 	t0 := time.Now()
-	if err = l.KillProxy(owner, syscall.SIGKILL); err != nil {
+	if err = signalProxy(l, owner, syscall.SIGSTOP); err != nil {
 		return 0, owner, 0, 0, err
 	}
 	for {
@@ -146,7 +157,7 @@ func agentKill(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr) (d time
 			break
 		}
 		if time.Since(t0) > roundLimit {
-			return 0, owner, 0, 0, fmt.Errorf("no other node announces %s within %s of killing node%d's agent", ip, roundLimit, owner)
+			return 0, owner, 0, 0, fmt.Errorf("no other node announces %s within %s of stopping node%d's agent", ip, roundLimit, owner)
 		}
 		if err = sleep(ctx, 5*time.Millisecond); err != nil {
 			return 0, owner, 0, 0, err
@@ -159,10 +170,52 @@ func agentKill(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr) (d time
 	return d, owner, failed, total, nil
 }
 
-// restore reconnects node i, restarts its agent and waits until the IP has
-// settled again.
+// agentRestart kills the owner's agent, which its supervisor restarts at
+// once, and returns the requests that failed from the kill until 3 s after
+// (the restarted speaker's sync and warm-up), and whether the IP left the
+// owner meanwhile (it should not: the restart grace keeps it there).
+func agentRestart(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr) (owner, failed, total int, moved bool, err error) {
+	if owner, err = l.Announcer(ip); err != nil {
+		return 0, 0, 0, false, err
+	}
+	t0 := time.Now()
+	if err = l.KillProxy(owner, syscall.SIGKILL); err != nil {
+		return owner, 0, 0, false, err
+	}
+	for time.Since(t0) < 3*time.Second {
+		if n, err := l.Announcer(ip); err == nil && n != owner {
+			moved = true
+		}
+		if err = sleep(ctx, 50*time.Millisecond); err != nil {
+			return owner, 0, 0, false, err
+		}
+	}
+	if err = sleep(ctx, requestTimeout); err != nil {
+		return owner, 0, 0, false, err
+	}
+	failed, total = lp.failedBetween(t0, t0.Add(3*time.Second))
+	return owner, failed, total, moved, nil
+}
+
+// signalProxy sends sig to node i's svcnet proxy.
+func signalProxy(l *lab.Lab, i int, sig syscall.Signal) error {
+	pid, err := l.ProxyPid(i)
+	if err != nil {
+		return err
+	}
+	if pid == 0 {
+		return fmt.Errorf("node%d runs no svcnet proxy", i)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// restore reconnects node i, lets a stopped agent go on, restarts a dead
+// one and waits until the IP has settled again.
 func restore(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr, i int) error {
 	if err := l.SetNodeLink(i, true); err != nil {
+		return err
+	}
+	if err := signalProxy(l, i, syscall.SIGCONT); err != nil {
 		return err
 	}
 	if err := l.StartProxy(ctx, i); err != nil {
