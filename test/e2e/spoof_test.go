@@ -383,6 +383,11 @@ func heartbeatSpoofing(t *testing.T, e *env) {
 		if err := e.l.StartProxy(e.ctx, owner); err != nil {
 			t.Errorf("node%d's proxy after SIGCONT: %v", owner, err)
 		}
+		// Heard again, the owner takes its IP back (and announces it again):
+		// the next scenario starts from settled ownership.
+		if _, err := e.l.WaitAnnouncer(e.ctx, ip, func(n int) bool { return n == owner }); err != nil {
+			t.Errorf("node%d after SIGCONT: %v", owner, err)
+		}
 	})
 	next, err := e.l.WaitAnnouncer(e.ctx, ip, func(n int) bool { return n != owner })
 	if err != nil {
