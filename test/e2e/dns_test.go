@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
-	"github.com/svcnet/svcnet/internal/lab"
 )
 
 // resolveTimeout bounds one `svcnet resolve` (its resolver tries every search
@@ -160,16 +159,8 @@ func dnsScenarios(t *testing.T, e *env) {
 // ClusterIP. The CLI takes the lab's lock, so the suite's handle lets go of
 // it meanwhile.
 func labExecResolve(t *testing.T, e *env, want string) {
-	name := e.l.Names().Lab
-	e.l.Close()
-	defer func() {
-		l, err := lab.Open(e.ctx, name)
-		if err != nil {
-			t.Fatalf("reopen the lab: %v", err)
-		}
-		e.l = l
-		t.Cleanup(l.Close)
-	}()
+	name, reopen := e.release(t)
+	defer reopen()
 	ctx, cancel := context.WithTimeout(e.ctx, resolveTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, svcnetBin, "lab", "exec", "--name", name, "client-1", "--", svcnetBin, "resolve", "web").Output()

@@ -67,16 +67,8 @@ func (e *env) pools() map[string]*pool.IPAddressPool {
 // returns stdout, stderr and the exit code.
 func (e *env) labCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	name := e.l.Names().Lab
-	e.l.Close()
-	defer func() {
-		l, err := lab.Open(e.ctx, name)
-		if err != nil {
-			t.Fatalf("reopen the lab: %v", err)
-		}
-		e.l = l
-		t.Cleanup(l.Close)
-	}()
+	name, reopen := e.release(t)
+	defer reopen()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(e.ctx, svcnetBin, append([]string{"lab"}, append(args, "--name", name)...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

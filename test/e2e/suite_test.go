@@ -44,6 +44,23 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Logf("%s", b); return len(b), nil }
 
+// release lets go of the lab's lock, which the CLI takes, and returns the
+// lab's name and a func that opens the lab again (to defer; the lab it opens
+// is closed when t ends).
+func (e *env) release(t *testing.T) (string, func()) {
+	t.Helper()
+	name := e.l.Names().Lab
+	e.l.Close()
+	return name, func() {
+		l, err := lab.Open(e.ctx, name)
+		if err != nil {
+			t.Fatalf("reopen the lab: %v", err)
+		}
+		e.l = l
+		t.Cleanup(l.Close)
+	}
+}
+
 func (e *env) applyObjects(objs ...controlplane.Object) {
 	e.t.Helper()
 	if errs := e.l.Apply(e.ctx, objs); len(errs) > 0 {

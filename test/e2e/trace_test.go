@@ -92,16 +92,8 @@ func traceScenarios(t *testing.T, e *env) {
 // --verify` passes, and `-o svg` gives an SVG that renders. The CLI takes the
 // lab's lock, so the suite's handle lets go of it meanwhile.
 func traceCommand(t *testing.T, e *env) {
-	name := e.l.Names().Lab
-	e.l.Close()
-	defer func() {
-		l, err := lab.Open(e.ctx, name)
-		if err != nil {
-			t.Fatalf("reopen the lab: %v", err)
-		}
-		e.l = l
-		t.Cleanup(l.Close)
-	}()
+	name, reopen := e.release(t)
+	defer reopen()
 	out, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "--verify").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "verify: the kernel took the same chains, rules and rewrites") {
 		t.Fatalf("svcnet lab trace --verify: %v\n%s", err, out)
