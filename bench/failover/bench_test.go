@@ -215,8 +215,12 @@ func restore(ctx context.Context, l *lab.Lab, lp *loop, ip netip.Addr, i int) er
 	if err := l.SetNodeLink(i, true); err != nil {
 		return err
 	}
-	if err := signalProxy(l, i, syscall.SIGCONT); err != nil {
+	if pid, err := l.ProxyPid(i); err != nil {
 		return err
+	} else if pid != 0 { // a stopped one; a killed one is being restarted
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			return err
+		}
 	}
 	if err := l.StartProxy(ctx, i); err != nil {
 		return err

@@ -139,11 +139,13 @@ type Members struct {
 	running     atomic.Bool
 	keys        atomic.Pointer[Keyring] // nil when Insecure
 
-	mu    sync.Mutex
-	peers map[string]*peer
-	self  []netip.Addr // this node's addresses: heartbeats are sent from them
-	seq   uint64       // last sequence number sent
-	ready bool         // this node is ready to own IPs (SetReady)
+	mu       sync.Mutex
+	peers    map[string]*peer
+	self     []netip.Addr // this node's addresses: heartbeats are sent from them
+	seq      uint64       // last sequence number sent
+	ready    bool         // this node is ready to own IPs (SetReady)
+	lastSent time.Time    // when the last heartbeat was sent (zero before the first)
+	rejoins  uint64       // see Rejoins
 }
 
 // peer is what this node knows of one other node.
@@ -324,6 +326,27 @@ func cleanAddrs(addrs []netip.Addr) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// Rejoins counts the times this node sent no heartbeat for Timeout or more
+// (its process stalled: stopped, paused, starved) and then sent again: its
+// peers may have declared it dead meanwhile and taken its IPs, while to this
+// node nothing seemed to change. Changed is signalled when it grows.
+func (m *Members) Rejoins() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rejoins
+}
+
+// noteSendLocked records a heartbeat sent at now, counting a rejoin when the
+// last one was Timeout or more before. m.mu must be held.
+func (m *Members) noteSendLocked(now time.Time) {
+	if gap := now.Sub(m.lastSent); !m.lastSent.IsZero() && gap >= m.cfg.Timeout {
+		m.rejoins++
+		m.log.Info("this node sent no heartbeat for a Timeout or more: peers may have taken its IPs", "silentFor", gap.Round(time.Millisecond))
+		m.signal()
+	}
+	m.lastSent = now
 }
 
 // Alive returns the peers heard from within Timeout whose last heartbeat said

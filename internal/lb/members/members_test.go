@@ -348,3 +348,36 @@ func TestRestartGrace(t *testing.T) {
 	step(leave(clk.Now(), "node2", 400, 3), "node1", true)
 	step(hbUnready(clk.Now(), "node2", 500, 1), "node1", false)
 }
+
+// TestRejoins: a heartbeat sent a Timeout or more after the last one (this
+// node's process stalled) counts a rejoin, logged and with Changed; regular
+// heartbeats, and the first one, do not.
+func TestRejoins(t *testing.T) {
+	clk, log := newFakeClock(), &logSink{}
+	m := newTestMembers(t, clk, log)
+	send := func(after time.Duration) {
+		clk.Add(after)
+		m.mu.Lock()
+		m.noteSendLocked(clk.Now())
+		m.mu.Unlock()
+	}
+	send(0)
+	for range 10 {
+		send(m.Interval())
+	}
+	send(m.Timeout() - time.Millisecond)
+	if got := m.Rejoins(); got != 0 || drain(m) {
+		t.Fatalf("after regular heartbeats: %d rejoins (Changed %v), want 0", got, !drain(m))
+	}
+	send(m.Timeout())
+	if got := m.Rejoins(); got != 1 || !drain(m) {
+		t.Fatalf("after a Timeout without a heartbeat: %d rejoins, want 1 and Changed", got)
+	}
+	send(3 * time.Second)
+	if got := m.Rejoins(); got != 2 {
+		t.Fatalf("after 3 s without a heartbeat: %d rejoins, want 2", got)
+	}
+	if n := log.count(`"this node sent no heartbeat for a Timeout or more: peers may have taken its IPs"`); n != 2 {
+		t.Errorf("rejoins logged %d times, want 2: %q", n, log.Lines())
+	}
+}

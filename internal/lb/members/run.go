@@ -189,8 +189,12 @@ type target struct {
 func (m *Members) broadcast(conn net.PacketConn, k kind) {
 	m.mu.Lock()
 	m.seq++
+	now := m.cfg.Now()
 	pkt := encode(make([]byte, 0, maxPacket), message{kind: k, name: m.cfg.NodeName, incarnation: m.incarnation, seq: m.seq, ready: m.ready,
-		stamp: m.cfg.Now().UnixNano()}, m.keys.Load())
+		stamp: now.UnixNano()}, m.keys.Load())
+	if k == kindHeartbeat {
+		m.noteSendLocked(now)
+	}
 	targets := make([]target, 0, len(m.peers))
 	for name, p := range m.peers {
 		dst := p.addrs[0]

@@ -32,6 +32,7 @@ type Membership interface {
 	Alive() map[string]bool
 	Changed() <-chan struct{}
 	Timeout() time.Duration
+	Rejoins() uint64
 }
 
 var _ Membership = (*members.Members)(nil)
@@ -69,6 +70,8 @@ type Speaker struct {
 
 	claims map[netip.Addr]*claim // the last computation (Run's goroutine only)
 	alive  map[string]bool       // the alive set of the last computation (Run's goroutine only)
+	// rejoins is Members.Rejoins at the last computation (Run's goroutine only).
+	rejoins uint64
 
 	mu    sync.Mutex
 	owned []netip.Addr // this node's IPs by the last computation, sorted
@@ -173,9 +176,9 @@ func (s *Speaker) Run(ctx context.Context, store *model.Store) error {
 // calls SetOwned when this node's set changed or force is set (a retry). It
 // reports whether the set changed and SetOwned's error.
 func (s *Speaker) sync(snap *model.Snapshot, force bool) (bool, error) {
-	alive := s.cfg.Members.Alive()
-	returned := s.returned(alive)
-	s.alive = alive
+	alive, rejoins := s.cfg.Members.Alive(), s.cfg.Members.Rejoins()
+	returned, rejoined := s.returned(alive), s.alive != nil && rejoins != s.rejoins
+	s.alive, s.rejoins = alive, rejoins
 	next := claims(s.cfg, snap, alive)
 	s.logChanges(s.claims, next)
 	s.claims = next
@@ -189,11 +192,17 @@ func (s *Speaker) sync(snap *model.Snapshot, force bool) (bool, error) {
 			return changed, fmt.Errorf("speaker: %w", err)
 		}
 	}
-	// A peer heard again after it was dead may have taken this node's IPs
-	// meanwhile (it did not hear this node either: a partition, or this node
-	// stalled), and the neighbours' caches may name it: announce them again.
-	if len(returned) > 0 && len(mine) > 0 {
+	// A peer heard again after it was dead, or a peer that did not hear this
+	// node for a while (it stalled), may have taken this node's IPs meanwhile
+	// (a partition; a node stopped or paused), and the neighbours' caches may
+	// name it: announce them again.
+	switch {
+	case len(mine) == 0:
+	case len(returned) > 0:
 		s.log.Info("peers alive again; announcing owned LoadBalancer IPs again", "peers", returned, "ips", len(mine))
+		s.cfg.Announcer.Reannounce()
+	case rejoined:
+		s.log.Info("this node was silent; announcing owned LoadBalancer IPs again", "ips", len(mine))
 		s.cfg.Announcer.Reannounce()
 	}
 	return changed, nil
@@ -223,7 +232,7 @@ func (s *Speaker) withdraw() {
 	had := len(s.owned) > 0
 	s.owned = nil
 	s.mu.Unlock()
-	s.claims, s.alive = map[netip.Addr]*claim{}, nil
+	s.claims, s.alive, s.rejoins = map[netip.Addr]*claim{}, nil, 0
 	if err := s.cfg.Announcer.SetOwned(nil); err != nil {
 		s.log.Error(err, "withdrawing LoadBalancer IPs failed")
 		return

@@ -24,6 +24,7 @@ type fakeMembers struct {
 	alive   map[string]bool
 	peers   map[string][]netip.Addr
 	ready   bool
+	rejoins uint64
 	changed chan struct{}
 }
 
@@ -60,7 +61,24 @@ func (f *fakeMembers) Alive() map[string]bool {
 }
 
 func (f *fakeMembers) Changed() <-chan struct{} { return f.changed }
-func (f *fakeMembers) Timeout() time.Duration   { return 400 * time.Millisecond }
+
+func (f *fakeMembers) Rejoins() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejoins
+}
+
+// rejoin counts a rejoin of this node, as Members does after it was silent.
+func (f *fakeMembers) rejoin() {
+	f.mu.Lock()
+	f.rejoins++
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+func (f *fakeMembers) Timeout() time.Duration { return 400 * time.Millisecond }
 
 func (f *fakeMembers) set(name string, alive bool) {
 	f.mu.Lock()
@@ -164,7 +182,8 @@ func syncedStore(fn func(tx *model.Txn)) *model.Store {
 
 // TestSpeakerFailover: node1 takes an IP over when its owner stops being alive
 // and gives it back when the owner returns, logging both with the Service; the
-// owner's return makes node1 announce the IPs it kept again.
+// owner's return, and node1's own rejoin after a stall, make node1 announce
+// the IPs it kept again.
 func TestSpeakerFailover(t *testing.T) {
 	x := findIP(t, "node2", "node2", "node1") // node2's, node1's when node2 dies
 	y := findIP(t, "node1", "node3", "node1") // node1's throughout
@@ -195,6 +214,14 @@ func TestSpeakerFailover(t *testing.T) {
 	}
 	if r.log.count(`"peers alive again; announcing owned LoadBalancer IPs again"`, `"peers"=["node2"]`) != 1 {
 		t.Errorf("the announcements again not logged once: %q", r.log.Lines())
+	}
+
+	// This node was silent (stalled): it announces its IPs again, once.
+	mem.rejoin()
+	want = append(want, netip.MustParseAddr(y))
+	eventually(t, 3*time.Second, "y announced again after a rejoin", func() bool { return slices.Equal(r.ann.Announced(), want) })
+	if r.log.count(`"this node was silent; announcing owned LoadBalancer IPs again"`) != 1 {
+		t.Errorf("the rejoin's announcements not logged once: %q", r.log.Lines())
 	}
 
 	r.stop()
