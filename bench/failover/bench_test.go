@@ -11,6 +11,7 @@ import (
 	"github.com/svcnet/svcnet/bench/benchenv"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/supervise"
 )
 
 // Environment of TestBenchFailover.
@@ -31,7 +32,7 @@ func TestBenchFailover(t *testing.T) {
 	benchenv.RootGate(t, "bench-failover")
 	bin := benchenv.SvcnetBinary(t)
 	kills := benchenv.Int(t, EnvKills, 20, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	l := labtest.Up(t, ctx, lab.Options{Name: labtest.Name("fo"), Nodes: 3, Binary: bin}, "fixture.yaml")
 	ip, err := lbIP(ctx, l)
@@ -78,6 +79,13 @@ func TestBenchFailover(t *testing.T) {
 		}
 	}
 	for round := 1; round <= kills; round++ {
+		// A kill within 2×the supervisor's back-off cap of the last restart
+		// meets a crash-loop back-off (a restart after 1 s, 2 s, ...) that
+		// outlasts the Timeout, as the kubelet's would: each round starts
+		// with the back-off expired.
+		if err := sleep(ctx, 2*supervise.DefaultMaxBackoff+time.Second); err != nil {
+			t.Fatal(err)
+		}
 		owner, failed, total, moved, err := agentRestart(ctx, l, lp, ip)
 		if err != nil {
 			t.Fatalf("agent restart round %d: %v", round, err)
