@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: seed 001 on a 3-node lab built from network namespaces (svcnet demo).
+# make demo: the scenario of the article "Demystifying Kubernetes Services Packet Path" on a 3-node lab built from network namespaces (svcnet demo).
 # Needs root: the lab creates network namespaces (and nothing in the host's own).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -204,7 +204,7 @@ func Targets(rs []Result) []Target {
 	p99 := sv.P99()
 	add("svcnet change p99 <= 50ms", p99 >= 0 && sv.Timeouts == 0, p99 >= 0 && p99 <= 50*time.Millisecond && sv.Timeouts == 0,
 		fmt.Sprintf("%s over %d changes, %d lost; the Create call alone: p99 %s", FmtDur(p99), len(sv.Changes), sv.Timeouts, FmtDur(sv.CreateP99())))
-	// The same bound on the proxy's own part (not the window: shown
+	// The same bound on the proxy's own part (not the change-to-kernel window: shown
 	// beside it, so a miss above is placed at the apiserver or the proxy).
 	pp99 := sv.ProgP99()
 	add("svcnet programming p99 <= 50ms (watch event to kernel)", len(sv.Programs) > 0, len(sv.Programs) > 0 && pp99 <= 50*time.Millisecond,

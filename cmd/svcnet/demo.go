@@ -6,7 +6,8 @@ import (
 	"github.com/svcnet/svcnet/internal/lab"
 )
 
-// newDemoCommand is `svcnet demo` (what `make demo` runs): seed 001 on a lab.
+// newDemoCommand is `svcnet demo` (what `make demo` runs): the scenario of the article
+// "Demystifying Kubernetes Services Packet Path" on a lab.
 func newDemoCommand() *cobra.Command {
 	o := lab.DemoOptions{}
 	cmd := &cobra.Command{
@@ -20,7 +21,7 @@ func newDemoCommand() *cobra.Command {
 			return lab.Demo(ctx, o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/seed-001/my-nginx.yaml", "seed 001's Service and pods")
+	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/seed-001/my-nginx.yaml", "the article's Service and pods")
 	cmd.Flags().StringVar(&o.Name, "name", "demo", "the lab's name")
 	cmd.Flags().StringVar(&o.SVG, "svg", "svcnet-demo-trace.svg", "where to write the diagram of the closing trace (empty: none)")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave the lab up at the end (remove it with svcnet lab down --name NAME)")

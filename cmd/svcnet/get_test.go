@@ -44,7 +44,7 @@ func seedCopy(t *testing.T) string {
 
 var seedLine = regexp.MustCompile(`(?m)^my-nginx\s+LoadBalancer\s+(\S+)\s+<pending>\s+80:(\d+)/TCP\s+\S+\s*$`)
 
-// The acceptance line: seed 001's `kubectl get svc` line, from manifests.
+// The acceptance line: the `kubectl get svc` line of the article "Demystifying Kubernetes Services Packet Path", from manifests.
 func TestGetServicesSeed001(t *testing.T) {
 	dir := seedCopy(t)
 	out, errOut, code := run(t, "get", "services", "--state", filepath.Join(dir, "my-nginx.yaml"))
@@ -131,7 +131,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// With seed 001's pool, my-nginx gets the seed's EXTERNAL-IP 172.26.236.180,
+// With the article's pool, my-nginx gets its EXTERNAL-IP 172.26.236.180,
 // and `get ipaddresspools` lists the pool as the CRD's printer columns do.
 func TestGetSeed001WithPool(t *testing.T) {
 	dir := seedCopy(t)

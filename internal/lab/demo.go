@@ -19,7 +19,7 @@ import (
 
 // DemoOptions configure Demo.
 type DemoOptions struct {
-	// Manifests is seed 001's setup: Service my-nginx and its two pods on node2 and
+	// Manifests is the setup of the article "Demystifying Kubernetes Services Packet Path": Service my-nginx and its two pods on node2 and
 	// node3.
 	Manifests string
 	Name      string
@@ -31,7 +31,7 @@ type DemoOptions struct {
 	SVG string
 }
 
-// Demo walks through seed 001 on a 3-node lab: a LoadBalancer Service with pods on
+// Demo walks through the article "Demystifying Kubernetes Services Packet Path" on a 3-node lab: a LoadBalancer Service with pods on
 // node2 and node3 only, reached from a pod through its ClusterIP and from an
 // external client through node1's NodePort and through its LoadBalancer IP
 // 172.26.236.180 (given by svcnet lb, announced by ARP), first with
@@ -61,7 +61,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 			}
 		}
 	}()
-	d.say("Apply seed 001's setup: Service my-nginx (type LoadBalancer, port 80), pods on node2 and node3, none on node1.")
+	d.say("Apply the setup of the article \"Demystifying Kubernetes Services Packet Path\": Service my-nginx (type LoadBalancer, port 80), pods on node2 and node3, none on node1.")
 	if errs := l.Apply(ctx, objs); len(errs) > 0 {
 		return fmt.Errorf("apply: %v", errs)
 	}

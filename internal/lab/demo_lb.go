@@ -11,7 +11,7 @@ import (
 )
 
 // DemoLBIP is the external IP svcnet lb gives my-nginx in the demo: the first
-// address of the lab's pool, as in seed 001.
+// address of the lab's pool, as in the article "Demystifying Kubernetes Services Packet Path".
 var DemoLBIP = netip.MustParseAddr("172.26.236.180")
 
 // loadBalancer shows my-nginx's LoadBalancer IP from the external client: which

@@ -49,7 +49,7 @@ func (d *demo) traceNodePort(ctx context.Context, l *Lab, svc *corev1.Service, c
 	}
 	d.check(rep.OK(), "the kernel took the traced chains, rules and rewrites")
 	d.check(rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
-		"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (seed 000 counts five on its hostPort path)")
+		"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (\"The Packet's-Eye View of a Kubernetes Service\" counts five on its hostPort path)")
 	if svg != "" {
 		if err := os.WriteFile(svg, diagram.SVG(rep.Trace), 0o644); err != nil {
 			return fmt.Errorf("trace diagram: %w", err)

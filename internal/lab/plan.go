@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The IP plan (DESIGN.md, after seed 001).
+// The IP plan (DESIGN.md, after the article "Demystifying Kubernetes Services Packet Path").
 var (
 	NodeNetwork  = netip.MustParsePrefix("172.26.236.0/24")
 	ClientAddr   = netip.MustParseAddr("172.26.236.10")
@@ -19,7 +19,7 @@ var (
 	ClusterDNS   = netip.MustParseAddr("10.96.0.10")
 )
 
-// MaxNodes bounds --nodes: nodes 1-3 are .177-.179 as in seed 001; the
+// MaxNodes bounds --nodes: nodes 1-3 are .177-.179 as in that article; the
 // LoadBalancer pool holds .180-.199, so node 4 and later are .200 and up.
 const MaxNodes = 3 + 54
 

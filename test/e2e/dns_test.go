@@ -154,7 +154,7 @@ func dnsScenarios(t *testing.T, e *env) {
 	t.Run("LabExecCLI", func(t *testing.T) { labExecResolve(t, e, web) })
 }
 
-// labExecResolve runs the issue's acceptance command as a user does, through
+// labExecResolve runs `svcnet lab exec client-1 -- svcnet resolve web` as a user does, through
 // the binary: `svcnet lab exec client-1 -- svcnet resolve web` prints web's
 // ClusterIP. The CLI takes the lab's lock, so the suite's handle lets go of
 // it meanwhile.

@@ -39,7 +39,7 @@ type proxyProc struct {
 	*proc.Process
 }
 
-// proxyArgs are the flags every test's proxy gets (the brief's command line,
+// proxyArgs are the flags every test's proxy gets (the documented command line,
 // dual-stack). Extra flags may be appended; later ones win.
 func (c *cluster) proxyArgs() []string {
 	return c.proxyArgsFrom("--state", c.dir)
