@@ -173,3 +173,20 @@ func runIn(t *testing.T, m *Members, conn net.PacketConn) (stop func() error) {
 	t.Cleanup(func() { _ = stop() })
 	return stop
 }
+
+// stepper returns a func that hands m one datagram from addr2 at clk's time,
+// which must count, and checks Alive and whether Changed was signalled.
+func stepper(t *testing.T, m *Members, clk *fakeClock) func(pkt []byte, wantAlive string, wantChanged bool) {
+	return func(pkt []byte, wantAlive string, wantChanged bool) {
+		t.Helper()
+		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
+			t.Fatal(err)
+		}
+		if got := aliveNames(m); got != wantAlive {
+			t.Fatalf("Alive = %s, want %s", got, wantAlive)
+		}
+		if got := drain(m); got != wantChanged {
+			t.Fatalf("Changed signalled = %v, want %v", got, wantChanged)
+		}
+	}
+}

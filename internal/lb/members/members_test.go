@@ -225,18 +225,7 @@ func TestSetPeers(t *testing.T) {
 func TestReadiness(t *testing.T) {
 	clk, log := newFakeClock(), &logSink{}
 	m := newTestMembers(t, clk, log)
-	step := func(pkt []byte, wantAlive string, wantChanged bool) {
-		t.Helper()
-		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
-			t.Fatal(err)
-		}
-		if got := aliveNames(m); got != wantAlive {
-			t.Fatalf("Alive = %s, want %s", got, wantAlive)
-		}
-		if got := drain(m); got != wantChanged {
-			t.Fatalf("Changed signalled = %v, want %v", got, wantChanged)
-		}
-	}
+	step := stepper(t, m, clk)
 	step(hbUnready(clk.Now(), "node2", 100, 1), "node1", false) // heard, warming up
 	clk.Add(300 * time.Millisecond)
 	step(hbUnready(clk.Now(), "node2", 100, 2), "node1", false)
@@ -287,18 +276,7 @@ func TestRestartGrace(t *testing.T) {
 	if grace != 10*m.Timeout() {
 		t.Fatalf("default RestartGrace %s, want 10×Timeout", grace)
 	}
-	step := func(pkt []byte, wantAlive string, wantChanged bool) {
-		t.Helper()
-		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
-			t.Fatal(err)
-		}
-		if got := aliveNames(m); got != wantAlive {
-			t.Fatalf("Alive = %s, want %s", got, wantAlive)
-		}
-		if got := drain(m); got != wantChanged {
-			t.Fatalf("Changed signalled = %v, want %v", got, wantChanged)
-		}
-	}
+	step := stepper(t, m, clk)
 	// Ready within the grace: alive throughout, no Changed at all.
 	step(hb(clk.Now(), "node2", 100, 1), "node1,node2", true)
 	clk.Add(100 * time.Millisecond)
