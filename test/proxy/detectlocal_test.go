@@ -12,8 +12,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 // podBridge is the node's bridge for addBridgedPod's pods, as a bridge CNI
@@ -35,13 +33,7 @@ func (c *cluster) addBridgedPod(name string, host int) *pod {
 			"link set "+podBridge+" up",
 		)
 	}
-	p := &pod{
-		name: name,
-		ns:   netnstest.New(t, "pod"),
-		ip:   netip.MustParseAddr(fmt.Sprintf("192.168.1.%d", host)),
-		ip6:  netip.MustParseAddr(fmt.Sprintf("fd00:192:168:1::%x", host)),
-	}
-	sysctls(t, p.ns)
+	p := c.newPod(name, host)
 	veth := fmt.Sprintf("vb%d", host)
 	ipBatch(t, c.node,
 		"link add "+veth+" type veth peer name eth0 netns "+p.ns.Name(),
@@ -50,20 +42,7 @@ func (c *cluster) addBridgedPod(name string, host int) *pod {
 		"route add "+p.ip.String()+"/32 dev "+podBridge,
 		"route add "+p.ip6.String()+"/128 dev "+podBridge,
 	)
-	ipBatch(t, p.ns,
-		"addr add "+p.ip.String()+"/32 dev eth0",
-		"addr add "+p.ip6.String()+"/128 dev eth0 nodad",
-		"link set eth0 up",
-		"route add "+podGateway.String()+"/32 dev eth0",
-		"route add default via "+podGateway.String()+" dev eth0",
-		"route add "+podGW6.String()+"/128 dev eth0",
-		"route add ::/0 via "+podGW6.String()+" dev eth0",
-	)
-	p.echo = startEcho(t, p)
-	c.mu.Lock()
-	c.pods = append(c.pods, p)
-	c.mu.Unlock()
-	return p
+	return c.startPod(p)
 }
 
 // TestDetectLocalModes sends real connections to a ClusterIP from four

@@ -102,6 +102,24 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) addPod(name string, host int) *pod {
 	t := c.t
 	t.Helper()
+	p := c.newPod(name, host)
+	veth := fmt.Sprintf("vp%d", host)
+	ipBatch(t, c.node,
+		"link add "+veth+" type veth peer name eth0 netns "+p.ns.Name(),
+		"addr add "+podGateway.String()+"/32 dev "+veth,
+		"addr add "+podGW6.String()+"/128 dev "+veth+" nodad",
+		"link set "+veth+" up",
+		"route add "+p.ip.String()+"/32 dev "+veth,
+		"route add "+p.ip6.String()+"/128 dev "+veth,
+	)
+	return c.startPod(p)
+}
+
+// newPod makes the namespace of pod name with addresses 192.168.1.<host> and
+// fd00:192:168:1::<host>; its eth0 comes from the caller.
+func (c *cluster) newPod(name string, host int) *pod {
+	t := c.t
+	t.Helper()
 	if host < 2 || host > 254 {
 		t.Fatalf("pod %s: host number %d out of 2..254", name, host)
 	}
@@ -112,15 +130,14 @@ func (c *cluster) addPod(name string, host int) *pod {
 		ip6:  netip.MustParseAddr(fmt.Sprintf("fd00:192:168:1::%x", host)),
 	}
 	sysctls(t, p.ns)
-	veth := fmt.Sprintf("vp%d", host)
-	ipBatch(t, c.node,
-		"link add "+veth+" type veth peer name eth0 netns "+p.ns.Name(),
-		"addr add "+podGateway.String()+"/32 dev "+veth,
-		"addr add "+podGW6.String()+"/128 dev "+veth+" nodad",
-		"link set "+veth+" up",
-		"route add "+p.ip.String()+"/32 dev "+veth,
-		"route add "+p.ip6.String()+"/128 dev "+veth,
-	)
+	return p
+}
+
+// startPod addresses and routes the pod's eth0 (via the pod gateway), starts
+// its echo servers and adds it to the cluster.
+func (c *cluster) startPod(p *pod) *pod {
+	t := c.t
+	t.Helper()
 	ipBatch(t, p.ns,
 		"addr add "+p.ip.String()+"/32 dev eth0",
 		"addr add "+p.ip6.String()+"/128 dev eth0 nodad",
