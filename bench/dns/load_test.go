@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
 )
 
 // fakeServer answers A queries on 127.0.0.1: names in known get one record,
@@ -27,7 +29,7 @@ func fakeServer(t *testing.T, known []string, lie bool, dropEvery int64) string 
 		t.Fatal(err)
 	}
 	var count atomic.Int64
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+	dnstest.Serve(t, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		if dropEvery > 0 && count.Add(1)%dropEvery == 0 {
 			return
 		}
@@ -41,12 +43,7 @@ func fakeServer(t *testing.T, known []string, lie bool, dropEvery int64) string 
 			m.Rcode = dns.RcodeNameError
 		}
 		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	}), pc, nil)
 	return pc.LocalAddr().String()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -32,14 +33,7 @@ func startUpstream(t *testing.T) *upstream {
 		t.Fatal(err)
 	}
 	u.addr = pc.LocalAddr().String()
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: u}, {Listener: l, Handler: u}} {
-		up := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(up) }
-		done := make(chan struct{})
-		go func() { defer close(done); _ = s.ActivateAndServe() }()
-		<-up
-		t.Cleanup(func() { _ = s.Shutdown(); <-done })
-	}
+	dnstest.Serve(t, u, pc, l)
 	return u
 }
 

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
 	"github.com/svcnet/svcnet/internal/dns/resolv"
 )
 
@@ -37,13 +38,7 @@ func startClusterDNSFake(t *testing.T, a map[string]string) *clusterDNSFake {
 		t.Fatal(err)
 	}
 	f.addr = pc.LocalAddr().String()
-	s := &dns.Server{PacketConn: pc, Handler: f}
-	up := make(chan struct{})
-	s.NotifyStartedFunc = func() { close(up) }
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.ActivateAndServe() }()
-	<-up
-	t.Cleanup(func() { _ = s.Shutdown(); <-done })
+	dnstest.Serve(t, f, pc, nil)
 	return f
 }
 

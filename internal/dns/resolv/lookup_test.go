@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
 )
 
 // fakeServer is a name server on loopback (UDP and TCP, one port) answering
@@ -31,14 +33,7 @@ func startFake(t *testing.T, records map[string][]string) *fakeServer {
 	f := &fakeServer{records: records}
 	pc, l := listenLoopback(t)
 	f.addr = pc.LocalAddr().String()
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: f}, {Listener: l, Handler: f}} {
-		up := make(chan struct{})
-		s.NotifyStartedFunc = func() { close(up) }
-		done := make(chan struct{})
-		go func() { defer close(done); _ = s.ActivateAndServe() }()
-		<-up
-		t.Cleanup(func() { _ = s.Shutdown(); <-done })
-	}
+	dnstest.Serve(t, f, pc, l)
 	return f
 }
 
