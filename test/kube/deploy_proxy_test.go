@@ -137,6 +137,57 @@ func readManifests(t *testing.T, dir string) []manifest {
 	return out
 }
 
+// readProxyManifests returns the objects under deploy/proxy: every manifest
+// but the kustomization.yaml files, which TestDeployProxyKustomizations checks.
+func readProxyManifests(t *testing.T) []manifest {
+	t.Helper()
+	var out []manifest
+	for _, m := range readManifests(t, deployProxyDir) {
+		if m.obj.GetKind() != "Kustomization" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestDeployProxyKustomizations: `kubectl apply -k deploy/proxy` installs
+// replacement mode (every file of deploy/proxy), `kubectl apply -k
+// deploy/proxy/beside-kube-proxy` beside mode (deploy/proxy without its
+// DaemonSet and ConfigMap, which it deletes, plus its own two files), and
+// each has the documented images knob. (TestDeployKustomize renders them with
+// kubectl.)
+func TestDeployProxyKustomizations(t *testing.T) {
+	checkKustomization(t, deployProxyDir)
+
+	beside := filepath.Join(deployProxyDir, "beside-kube-proxy")
+	k := kubetest.ReadKustomization(t, beside)
+	if want := []string{"..", "configmap.yaml", "daemonset.yaml"}; !slices.Equal(k.Resources, want) {
+		t.Errorf("%s/kustomization.yaml resources %q, want %q", beside, k.Resources, want)
+	}
+	var deleted []string
+	for _, p := range k.Patches {
+		var obj struct {
+			Patch    string `json:"$patch"`
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(p.Patch), &obj); err != nil {
+			t.Fatalf("%s/kustomization.yaml patch %q: %v", beside, p.Patch, err)
+		}
+		if obj.Patch != "delete" {
+			t.Errorf("%s/kustomization.yaml: patch %q does not delete", beside, p.Patch)
+		}
+		deleted = append(deleted, obj.Kind+" "+objKey(obj.Metadata.Namespace, obj.Metadata.Name))
+	}
+	if want := []string{"ConfigMap kube-system/svcnet-proxy", "DaemonSet kube-system/svcnet-proxy"}; !slices.Equal(slices.Sorted(slices.Values(deleted)), want) {
+		t.Errorf("%s/kustomization.yaml deletes %q, want %q", beside, deleted, want)
+	}
+	kubetest.CheckImageKnob(t, beside, k)
+}
+
 // manifestIndex finds manifests by kind and namespace/name.
 type manifestIndex map[string]manifest
 
@@ -174,7 +225,7 @@ func (idx manifestIndex) get(t *testing.T, kind, namespace, name string, into an
 // privileged, and each mounted proxy.yaml is a KubeProxyConfiguration with the
 // documented values.
 func TestDeployProxyManifests(t *testing.T) {
-	ms := readManifests(t, deployProxyDir)
+	ms := readProxyManifests(t)
 	idx := indexManifests(t, ms)
 	for _, m := range ms {
 		if ns := m.obj.GetNamespace(); ns != "" && ns != proxyNamespace {
@@ -297,8 +348,9 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
 	}
 	c := spec.Containers[0]
-	if c.Image != proxyImage {
-		t.Errorf("image %q, want %q", c.Image, proxyImage)
+	if c.Image != proxyImage || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
+			c.Image, c.ImagePullPolicy, proxyImage, corev1.PullIfNotPresent)
 	}
 	checkProxySecurity(t, spec.SecurityContext, c.SecurityContext, announce)
 	checkProxyCommand(t, c, proxyName, announce)
@@ -712,7 +764,7 @@ func splitBind(t *testing.T, field, addr string) (string, int) {
 // without a warning, and nothing is persisted. Then a Pod from each DaemonSet's
 // template goes through Pod admission the same way.
 func TestDeployProxyDryRun(t *testing.T) {
-	ms := readManifests(t, deployProxyDir)
+	ms := readProxyManifests(t)
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
