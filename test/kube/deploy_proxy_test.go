@@ -151,41 +151,30 @@ func readProxyManifests(t *testing.T) []manifest {
 }
 
 // TestDeployProxyKustomizations: `kubectl apply -k deploy/proxy` installs
-// replacement mode (every file of deploy/proxy), `kubectl apply -k
-// deploy/proxy/beside-kube-proxy` beside mode (deploy/proxy without its
-// DaemonSet and ConfigMap, which it deletes, plus its own two files), and
-// each has the documented images knob. (TestDeployKustomize renders them with
-// kubectl.)
+// replacement mode, `kubectl apply -k deploy/proxy/beside-kube-proxy` beside
+// mode; both take the identity and permissions from rbac/ (kustomize loads no
+// file from outside a kustomization's directory), and each has the documented
+// images knob. (TestDeployKustomize renders them with kubectl.)
 func TestDeployProxyKustomizations(t *testing.T) {
-	checkKustomization(t, deployProxyDir)
-
-	beside := filepath.Join(deployProxyDir, "beside-kube-proxy")
-	k := kubetest.ReadKustomization(t, beside)
-	if want := []string{"..", "configmap.yaml", "daemonset.yaml"}; !slices.Equal(k.Resources, want) {
-		t.Errorf("%s/kustomization.yaml resources %q, want %q", beside, k.Resources, want)
-	}
-	var deleted []string
-	for _, p := range k.Patches {
-		var obj struct {
-			Patch    string `json:"$patch"`
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
+	for _, want := range []struct {
+		dir       string
+		resources []string
+		image     bool
+	}{
+		{deployProxyDir, []string{"rbac", "configmap.yaml", "daemonset.yaml"}, true},
+		{filepath.Join(deployProxyDir, "beside-kube-proxy"), []string{"../rbac", "configmap.yaml", "daemonset.yaml"}, true},
+		{filepath.Join(deployProxyDir, "rbac"), []string{"serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml"}, false},
+	} {
+		k := kubetest.ReadKustomization(t, want.dir)
+		if !slices.Equal(k.Resources, want.resources) || len(k.Patches) > 0 {
+			t.Errorf("%s/kustomization.yaml: resources %q patches %d, want %q and none", want.dir, k.Resources, len(k.Patches), want.resources)
 		}
-		if err := yaml.Unmarshal([]byte(p.Patch), &obj); err != nil {
-			t.Fatalf("%s/kustomization.yaml patch %q: %v", beside, p.Patch, err)
+		if want.image {
+			kubetest.CheckImageKnob(t, want.dir, k)
+		} else if len(k.Images) > 0 {
+			t.Errorf("%s/kustomization.yaml: images %+v for no container", want.dir, k.Images)
 		}
-		if obj.Patch != "delete" {
-			t.Errorf("%s/kustomization.yaml: patch %q does not delete", beside, p.Patch)
-		}
-		deleted = append(deleted, obj.Kind+" "+objKey(obj.Metadata.Namespace, obj.Metadata.Name))
 	}
-	if want := []string{"ConfigMap kube-system/svcnet-proxy", "DaemonSet kube-system/svcnet-proxy"}; !slices.Equal(slices.Sorted(slices.Values(deleted)), want) {
-		t.Errorf("%s/kustomization.yaml deletes %q, want %q", beside, deleted, want)
-	}
-	kubetest.CheckImageKnob(t, beside, k)
 }
 
 // manifestIndex finds manifests by kind and namespace/name.
