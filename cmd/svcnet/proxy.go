@@ -234,7 +234,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	if o.metricsAddr != "" {
 		g.Go(func() error {
-			return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics"), o.profiling).Run(gctx)
+			return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics"), metrics.ServerOptions{ProxyMode: o.dataPlane, Profiling: o.profiling}).Run(gctx)
 		})
 	}
 	err = g.Wait()
