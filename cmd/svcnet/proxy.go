@@ -154,7 +154,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	setVerbosity(o.verbosity) // the --config file's logging.verbosity
-	if err := o.state.validate(); err != nil {
+	if err := o.state.validateInCluster(); err != nil {
 		return err
 	}
 	if err := o.announce.validate(); err != nil {
@@ -279,7 +279,7 @@ func runCleanup(ctx context.Context, log klog.Logger) error {
 
 // source returns the run function of the configured source of state.
 func (o *proxyOptions) source(store *model.Store, log klog.Logger) (func(context.Context) error, error) {
-	if o.state.kubeconfig != "" {
+	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
 			return nil, err
