@@ -51,6 +51,7 @@ type proxyOptions struct {
 	minSyncPeriod      time.Duration
 	serviceProxyName   string
 	cleanup            bool
+	initOnly           bool
 	podRoutes          bool
 	dataPlane          string
 	announce           announceOptions
@@ -133,6 +134,7 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, `Go soft memory limit: "auto" derives it from the live heap after each sync (lifted during full syncs; GOMEMLIMIT, when set, wins), "none" leaves the runtime's defaults, a quantity (256Mi) fixes it`)
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
+	fs.BoolVar(&o.initOnly, "init-only", false, "do what needs full privileges (the conntrack sysctls: /proc/sys is read-only in an unprivileged container), then exit; run it as a privileged init container and svcnet proxy itself with NET_ADMIN and NET_RAW only (kube-proxy's --init-only)")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.StringVar(&o.dataPlane, "data-plane", dataPlaneNFTables, `Service data plane: "nftables" programs Services; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
 	o.announce.bind(fs)
@@ -154,6 +156,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	setVerbosity(o.verbosity) // the --config file's logging.verbosity
+	if o.initOnly {
+		return o.runInitOnly(log)
+	}
 	if err := o.state.validateInCluster(); err != nil {
 		return err
 	}
@@ -184,9 +189,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return reportSynced(ctx, store, health, cfg.Families)
 	}}
 	if o.dataPlane == dataPlaneNFTables {
-		for _, w := range conntrack.ApplySysctls(conntrack.ProcFiles{}, o.conntrack.sysctls(), conntrack.OnlineCPUs(), log.WithName("conntrack")) {
-			klog.Warning(w)
-		}
+		o.applySysctls(log)
 		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
@@ -257,6 +260,41 @@ func proxyHealthServer(addr string, cfg proxy.Config, store *model.Store, m *met
 		Probes: m,
 		Logger: log.WithName("healthz"),
 	})
+}
+
+// applySysctls sets the conntrack sysctls the options ask for; one that
+// cannot be set is a warning, never a failure (conntrack.ApplySysctls).
+func (o *proxyOptions) applySysctls(log klog.Logger) []conntrack.Warning {
+	ws := conntrack.ApplySysctls(conntrack.ProcFiles{}, o.conntrack.sysctls(), conntrack.OnlineCPUs(), log.WithName("conntrack"))
+	for _, w := range ws {
+		klog.Warning(w.Text)
+	}
+	return ws
+}
+
+// runInitOnly is --init-only: the privileged part of starting, then exit. It
+// fails when a sysctl other than the machine-wide ones (nf_conntrack_max and
+// the hash size, read-only inside a network namespace) could not be set: a
+// privileged init container that cannot write them is misconfigured.
+func (o *proxyOptions) runInitOnly(log klog.Logger) error {
+	if err := o.validateDataPlane(); err != nil {
+		return err
+	}
+	if o.dataPlane != dataPlaneNFTables {
+		log.Info("nothing to initialize", "dataPlane", o.dataPlane)
+		return nil
+	}
+	var failed []string
+	for _, w := range o.applySysctls(log) {
+		if !w.MachineWide() {
+			failed = append(failed, w.Text)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("--init-only: %s", strings.Join(failed, "; "))
+	}
+	log.Info("initialized: conntrack sysctls set")
+	return nil
 }
 
 // runCleanup is --cleanup: it removes svcnet's nftables tables and pod routes.
