@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/servicetable"
@@ -167,5 +169,39 @@ func TestEgressSummary(t *testing.T) {
 		if got := strings.Join(egressSummary(tc.cfg), "|"); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.cfg, got, tc.want)
 		}
+	}
+}
+
+// TestDeployProxyConfigEgress reads each shipped proxy.yaml as svcnet proxy
+// does: no warning, and egress masquerade on where svcnet replaces
+// kube-proxy, off beside it.
+func TestDeployProxyConfigEgress(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		on   bool
+	}{
+		{"../../deploy/proxy/configmap.yaml", true},
+		{"../../deploy/proxy/beside-kube-proxy/configmap.yaml", false},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cm corev1.ConfigMap
+			if err := yaml.UnmarshalStrict(b, &cm); err != nil {
+				t.Fatalf("%s: %v", tc.file, err)
+			}
+			o, cfg, err := parseProxy(t, cm.Data["proxy.yaml"], "--kubeconfig", "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(o.warnings) > 0 {
+				t.Errorf("warnings: %q", o.warnings)
+			}
+			if cfg.EgressMasquerade != tc.on || (len(cfg.Egress().PodCIDRs) > 0) != tc.on {
+				t.Errorf("egress masquerade %v (pod CIDRs %v), want %v", cfg.EgressMasquerade, cfg.Egress().PodCIDRs, tc.on)
+			}
+		})
 	}
 }
