@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/nft/netlink"
 	"github.com/svcnet/svcnet/internal/nft/sim"
 	"github.com/svcnet/svcnet/internal/proxy/servicetable"
 )
@@ -220,6 +222,49 @@ func TestSyncEgressChange(t *testing.T) {
 					t.Errorf("%s: touched a Service port's object: op %d on %s", step.name, op.Kind, op.Name)
 				}
 			}
+		}
+	}
+}
+
+// TestKernelEgress programs the egress masquerade into a throwaway
+// namespace's kernel (both families): the kernel takes it, reads back as
+// rendered (a restarted backend changes nothing), and turning it off
+// removes the chain and the jump.
+func TestKernelEgress(t *testing.T) {
+	ns := netnstest.New(t, "nftegress")
+	conn, err := netlink.New(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	on := egressTable(nil)
+	if _, err := New(conn).Sync(ctx, on, false); err != nil {
+		t.Fatalf("sync with egress masquerade: %v", err)
+	}
+	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+		got, err := conn.Read(ctx, f, TableName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := Render(on, f)[0].Render(); got.Render() != want {
+			t.Errorf("%s: the kernel's table differs from the rendering:\n%s\nwant:\n%s", f, got.Render(), want)
+		}
+	}
+	b := New(conn)
+	if st, err := b.Sync(ctx, on, false); err != nil || st.TotalOps() != 0 {
+		t.Fatalf("a restarted backend changed %d ops (err %v)", st.TotalOps(), err)
+	}
+	if _, err := b.Sync(ctx, detectTable(func(*servicetable.NodeConfig) {}), false); err != nil {
+		t.Fatalf("egress masquerade off: %v", err)
+	}
+	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+		got, err := conn.Read(ctx, f, TableName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got.Chains[chainEgressMasquerading]; ok || strings.Contains(got.Render(), "jump egress-masquerading") {
+			t.Errorf("%s: egress masquerade left in the kernel after turning it off:\n%s", f, got.Render())
 		}
 	}
 }
