@@ -205,3 +205,45 @@ func TestDeployProxyConfigEgress(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceCommandEgress: `svcnet trace` from a pod to an address outside
+// the cluster shows the egress masquerade hop with svcnet proxy's default
+// settings, and not with --egress-masquerade=false or a non-masquerade CIDR
+// holding the address; a bad CIDR is refused naming the flag.
+func TestTraceCommandEgress(t *testing.T) {
+	args := func(extra ...string) []string {
+		return append([]string{"trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108",
+			"--cluster-cidr", "192.168.0.0/16,fd00:192:168::/48", "--from", "default/client-2", "--to", "203.0.113.50:443"}, extra...)
+	}
+	for _, tc := range []struct {
+		name   string
+		extra  []string
+		masq   bool
+		errOut string
+	}{
+		{"default", nil, true, ""},
+		{"off", []string{"--egress-masquerade=false"}, false, ""},
+		{"non-masquerade CIDR", []string{"--non-masquerade-cidrs", "203.0.113.0/24"}, false, ""},
+		{"a CIDR outside the address", []string{"--non-masquerade-cidrs", "198.51.100.0/24"}, true, ""},
+		{"bad CIDR", []string{"--non-masquerade-cidrs", "203.0.113.1/24"}, false, `--non-masquerade-cidrs "203.0.113.1/24": 203.0.113.1/24 has host bits set`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := run(t, args(tc.extra...)...)
+			if tc.errOut != "" {
+				if code == 0 || !strings.Contains(errOut, tc.errOut) {
+					t.Fatalf("exit %d, stderr %q; want a failure saying %q", code, errOut, tc.errOut)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			shown := strings.Contains(out, "egress-masquerading #") && strings.Contains(out, "SNAT ") &&
+				strings.Contains(out, "(egress masquerade: a pod's traffic leaving the cluster leaves with the node's address)") &&
+				strings.Contains(out, "→ 172.26.236.178:")
+			if shown != tc.masq || strings.Contains(out, "summary: 1 rewrite") != tc.masq {
+				t.Errorf("egress masquerade shown: %v, want %v:\n%s", shown, tc.masq, out)
+			}
+		})
+	}
+}
