@@ -37,6 +37,7 @@ type proxyOptions struct {
 	nodePortAddrs   []string
 	masqueradeAll   bool
 	masqueradeBit   int
+	egress          egressOptions
 	detectLocalMode string
 	// podBridgeInterface and podInterfacePrefix are the detect-local
 	// modes' interface (--pod-bridge-interface, --pod-interface-name-prefix).
@@ -125,6 +126,7 @@ synced and the Node known and eligible.`,
 	fs.StringVar(&o.detectLocalMode, "detect-local-mode", string(proxy.LocalModeClusterCIDR), `how traffic from pods is told from other traffic (traffic to ClusterIPs from elsewhere is masqueraded): "ClusterCIDR" (source in --cluster-cidr), "NodeCIDR" (source in this Node's spec.podCIDRs), "BridgeInterface" (arrives on --pod-bridge-interface), "InterfaceNamePrefix" (arrives on an interface named --pod-interface-name-prefix*)`)
 	fs.StringVar(&o.podBridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode BridgeInterface: the pods' bridge")
 	fs.StringVar(&o.podInterfacePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode InterfaceNamePrefix: the prefix of the pods' interface names")
+	o.egress.bind(fs)
 	o.conntrack.bind(fs)
 	fs.StringVar(&o.healthzAddr, "healthz-bind-address", healthcheck.DefaultHealthzBindAddress, `address:port for /healthz and /livez ("" disables)`)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", `address:port for /metrics ("" disables)`)
@@ -207,7 +209,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	log.Info("starting", "node", cfg.NodeName, "dataPlane", o.dataPlane, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
 		"detectLocalMode", cfg.DetectLocalMode, "clusterCIDRs", cfg.ClusterCIDRs, "masqueradeMark", fmt.Sprintf("%#x", cfg.MasqueradeMark),
-		"syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
+		"egressMasquerade", egressSummary(cfg), "syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
 	var routes *podroutes.Reconciler
 	if o.podRoutes {
 		k, err := podroutes.NewNetlink()
@@ -374,11 +376,19 @@ func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
 			cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, p.Masked())
 		}
 	}
+	svcCIDRs, err := o.state.knownServiceCIDRs(fs)
+	if err != nil {
+		return cfg, err
+	}
+	if err := o.egressConfig(&cfg, svcCIDRs); err != nil {
+		return cfg, err
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	o.warnings = append(o.warnings, o.unusedSettings(fs, cfg)...)
+	o.warnings = append(o.warnings, o.egressWarnings(fs, cfg)...)
 	return cfg, nil
 }
 
@@ -390,8 +400,8 @@ func (o *proxyOptions) unusedSettings(fs *pflag.FlagSet, cfg proxy.Config) []str
 		out = append(out, fmt.Sprintf("--%s (%s) %q: not used: %s", flag, field, value, why))
 	}
 	mode := fmt.Sprintf("detect-local-mode is %s", cfg.DetectLocalMode)
-	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR {
-		unused("cluster-cidr", "clusterCIDR", o.clusterCIDR, mode)
+	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR && (!cfg.EgressMasquerade || o.dataPlane == dataPlaneNone) {
+		unused("cluster-cidr", "clusterCIDR", o.clusterCIDR, mode+" and egress masquerade is off")
 	}
 	if o.podBridgeInterface != "" && cfg.DetectLocalMode != proxy.LocalModeBridgeInterface {
 		unused("pod-bridge-interface", "detectLocal.bridgeInterface", o.podBridgeInterface, mode)

@@ -329,6 +329,7 @@ func (p *Proxier) nodeConfig() servicetable.NodeConfig {
 		NodePortAddresses: nodePortAddresses(p.cfg.NodePortAddresses, node, ifaddrs),
 		MasqueradeAll:     p.cfg.MasqueradeAll,
 		MasqueradeMark:    p.cfg.MasqueradeMark,
+		Egress:            p.cfg.Egress(),
 	}
 	p.localDetection(&nc)
 	if node != nil {
@@ -340,7 +341,7 @@ func (p *Proxier) nodeConfig() servicetable.NodeConfig {
 func sameNodeConfig(a, b servicetable.NodeConfig) bool {
 	return a.NodeName == b.NodeName && a.Zone == b.Zone && a.MasqueradeAll == b.MasqueradeAll &&
 		a.MasqueradeMark == b.MasqueradeMark && a.PodInterface == b.PodInterface && a.PodInterfacePrefix == b.PodInterfacePrefix &&
-		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
+		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) && a.Egress.Equal(b.Egress)
 }
 
 // table rebuilds the entries of dirty Services (all of them when the node's
