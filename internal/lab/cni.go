@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +14,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -22,7 +22,7 @@ import (
 // from inside the node's namespace, with the plugin found by its type ("svcnet")
 // in a CNI_PATH directory that links to the svcnet binary, and a conflist per node.
 
-const cniNetwork = "svcnet"
+const cniNetwork = cni.DefaultNetwork
 
 func (n Names) cniBinDir() string             { return n.Path("cni", "bin") }
 func (n Names) cniNodeDir(node string) string { return n.Path("cni", node) }
@@ -40,21 +40,12 @@ func installCNI(n Names, binary string, nodes int) error {
 	}
 	for i := 1; i <= nodes; i++ {
 		dir := n.cniNodeDir(NodeName(i))
-		conf := map[string]any{
-			"cniVersion": "1.1.0",
-			"name":       cniNetwork,
-			"plugins": []map[string]any{{
-				"type":         "svcnet",
-				"bridge":       "cni0",
-				"mtu":          mtu,
-				"subnets":      []string{PodCIDR(i).String()},
-				"dataDir":      filepath.Join(dir, "ipam"),
-				"capabilities": map[string]bool{"portMappings": true},
-			}},
-		}
-		b, err := json.MarshalIndent(conf, "", "  ")
+		b, err := cni.ConfList(cni.ListOptions{
+			CNIVersion: "1.1.0", Name: cniNetwork, Bridge: "cni0", MTU: mtu,
+			Subnets: []netip.Prefix{PodCIDR(i)}, DataDir: filepath.Join(dir, "ipam"),
+		})
 		if err != nil {
-			return err
+			return fmt.Errorf("node %s: %w", NodeName(i), err)
 		}
 		if err := writeFileAtomic(filepath.Join(dir, cniNetwork+".conflist"), b); err != nil {
 			return err
