@@ -45,11 +45,13 @@ environment, the network configuration on stdin, the result or error on stdout.
 A runtime normally runs the plugin without this subcommand: install the svcnet
 binary (or a symlink to it) as "svcnet" in a CNI_PATH directory and use
 "type": "svcnet" in the network configuration. See internal/cni for the
-configuration fields.`,
+configuration fields, and "svcnet cni install" for putting the plugin on a
+node.`,
 		Args: cobra.NoArgs,
 		Run: func(*cobra.Command, []string) {
 			cni.Main() // exits non-zero itself on error
 		},
 	}
+	cmd.AddCommand(newCNIInstallCommand(), newCNIUninstallCommand())
 	return cmd
 }
