@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/cni/cnitest"
 	"github.com/svcnet/svcnet/internal/cni/install"
@@ -319,4 +321,43 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestCNIDeployArgs: deploy/cni/daemonset.yaml's command lines parse with
+// `svcnet cni install`'s own flags, and the directories the containers mount
+// are the ones the command writes to.
+func TestCNIDeployArgs(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/cni/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(b, &ds); err != nil {
+		t.Fatalf("daemonset.yaml: %v", err)
+	}
+	spec := ds.Spec.Template.Spec
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		argv := append(slices.Clone(c.Command), c.Args...)
+		if len(argv) < 3 || !slices.Equal(argv[:3], []string{"svcnet", "cni", "install"}) {
+			t.Errorf("container %s: command %q, want svcnet cni install ...", c.Name, argv)
+			continue
+		}
+		cmd := newCNIInstallCommand()
+		if err := cmd.ParseFlags(argv[3:]); err != nil {
+			t.Errorf("container %s: flags %q: %v", c.Name, argv[3:], err)
+			continue
+		}
+		if rest := cmd.Flags().Args(); len(rest) > 0 {
+			t.Errorf("container %s: arguments %q, which the command refuses", c.Name, rest)
+		}
+		var mounts []string
+		for _, m := range c.VolumeMounts {
+			mounts = append(mounts, m.MountPath)
+		}
+		for _, flag := range []string{"cni-bin-dir", "cni-conf-dir"} {
+			if dir := cmd.Flags().Lookup(flag).Value.String(); !slices.Contains(mounts, dir) {
+				t.Errorf("container %s: --%s %s is not mounted (mounts %q)", c.Name, flag, dir, mounts)
+			}
+		}
+	}
 }

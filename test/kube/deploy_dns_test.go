@@ -42,7 +42,14 @@ var dnsArgv = []string{"svcnet", "dns", "--listen=:53", "--metrics-bind-address=
 // readDNSManifests returns deploy/dns's objects and its kustomization.yaml.
 func readDNSManifests(t *testing.T) (objs []manifest, kustomization map[string]any) {
 	t.Helper()
-	for _, m := range readManifests(t, deployDNSDir) {
+	return readKustomized(t, deployDNSDir)
+}
+
+// readKustomized returns the objects of the kustomization in dir and its
+// kustomization.yaml.
+func readKustomized(t *testing.T, dir string) (objs []manifest, kustomization map[string]any) {
+	t.Helper()
+	for _, m := range readManifests(t, dir) {
 		if m.obj.GetKind() == "Kustomization" {
 			kustomization = m.obj.Object
 			continue
@@ -50,7 +57,7 @@ func readDNSManifests(t *testing.T) (objs []manifest, kustomization map[string]a
 		objs = append(objs, m)
 	}
 	if kustomization == nil {
-		t.Fatalf("%s has no kustomization.yaml", deployDNSDir)
+		t.Fatalf("%s has no kustomization.yaml", dir)
 	}
 	return objs, kustomization
 }
@@ -62,7 +69,7 @@ func readDNSManifests(t *testing.T) (objs []manifest, kustomization map[string]a
 // kube-dns-compatible and selects the Deployment's Pods.
 func TestDeployDNSManifests(t *testing.T) {
 	ms, kust := readDNSManifests(t)
-	checkKustomization(t, kust)
+	checkKustomization(t, deployDNSDir, kust)
 	idx := indexManifests(t, ms)
 	for _, m := range ms {
 		if ns := m.obj.GetNamespace(); ns != "" && ns != dnsNamespace {
@@ -95,8 +102,9 @@ func TestDeployDNSManifests(t *testing.T) {
 	}
 }
 
-// checkKustomization: its resources are exactly the other YAML files.
-func checkKustomization(t *testing.T, k map[string]any) {
+// checkKustomization: the resources of dir's kustomization k are exactly the
+// other YAML files in dir.
+func checkKustomization(t *testing.T, dir string, k map[string]any) {
 	var kust struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
@@ -109,7 +117,7 @@ func checkKustomization(t *testing.T, k map[string]any) {
 	if err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
 	}
-	files, err := filepath.Glob(filepath.Join(deployDNSDir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
