@@ -39,6 +39,7 @@ type env struct {
 	tool    string
 	node    *netns.NS
 	netDir  string // NETCONFPATH
+	binDir  string // CNI_PATH
 	varLib  string // cnitool's private /var/lib (libcni's cache)
 	dataDir string // the plugin's IPAM store
 }
@@ -55,7 +56,7 @@ func newEnvVersion(t *testing.T, version string, subnets ...string) *env {
 	tool := needTools(t)
 	dir := t.TempDir()
 	e := &env{t: t, tool: tool, node: netnstest.New(t, "cnitnode"),
-		netDir: filepath.Join(dir, "net.d"), varLib: filepath.Join(dir, "var-lib"), dataDir: filepath.Join(dir, "ipam")}
+		netDir: filepath.Join(dir, "net.d"), binDir: cniPath, varLib: filepath.Join(dir, "var-lib"), dataDir: filepath.Join(dir, "ipam")}
 	for _, d := range []string{e.netDir, e.varLib} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -93,7 +94,7 @@ func (e *env) cnitoolNet(cmd, netName string, pod *netns.NS, capArgs string) (st
 	c := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private",
 		"sh", "-c", `mount --bind "$0" /var/lib && exec "$@"`, e.varLib,
 		"ip", "netns", "exec", e.node.Name(), e.tool, cmd, netName, target.Path())
-	c.Env = append(os.Environ(), "CNI_PATH="+cniPath, "NETCONFPATH="+e.netDir, "CAP_ARGS="+capArgs)
+	c.Env = append(os.Environ(), "CNI_PATH="+e.binDir, "NETCONFPATH="+e.netDir, "CAP_ARGS="+capArgs)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := c.Run(); err != nil {

@@ -1,9 +1,11 @@
 // Package cni_test drives `svcnet cni` as a container runtime does, through
 // the reference runtime tool cnitool (libcni): the real svcnet binary,
 // symlinked as "svcnet" and hard-linked as "loopback" into a CNI_PATH
-// directory, a conflist in a NETCONFPATH directory, and `ip netns exec NODE cnitool add|check|del|gc|
-// status NETWORK /run/netns/POD` with CAP_ARGS for portMappings, in throwaway
-// node, pod and outside namespaces, with real traffic.
+// directory (or installed by `svcnet cni install` from a Node of a real
+// apiserver), a conflist in a NETCONFPATH directory, and `ip netns exec NODE
+// cnitool add|check|del|gc|status NETWORK /run/netns/POD` with CAP_ARGS for
+// portMappings, in throwaway node, pod and outside namespaces, with real
+// traffic.
 //
 // cnitool is found through SVCNET_CNITOOL or at <module root>/.cache/bin/cnitool
 // (hack/install-deps.sh installs it); without it the tests skip, or fail
