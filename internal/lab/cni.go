@@ -22,7 +22,7 @@ import (
 // from inside the node's namespace, with the plugin found by its type ("svcnet")
 // in a CNI_PATH directory that links to the svcnet binary, and a conflist per node.
 
-const cniNetwork = cni.DefaultNetwork
+const cniNetwork = "svcnet"
 
 func (n Names) cniBinDir() string             { return n.Path("cni", "bin") }
 func (n Names) cniNodeDir(node string) string { return n.Path("cni", node) }
@@ -40,18 +40,27 @@ func installCNI(n Names, binary string, nodes int) error {
 	}
 	for i := 1; i <= nodes; i++ {
 		dir := n.cniNodeDir(NodeName(i))
-		b, err := cni.ConfList(cni.ListOptions{
-			CNIVersion: "1.1.0", Name: cniNetwork, Bridge: "cni0", MTU: mtu,
-			Subnets: []netip.Prefix{PodCIDR(i)}, DataDir: filepath.Join(dir, "ipam"),
-		})
+		b, err := Conflist([]netip.Prefix{PodCIDR(i)}, filepath.Join(dir, "ipam"))
 		if err != nil {
-			return fmt.Errorf("node %s: %w", NodeName(i), err)
+			return err
 		}
 		if err := writeFileAtomic(filepath.Join(dir, cniNetwork+".conflist"), b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Conflist is a node's CNI network configuration list for svcnet's plugin
+// (network "svcnet", bridge cni0, the lab's MTU, the portMappings
+// capability, cniVersion 1.1.0): its pod CIDRs and IPAM store (dataDir; ""
+// leaves the plugin's default, /var/lib/cni/networks/svcnet). It is
+// cni.ConfList's rendering.
+func Conflist(subnets []netip.Prefix, dataDir string) ([]byte, error) {
+	return cni.ConfList(cni.ListOptions{
+		CNIVersion: "1.1.0", Name: cniNetwork, Bridge: "cni0", MTU: mtu,
+		Subnets: subnets, DataDir: dataDir,
+	})
 }
 
 // cniRuntime invokes the plugin for the pods of one node.
