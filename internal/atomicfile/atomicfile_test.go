@@ -1,9 +1,10 @@
 package atomicfile
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -32,32 +33,28 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-func TestWriteFromAndLink(t *testing.T) {
+// TestWriteFuncFails: a failing writer leaves the old content and no
+// temporary file.
+func TestWriteFuncFails(t *testing.T) {
 	dir := t.TempDir()
-	src := filepath.Join(dir, "bin", "a")
-	if err := WriteFrom(src, strings.NewReader("binary"), 0o755); err != nil {
+	p := filepath.Join(dir, "f")
+	if err := Write(p, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(dir, "bin", "b")
-	if err := os.WriteFile(dst, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
+	boom := errors.New("boom")
+	err := WriteFunc(p, 0o644, func(w io.Writer) error {
+		if _, err := w.Write([]byte("half")); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("WriteFunc: %v, want %v", err, boom)
 	}
-	if err := Link(src, dst); err != nil {
-		t.Fatal(err)
+	if b, err := os.ReadFile(p); err != nil || string(b) != "old" {
+		t.Fatalf("read %q, %v; want the old content", b, err)
 	}
-	a, _ := os.Stat(src)
-	b, err := os.Stat(dst)
-	if err != nil || !os.SameFile(a, b) || a.Mode().Perm() != 0o755 {
-		t.Fatalf("%s is not a link of %s (mode %v): %v", dst, src, a.Mode(), err)
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, "bin", ".*.tmp"))
-	if len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
-	}
-	if err := Link(filepath.Join(dir, "missing"), dst); err == nil {
-		t.Fatal("linking a missing file succeeded")
-	}
-	if got, _ := os.ReadFile(dst); string(got) != "binary" {
-		t.Fatalf("failed Link changed %s to %q", dst, got)
 	}
 }

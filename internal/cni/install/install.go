@@ -308,7 +308,10 @@ func (in *Installer) copySource(path string) error {
 		return fmt.Errorf("source %s: %w", in.Source, err)
 	}
 	defer f.Close()
-	return atomicfile.WriteFrom(path, f, 0o755)
+	return atomicfile.WriteFunc(path, 0o755, func(w io.Writer) error {
+		_, err := io.Copy(w, f)
+		return err
+	})
 }
 
 // readManifest returns the recorded files, and whether there is a manifest.
