@@ -31,6 +31,19 @@ const (
 // and conf dirs, at the same paths inside (the command's defaults), writable.
 var cniHostPaths = []string{"/etc/cni/net.d", "/opt/cni/bin"}
 
+// readCNIManifests returns the objects under deploy/cni: every manifest but
+// kustomization.yaml, which checkKustomization checks.
+func readCNIManifests(t *testing.T) []manifest {
+	t.Helper()
+	var out []manifest
+	for _, m := range readManifests(t, deployCNIDir) {
+		if m.obj.GetKind() != "Kustomization" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // TestDeployCNIManifests holds deploy/cni to what its README and comments
 // promise, without an apiserver: kustomization.yaml lists every file; the
 // objects live in kube-system; RBAC is get on nodes only; the DaemonSet runs
@@ -38,8 +51,8 @@ var cniHostPaths = []string{"/etc/cni/net.d", "/opt/cni/bin"}
 // files with --watch in its one container, unprivileged, with no capability
 // and no host path but the two CNI directories.
 func TestDeployCNIManifests(t *testing.T) {
-	ms, kust := readKustomized(t, deployCNIDir)
-	checkKustomization(t, deployCNIDir, kust)
+	ms := readCNIManifests(t)
+	checkKustomization(t, deployCNIDir)
 	idx := indexManifests(t, ms)
 	for _, m := range ms {
 		if ns := m.obj.GetNamespace(); ns != "" && ns != cniNamespace {
@@ -98,8 +111,9 @@ func checkCNIDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 		{spec.Containers[0], []string{"svcnet", "cni", "install", "--watch"}},
 	} {
 		t.Run(c.c.Name, func(t *testing.T) {
-			if c.c.Image != cniImage {
-				t.Errorf("image %q, want %q", c.c.Image, cniImage)
+			if c.c.Image != cniImage || c.c.ImagePullPolicy != corev1.PullIfNotPresent {
+				t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
+					c.c.Image, c.c.ImagePullPolicy, cniImage, corev1.PullIfNotPresent)
 			}
 			if argv := append(slices.Clone(c.c.Command), c.c.Args...); !slices.Equal(argv, c.argv) {
 				t.Errorf("command %q, want %q", argv, c.argv)
@@ -162,7 +176,7 @@ func checkCNIMounts(t *testing.T, spec corev1.PodSpec, c corev1.Container) {
 // a Pod from the DaemonSet's template, which Pod admission must accept with
 // system-node-critical's priority.
 func TestDeployCNIDryRun(t *testing.T) {
-	ms, _ := readKustomized(t, deployCNIDir)
+	ms := readCNIManifests(t)
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
