@@ -10,12 +10,28 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps k8s coredns containerd node-tools test unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
+.PHONY: all build image deps k8s coredns containerd node-tools test unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/svcnet ./cmd/svcnet
+
+# svcnet's container image, built without Docker (hack/mkimage, internal/image):
+# bin/svcnet static (CGO_ENABLED=0, the ldflags of `build`) at /usr/local/bin/svcnet
+# over a distroless-like base, tagged $(IMAGE_REPOSITORY):$(IMAGE_TAG) and
+# :latest, written to bin/svcnet-image.tar (a docker-archive: `ctr images import`,
+# `docker load`, `podman load`). IMAGE_IMPORT=SOCKET also imports it into the
+# containerd at SOCKET, namespace k8s.io (the kubelet's), with $(CTR). The
+# Dockerfile builds the same image with Docker or another builder.
+IMAGE_REPOSITORY ?= ghcr.io/svcnet/svcnet
+IMAGE_TAG ?= $(VERSION)
+IMAGE_IMPORT ?=
+CTR ?= ctr
+image:
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/svcnet ./cmd/svcnet
+	$(GO) run ./hack/mkimage svcnet --binary bin/svcnet --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG) \
+	  --out bin/svcnet-image.tar $(if $(IMAGE_IMPORT),--import $(IMAGE_IMPORT) --ctr $(CTR))
 
 deps:
 	@hack/install-deps.sh
