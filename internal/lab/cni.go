@@ -40,19 +40,7 @@ func installCNI(n Names, binary string, nodes int) error {
 	}
 	for i := 1; i <= nodes; i++ {
 		dir := n.cniNodeDir(NodeName(i))
-		conf := map[string]any{
-			"cniVersion": "1.1.0",
-			"name":       cniNetwork,
-			"plugins": []map[string]any{{
-				"type":         "svcnet",
-				"bridge":       "cni0",
-				"mtu":          mtu,
-				"subnets":      []string{PodCIDR(i).String()},
-				"dataDir":      filepath.Join(dir, "ipam"),
-				"capabilities": map[string]bool{"portMappings": true},
-			}},
-		}
-		b, err := json.MarshalIndent(conf, "", "  ")
+		b, err := Conflist([]netip.Prefix{PodCIDR(i)}, filepath.Join(dir, "ipam"))
 		if err != nil {
 			return err
 		}
@@ -61,6 +49,33 @@ func installCNI(n Names, binary string, nodes int) error {
 		}
 	}
 	return nil
+}
+
+// Conflist is a node's CNI network configuration list for svcnet's plugin
+// (network "svcnet", bridge cni0, the portMappings capability): its pod CIDRs
+// and IPAM store (dataDir; "" leaves the plugin's default,
+// /var/lib/cni/networks/svcnet).
+func Conflist(subnets []netip.Prefix, dataDir string) ([]byte, error) {
+	sn := make([]string, len(subnets))
+	for i, p := range subnets {
+		sn[i] = p.String()
+	}
+	plugin := map[string]any{
+		"type":         "svcnet",
+		"bridge":       "cni0",
+		"mtu":          mtu,
+		"subnets":      sn,
+		"capabilities": map[string]bool{"portMappings": true},
+	}
+	if dataDir != "" {
+		plugin["dataDir"] = dataDir
+	}
+	conf := map[string]any{
+		"cniVersion": "1.1.0",
+		"name":       cniNetwork,
+		"plugins":    []map[string]any{plugin},
+	}
+	return json.MarshalIndent(conf, "", "  ")
 }
 
 // cniRuntime invokes the plugin for the pods of one node.
