@@ -79,14 +79,16 @@ func apiServerArgv(c *config, p Ports) []string {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + c.ServiceClusterIPRange,
 		"--authorization-mode=RBAC",
-		// No kubelet and usually no serviceaccount controller: without this, Pods
-		// could not be created until a "default" ServiceAccount exists.
-		"--disable-admission-plugins=ServiceAccount",
 		// Without it a graceful stop waits for open watches until the HTTP server's
 		// shutdown timeout (60s); with it, watches are ended within this period.
 		"--shutdown-watch-termination-grace-period=2s",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+	}
+	if !c.ServiceAccounts {
+		// Usually no serviceaccount controller: without this, Pods could not be
+		// created until a "default" ServiceAccount exists.
+		argv = append(argv, "--disable-admission-plugins=ServiceAccount")
 	}
 	return append(argv, c.APIServerFlags...)
 }

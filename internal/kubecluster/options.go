@@ -54,6 +54,11 @@ type Options struct {
 	// (default DefaultControllers).
 	ControllerManager bool
 	Controllers       []string
+	// ServiceAccounts keeps the ServiceAccount admission plugin on (it gives
+	// each Pod its service account and mounts its token), for a controller
+	// manager that runs the serviceaccount controller. Without it the plugin is
+	// off: Pods could not be created before a "default" ServiceAccount exists.
+	ServiceAccounts bool
 	// Scheduler also starts kube-scheduler (after the controller manager), which
 	// binds Pods to Nodes: for clusters with kubelets.
 	Scheduler bool
