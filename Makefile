@@ -10,12 +10,28 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build deps k8s coredns test unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
+.PHONY: all build image deps k8s coredns containerd node-tools test unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/svcnet ./cmd/svcnet
+
+# svcnet's container image, built without Docker (hack/mkimage, internal/image):
+# bin/svcnet static (CGO_ENABLED=0, the ldflags of `build`) at /usr/local/bin/svcnet
+# over a distroless-like base, tagged $(IMAGE_REPOSITORY):$(IMAGE_TAG) and
+# :latest, written to bin/svcnet-image.tar (a docker-archive: `ctr images import`,
+# `docker load`, `podman load`). IMAGE_IMPORT=SOCKET also imports it into the
+# containerd at SOCKET, namespace k8s.io (the kubelet's), with $(CTR). The
+# Dockerfile builds the same image with Docker or another builder.
+IMAGE_REPOSITORY ?= ghcr.io/svcnet/svcnet
+IMAGE_TAG ?= $(VERSION)
+IMAGE_IMPORT ?=
+CTR ?= ctr
+image:
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/svcnet ./cmd/svcnet
+	$(GO) run ./hack/mkimage svcnet --binary bin/svcnet --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG) \
+	  --out bin/svcnet-image.tar $(if $(IMAGE_IMPORT),--import $(IMAGE_IMPORT) --ctr $(CTR))
 
 deps:
 	@hack/install-deps.sh
@@ -28,6 +44,20 @@ k8s:
 # and benchmark; cached like the Kubernetes components.
 coredns:
 	@tools/coredns/build.sh >/dev/null
+
+# containerd, ctr and containerd-shim-runc-v2 built from containerd's Go module
+# (tools/containerd), static; cached like the Kubernetes components.
+containerd:
+	@tools/containerd/build.sh >/dev/null
+
+# What the node tier runs besides svcnet: the control plane, kubelet, kubectl,
+# the e2e test binary with the ginkgo CLI, the test images' static binaries
+# (agnhost, regression-issue-74839), and containerd. Each build is cached by the
+# content hash of its go.mod and go.sum.
+NODE_K8S := kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet kubectl \
+	e2e.test ginkgo agnhost regression-issue-74839
+node-tools: containerd
+	@tools/k8s/build.sh $(NODE_K8S) >/dev/null
 
 lint: deps
 	@unformatted=$$(gofmt -l cmd internal); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

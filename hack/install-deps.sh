@@ -9,7 +9,11 @@ cd "$(dirname "$0")/.."
 # tiers and the data plane. util-linux: unshare, which gives lab pods their host name.
 # librsvg2-bin: rsvg-convert, which renders the tracer's SVG diagrams in its tests.
 # iptables: upstream kube-proxy's iptables mode in the data-path benchmark.
-packages=(etcd-server nftables conntrack iproute2 util-linux librsvg2-bin iptables)
+# runc: the OCI runtime under the node tier's containerd (built from its module,
+# tools/containerd). debootstrap, with debian-archive-keyring to verify what it
+# fetches: the root filesystems of the node tier's images.
+packages=(etcd-server nftables conntrack iproute2 util-linux librsvg2-bin iptables
+  runc debootstrap debian-archive-keyring)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,6 +4,7 @@ package atomicfile
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -12,6 +13,15 @@ import (
 // (created with the directory if missing), fsync, rename. Concurrent writers of
 // one path each use their own temporary file; the last rename wins.
 func Write(path string, b []byte, perm os.FileMode) error {
+	return WriteFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// WriteFunc is Write with the content streamed by write; when write fails,
+// path is left as it was.
+func WriteFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -20,7 +30,7 @@ func Write(path string, b []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	_, err = tmp.Write(b)
+	err = write(tmp)
 	if err == nil {
 		err = tmp.Sync()
 	}
