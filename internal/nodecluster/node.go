@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/atomicfile"
+	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -120,8 +120,7 @@ func (c *Cluster) startContainerd(ctx context.Context, n *node) error {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	n.containerd = d
-	// The socket is in the node's /run; the holder's root shows the node's view.
-	sock := fmt.Sprintf("/proc/%d/root%s", n.holder.pid, containerdSocket)
+	sock := n.socket()
 	return waitUntil(ctx, c.o.ReadyTimeout, "node "+n.Name+": containerd", d, func(ctx context.Context) error {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		if err != nil {
@@ -131,25 +130,22 @@ func (c *Cluster) startContainerd(ctx context.Context, n *node) error {
 	})
 }
 
-// importImage imports the image tarball into the node's containerd (namespace
-// k8s.io, as the kubelet's images), with ctr run in the node's namespaces.
+// importImage imports the image tarball into the node's containerd
+// (image.Import: namespace k8s.io, as the kubelet's images), through the
+// node's socket as the holder's root shows it.
 func (c *Cluster) importImage(ctx context.Context, n *node, tarball string) error {
-	f, err := os.Open(tarball)
-	if err != nil {
-		return fmt.Errorf("node %s: import image: %w", n.Name, err)
-	}
-	defer f.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.o.ReadyTimeout)
 	defer cancel()
-	argv := nodeArgv(n.holder.pid, n.dir, filepath.Join(c.o.ContainerdBin, "ctr"),
-		"--address", containerdSocket, "--namespace", "k8s.io", "images", "import", "-")
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), c.daemonEnv(n)...)
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("node %s: import image %s: %w: %s", n.Name, tarball, err, strings.TrimSpace(string(out)))
+	if err := image.Import(ctx, filepath.Join(c.o.ContainerdBin, "ctr"), n.socket(), tarball); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// socket is the path of the node's containerd socket in the host's mount
+// namespace: the node's /run is its own, seen through its holder's root.
+func (n *node) socket() string {
+	return fmt.Sprintf("/proc/%d/root%s", n.holder.pid, containerdSocket)
 }
 
 // startKubelet starts the node's kubelet and waits until its /healthz passes.
