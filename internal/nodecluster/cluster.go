@@ -331,6 +331,16 @@ func (c *Cluster) NodeCommand(ctx context.Context, node string, argv ...string) 
 	return exec.CommandContext(ctx, a[0], a[1:]...), nil
 }
 
+// NodeByName returns the node called name.
+func (c *Cluster) NodeByName(name string) (Node, bool) {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
 func (c *Cluster) node(name string) (*node, error) {
 	for _, n := range c.nodes {
 		if n.Name == name {
