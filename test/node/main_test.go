@@ -24,6 +24,13 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(envHelper); spec != "" {
+		if err := runKilledHelper(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "svcnet-node-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
