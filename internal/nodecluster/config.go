@@ -19,8 +19,9 @@ const (
 	kubeletHealthzPort = 10248
 )
 
-// containerdConfig is a node's containerd configuration (version 3, containerd
-// 2.x): the real node's paths, runc from runcPath through the runc v2 shim
+// containerdConfig is a node's containerd configuration (version 4, containerd
+// 2.4; no imports, so no file of the host's /etc/containerd/conf.d applies):
+// the real node's paths, runc from runcPath through the runc v2 shim
 // with the cgroupfs driver (SystemdCgroup false, which containerd also
 // reports to the kubelet), CNI with containerd's own loopback, the sandbox
 // image, and restrict_oom_score_adj: without CAP_SYS_RESOURCE in the bounding
@@ -28,11 +29,12 @@ const (
 // get final child's PID from pipe").
 func containerdConfig(runcPath, pauseImage string) string {
 	q := tomlString
-	return fmt.Sprintf(`version = 3
+	return fmt.Sprintf(`version = 4
 root = "/var/lib/containerd"
 state = "/run/containerd"
+imports = []
 
-[grpc]
+[plugins.'io.containerd.server.v1.grpc']
   address = %s
 
 [plugins.'io.containerd.cri.v1.images']

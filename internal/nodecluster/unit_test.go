@@ -103,7 +103,8 @@ func TestKubeletConfig(t *testing.T) {
 func TestContainerdConfig(t *testing.T) {
 	got := containerdConfig("/usr/sbin/runc", "registry.k8s.io/pause:3.10.2")
 	for _, want := range []string{
-		"version = 3\n",
+		"version = 4\n",
+		"imports = []\n",
 		`address = "/run/containerd/containerd.sock"`,
 		`sandbox = "registry.k8s.io/pause:3.10.2"`,
 		"restrict_oom_score_adj = true",
