@@ -12,7 +12,11 @@ import (
 )
 
 func main() {
-	if runningAsCNIPlugin() {
+	switch personalityOf(os.Args, os.Getenv("CNI_COMMAND")) {
+	case loopbackPlugin:
+		cni.LoopbackMain()
+		return
+	case svcnetPlugin:
 		cni.Main()
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+
 	"github.com/svcnet/svcnet/internal/cni"
 )
 
@@ -254,5 +256,37 @@ func TestVersion(t *testing.T) {
 	}
 	if !regexp.MustCompile(`"supportedVersions":\["0.3.0","0.3.1","0.4.0","1.0.0","1.1.0"\]`).Match(out) {
 		t.Fatalf("VERSION: %s", out)
+	}
+}
+
+// A 1.0.0 configuration (what `svcnet cni install` writes for containerd
+// 1.x, whose CNI library parses results up to 1.0.0) gets a 1.0.0 result
+// with the attachment in it, and CHECK takes it back as prevResult.
+func TestAddResultVersion100(t *testing.T) {
+	l := newLab(t, podCIDR4, podCIDR6)
+	p := l.newPod()
+	conf := l.config(map[string]any{"cniVersion": "1.0.0"})
+	out, err := l.run("ADD", p, "eth0", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if err := json.Unmarshal(out, &head); err != nil || head.CNIVersion != "1.0.0" {
+		t.Fatalf("result %s: cniVersion %q, %v; want 1.0.0", out, head.CNIVersion, err)
+	}
+	r, err := types100.NewResult(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.(*types100.Result)
+	if len(res.IPs) != 2 || len(res.Interfaces) != 3 {
+		t.Fatalf("result %s", out)
+	}
+	var prev map[string]any
+	_ = json.Unmarshal(out, &prev)
+	if _, err := l.run("CHECK", p, "eth0", l.config(map[string]any{"cniVersion": "1.0.0", "prevResult": prev})); err != nil {
+		t.Errorf("CHECK with the 1.0.0 result: %v", err)
 	}
 }

@@ -32,15 +32,11 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if a.NetNS != "" && link.CheckNetNS(a.NetNS) != nil {
-		// Not a namespace: what a deleted one leaves (nothing, or the
-		// file a bind mount was on), so the pod side is gone. Anything
-		// else (a FIFO, a device) is refused, never opened.
-		if fi, err := os.Stat(a.NetNS); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-			return attachmentError(types.ErrInvalidNetNS, a, "CNI_NETNS is neither a network namespace nor what a deleted one leaves ("+fi.Mode().Type().String()+")", nil)
-		}
-		a.NetNS = ""
+	netnsPath, problem := netNSForDel(a.NetNS)
+	if problem != "" {
+		return attachmentError(types.ErrInvalidNetNS, a, problem, nil)
 	}
+	a.NetNS = netnsPath
 	ctx, cancel := p.context()
 	defer cancel()
 	e, err := open(ctx, cfg)
@@ -108,4 +104,19 @@ func (e *env) gc(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// netNSForDel returns the CNI_NETNS a DEL works in: path when it is a network
+// namespace, "" when the pod side is gone (path empty, nothing there, or the
+// regular file or directory a deleted namespace's bind mount leaves). For
+// anything else (a FIFO, a device) it returns the reason to refuse it; such a
+// file is never opened.
+func netNSForDel(path string) (netnsPath, problem string) {
+	if path == "" || link.CheckNetNS(path) == nil {
+		return path, ""
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return "", "CNI_NETNS is neither a network namespace nor what a deleted one leaves (" + fi.Mode().Type().String() + ")"
+	}
+	return "", ""
 }

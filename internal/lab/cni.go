@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +14,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -52,30 +52,15 @@ func installCNI(n Names, binary string, nodes int) error {
 }
 
 // Conflist is a node's CNI network configuration list for svcnet's plugin
-// (network "svcnet", bridge cni0, the portMappings capability): its pod CIDRs
-// and IPAM store (dataDir; "" leaves the plugin's default,
-// /var/lib/cni/networks/svcnet).
+// (network "svcnet", bridge cni0, the lab's MTU, the portMappings
+// capability, cniVersion 1.1.0): its pod CIDRs and IPAM store (dataDir; ""
+// leaves the plugin's default, /var/lib/cni/networks/svcnet). It is
+// cni.ConfList's rendering.
 func Conflist(subnets []netip.Prefix, dataDir string) ([]byte, error) {
-	sn := make([]string, len(subnets))
-	for i, p := range subnets {
-		sn[i] = p.String()
-	}
-	plugin := map[string]any{
-		"type":         "svcnet",
-		"bridge":       "cni0",
-		"mtu":          mtu,
-		"subnets":      sn,
-		"capabilities": map[string]bool{"portMappings": true},
-	}
-	if dataDir != "" {
-		plugin["dataDir"] = dataDir
-	}
-	conf := map[string]any{
-		"cniVersion": "1.1.0",
-		"name":       cniNetwork,
-		"plugins":    []map[string]any{plugin},
-	}
-	return json.MarshalIndent(conf, "", "  ")
+	return cni.ConfList(cni.ListOptions{
+		CNIVersion: "1.1.0", Name: cniNetwork, Bridge: "cni0", MTU: mtu,
+		Subnets: subnets, DataDir: dataDir,
+	})
 }
 
 // cniRuntime invokes the plugin for the pods of one node.

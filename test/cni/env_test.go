@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha512"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
@@ -39,29 +39,37 @@ type env struct {
 	tool    string
 	node    *netns.NS
 	netDir  string // NETCONFPATH
+	binDir  string // CNI_PATH
 	varLib  string // cnitool's private /var/lib (libcni's cache)
 	dataDir string // the plugin's IPAM store
 }
 
 func newEnv(t *testing.T, subnets ...string) *env {
 	t.Helper()
+	return newEnvVersion(t, "1.1.0", subnets...)
+}
+
+// newEnvVersion is newEnv with a conflist of CNI version version, as
+// `svcnet cni install` writes it (cni.ConfList).
+func newEnvVersion(t *testing.T, version string, subnets ...string) *env {
+	t.Helper()
 	tool := needTools(t)
 	dir := t.TempDir()
 	e := &env{t: t, tool: tool, node: netnstest.New(t, "cnitnode"),
-		netDir: filepath.Join(dir, "net.d"), varLib: filepath.Join(dir, "var-lib"), dataDir: filepath.Join(dir, "ipam")}
+		netDir: filepath.Join(dir, "net.d"), binDir: cniPath, varLib: filepath.Join(dir, "var-lib"), dataDir: filepath.Join(dir, "ipam")}
 	for _, d := range []string{e.netDir, e.varLib} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	conf := map[string]any{
-		"cniVersion": "1.1.0", "name": network,
-		"plugins": []any{map[string]any{
-			"type": "svcnet", "bridge": "cni0", "mtu": 1500, "subnets": subnets, "dataDir": e.dataDir,
-			"capabilities": map[string]bool{"portMappings": true},
-		}},
+	var prefixes []netip.Prefix
+	for _, s := range subnets {
+		prefixes = append(prefixes, netip.MustParsePrefix(s))
 	}
-	b, _ := json.MarshalIndent(conf, "", "  ")
+	b, err := cni.ConfList(cni.ListOptions{CNIVersion: version, Name: network, Bridge: "cni0", MTU: 1500, Subnets: prefixes, DataDir: e.dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(e.netDir, "10-svcnet.conflist"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +80,11 @@ func newEnv(t *testing.T, subnets ...string) *env {
 // runtime would, with capArgs (JSON, may be empty) as CAP_ARGS. It runs in a
 // private mount namespace whose /var/lib is the test's (see the package doc).
 func (e *env) cnitool(cmd string, pod *netns.NS, capArgs string) (string, error) {
+	return e.cnitoolNet(cmd, network, pod, capArgs)
+}
+
+// cnitoolNet is cnitool for the network netName (a conflist in netDir).
+func (e *env) cnitoolNet(cmd, netName string, pod *netns.NS, capArgs string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	target := e.node
@@ -80,8 +93,8 @@ func (e *env) cnitool(cmd string, pod *netns.NS, capArgs string) (string, error)
 	}
 	c := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private",
 		"sh", "-c", `mount --bind "$0" /var/lib && exec "$@"`, e.varLib,
-		"ip", "netns", "exec", e.node.Name(), e.tool, cmd, network, target.Path())
-	c.Env = append(os.Environ(), "CNI_PATH="+cniPath, "NETCONFPATH="+e.netDir, "CAP_ARGS="+capArgs)
+		"ip", "netns", "exec", e.node.Name(), e.tool, cmd, netName, target.Path())
+	c.Env = append(os.Environ(), "CNI_PATH="+e.binDir, "NETCONFPATH="+e.netDir, "CAP_ARGS="+capArgs)
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := c.Run(); err != nil {

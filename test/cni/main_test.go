@@ -1,9 +1,11 @@
 // Package cni_test drives `svcnet cni` as a container runtime does, through
 // the reference runtime tool cnitool (libcni): the real svcnet binary,
-// symlinked as "svcnet" into a CNI_PATH directory, a conflist in a
-// NETCONFPATH directory, and `ip netns exec NODE cnitool add|check|del|gc|
-// status NETWORK /run/netns/POD` with CAP_ARGS for portMappings, in throwaway
-// node, pod and outside namespaces, with real traffic.
+// symlinked as "svcnet" and hard-linked as "loopback" into a CNI_PATH
+// directory (or installed by `svcnet cni install` from a Node of a real
+// apiserver), a conflist in a NETCONFPATH directory, and `ip netns exec NODE
+// cnitool add|check|del|gc|status NETWORK /run/netns/POD` with CAP_ARGS for
+// portMappings, in throwaway node, pod and outside namespaces, with real
+// traffic.
 //
 // cnitool is found through SVCNET_CNITOOL or at <module root>/.cache/bin/cnitool
 // (hack/install-deps.sh installs it); without it the tests skip, or fail
@@ -66,12 +68,16 @@ func run(m *testing.M) int {
 }
 
 // build compiles ./cmd/svcnet into bin and installs it in pathDir as the
-// lab does: a symlink named svcnet.
+// lab does, a symlink named svcnet, and as `svcnet cni install` makes the
+// loopback plugin: a hard link named loopback.
 func build(bin, pathDir string) error {
 	if err := testbin.Build(bin); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(pathDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Link(bin, filepath.Join(pathDir, "loopback")); err != nil {
 		return err
 	}
 	return os.Symlink(bin, filepath.Join(pathDir, "svcnet"))

@@ -1,0 +1,206 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
+)
+
+// deployCNIDir holds the manifests that install svcnet's CNI plugin on every
+// node.
+const deployCNIDir = "../../deploy/cni"
+
+// The objects deploy/cni must contain, and the properties the tests below hold
+// them to.
+const (
+	cniNamespace = "kube-system"
+	cniName      = "svcnet-cni" // DaemonSet, ServiceAccount, ClusterRole(Binding)
+	cniImage     = "ghcr.io/svcnet/svcnet:latest"
+)
+
+// cniHostPaths are the only host paths the Pods mount: the runtime's CNI bin
+// and conf dirs, at the same paths inside (the command's defaults), writable.
+var cniHostPaths = []string{"/etc/cni/net.d", "/opt/cni/bin"}
+
+// readCNIManifests returns the objects under deploy/cni: every manifest but
+// kustomization.yaml, which checkKustomization checks.
+func readCNIManifests(t *testing.T) []manifest {
+	t.Helper()
+	var out []manifest
+	for _, m := range readManifests(t, deployCNIDir) {
+		if m.obj.GetKind() != "Kustomization" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestDeployCNIManifests holds deploy/cni to what its README and comments
+// promise, without an apiserver: kustomization.yaml lists every file; the
+// objects live in kube-system; RBAC is get on nodes only; the DaemonSet runs
+// on every node's host network, installs in an init container and keeps the
+// files with --watch in its one container, unprivileged, with no capability
+// and no host path but the two CNI directories.
+func TestDeployCNIManifests(t *testing.T) {
+	ms := readCNIManifests(t)
+	checkKustomization(t, deployCNIDir)
+	idx := indexManifests(t, ms)
+	for _, m := range ms {
+		if ns := m.obj.GetNamespace(); ns != "" && ns != cniNamespace {
+			t.Errorf("%v: namespace %q, want %q", m, ns, cniNamespace)
+		}
+	}
+	var sa corev1.ServiceAccount
+	idx.get(t, "ServiceAccount", cniNamespace, cniName, &sa)
+	var role rbacv1.ClusterRole
+	if idx.get(t, "ClusterRole", "", cniName, &role) {
+		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
+		if role.AggregationRule != nil || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want[0].APIGroups) ||
+			!slices.Equal(role.Rules[0].Resources, want[0].Resources) || !slices.Equal(role.Rules[0].Verbs, want[0].Verbs) ||
+			len(role.Rules[0].ResourceNames) > 0 || len(role.Rules[0].NonResourceURLs) > 0 {
+			t.Errorf("ClusterRole %s: rules %+v aggregation %+v, want exactly %+v", cniName, role.Rules, role.AggregationRule, want)
+		}
+	}
+	var binding rbacv1.ClusterRoleBinding
+	if idx.get(t, "ClusterRoleBinding", "", cniName, &binding) {
+		wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cniName}
+		wantSubj := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: cniName, Namespace: cniNamespace}}
+		if binding.RoleRef != wantRef || !slices.Equal(binding.Subjects, wantSubj) {
+			t.Errorf("ClusterRoleBinding %s: roleRef %+v subjects %+v, want %+v %+v", cniName, binding.RoleRef, binding.Subjects, wantRef, wantSubj)
+		}
+	}
+	var ds appsv1.DaemonSet
+	if idx.get(t, "DaemonSet", cniNamespace, cniName, &ds) {
+		checkCNIDaemonSet(t, &ds)
+	}
+}
+
+func checkCNIDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
+	spec := ds.Spec.Template.Spec
+	if ds.Spec.Selector == nil || !labelsMatch(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels) || len(ds.Spec.Selector.MatchExpressions) > 0 {
+		t.Errorf("selector %+v does not select template labels %v", ds.Spec.Selector, ds.Spec.Template.Labels)
+	}
+	// The network plugin cannot need the network it installs, and must run
+	// on NotReady and tainted nodes.
+	if !spec.HostNetwork || spec.HostPID || spec.HostIPC {
+		t.Errorf("hostNetwork %v hostPID %v hostIPC %v, want true false false", spec.HostNetwork, spec.HostPID, spec.HostIPC)
+	}
+	if !slices.Contains(spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists}) {
+		t.Errorf("tolerations %+v: none tolerates every taint", spec.Tolerations)
+	}
+	if spec.PriorityClassName != "system-node-critical" || spec.ServiceAccountName != cniName {
+		t.Errorf("priorityClassName %q serviceAccountName %q, want system-node-critical %s", spec.PriorityClassName, spec.ServiceAccountName, cniName)
+	}
+	if len(spec.InitContainers) != 1 || len(spec.Containers) != 1 {
+		t.Fatalf("%d init containers, %d containers: want one of each", len(spec.InitContainers), len(spec.Containers))
+	}
+	for _, c := range []struct {
+		c    corev1.Container
+		argv []string
+	}{
+		{spec.InitContainers[0], []string{"svcnet", "cni", "install"}},
+		{spec.Containers[0], []string{"svcnet", "cni", "install", "--watch"}},
+	} {
+		t.Run(c.c.Name, func(t *testing.T) {
+			if c.c.Image != cniImage || c.c.ImagePullPolicy != corev1.PullIfNotPresent {
+				t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
+					c.c.Image, c.c.ImagePullPolicy, cniImage, corev1.PullIfNotPresent)
+			}
+			if argv := append(slices.Clone(c.c.Command), c.c.Args...); !slices.Equal(argv, c.argv) {
+				t.Errorf("command %q, want %q", argv, c.argv)
+			}
+			i := slices.IndexFunc(c.c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+			if i < 0 || c.c.Env[i].ValueFrom == nil || c.c.Env[i].ValueFrom.FieldRef == nil || c.c.Env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+				t.Errorf("env %+v: want NODE_NAME from fieldRef spec.nodeName", c.c.Env)
+			}
+			checkCNISecurity(t, c.c.SecurityContext)
+			checkCNIMounts(t, spec, c.c)
+		})
+	}
+}
+
+// checkCNISecurity: not privileged, no escalation, every capability dropped
+// and none added, read-only root filesystem, UID 0 (the owner of the host's
+// CNI directories).
+func checkCNISecurity(t *testing.T, sc *corev1.SecurityContext) {
+	if sc == nil {
+		t.Fatalf("no securityContext")
+	}
+	if (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("privileged %s allowPrivilegeEscalation %s, want false false", fmtPtr(sc.Privileged), fmtPtr(sc.AllowPrivilegeEscalation))
+	}
+	if sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("capabilities %+v, want drop ALL, add none", sc.Capabilities)
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("readOnlyRootFilesystem %s runAsUser %s, want true 0", fmtPtr(sc.ReadOnlyRootFilesystem), fmtPtr(sc.RunAsUser))
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile %+v, want RuntimeDefault", sc.SeccompProfile)
+	}
+}
+
+// checkCNIMounts: the container mounts exactly the two host directories,
+// each at its own path, and the Pod has no other volume.
+func checkCNIMounts(t *testing.T, spec corev1.PodSpec, c corev1.Container) {
+	var got []string
+	for _, m := range c.VolumeMounts {
+		vi := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if vi < 0 || spec.Volumes[vi].HostPath == nil {
+			t.Errorf("volumeMount %s: not a hostPath volume", m.Name)
+			continue
+		}
+		hp := spec.Volumes[vi].HostPath
+		if hp.Path != m.MountPath || m.ReadOnly || m.SubPath != "" || hp.Type == nil || *hp.Type != corev1.HostPathDirectoryOrCreate {
+			t.Errorf("volumeMount %s: host %s (type %s) at %s readOnly %v subPath %q, want the same path, writable, DirectoryOrCreate",
+				m.Name, hp.Path, fmtPtr(hp.Type), m.MountPath, m.ReadOnly, m.SubPath)
+		}
+		got = append(got, hp.Path)
+	}
+	if slices.Sort(got); !slices.Equal(got, cniHostPaths) || len(spec.Volumes) != len(cniHostPaths) {
+		t.Errorf("host paths %q (%d volumes), want exactly %q", got, len(spec.Volumes), cniHostPaths)
+	}
+}
+
+// TestDeployCNIDryRun creates every object in deploy/cni on a real
+// kube-apiserver with server-side dry run and strict field validation, then
+// a Pod from the DaemonSet's template, which Pod admission must accept with
+// system-node-critical's priority.
+func TestDeployCNIDryRun(t *testing.T) {
+	ms := readCNIManifests(t)
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kubetest.Eventually(t, 30*time.Second, "namespace "+cniNamespace, func() (bool, string) {
+		_, err := env.Client.CoreV1().Namespaces().Get(ctx, cniNamespace, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	dr := kubetest.NewDryRunner(t, ctx, env.Config)
+	for _, m := range ms {
+		dr.Create(fmt.Sprint(m), m.obj)
+	}
+	if t.Failed() {
+		return
+	}
+	var ds appsv1.DaemonSet
+	if !indexManifests(t, ms).get(t, "DaemonSet", cniNamespace, cniName, &ds) {
+		return
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: cniName + "-dry-run", Namespace: cniNamespace, Labels: ds.Spec.Template.Labels},
+		Spec:       ds.Spec.Template.Spec,
+	}
+	got := dr.CreatePod(fmt.Sprintf("DaemonSet %s: a Pod from its template", cniName), pod)
+	if got != nil && (got.Spec.Priority == nil || *got.Spec.Priority != 2000001000) {
+		t.Errorf("DaemonSet %s: Pod priority %s, want system-node-critical's 2000001000", cniName, fmtPtr(got.Spec.Priority))
+	}
+}
