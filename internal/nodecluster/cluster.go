@@ -156,6 +156,11 @@ func (c *Cluster) up(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if c.o.CNIPlugin == "" {
+		// Not Ready before a CNI network is installed: the kubelets' first
+		// status is what there is to wait for.
+		return c.waitRegistered(ctx, c.o.ReadyTimeout)
+	}
 	return c.WaitReady(ctx, c.o.ReadyTimeout)
 }
 
@@ -233,9 +238,10 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 
 // createNodes creates the Node objects before their kubelets register them,
 // with the pod CIDR of the lab's plan (node i: 192.168.i.0/24; the controller
-// manager's allocator keeps a CIDR a Node has) and the zone label.
+// manager's allocator keeps a CIDR a Node has) and the zone label, and, with
+// Options.CNIPlugin, installs the plugin on each node for its Node.
 func (c *Cluster) createNodes(ctx context.Context) error {
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: n.Name,
@@ -247,10 +253,15 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 			Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR.String(), PodCIDRs: []string{n.PodCIDR.String()}},
 		}
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := c.Client.CoreV1().Nodes().Create(cctx, node, metav1.CreateOptions{})
+		created, err := c.Client.CoreV1().Nodes().Create(cctx, node, metav1.CreateOptions{})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("Node %s: %w", n.Name, err)
+		}
+		if c.o.CNIPlugin != "" {
+			if err := installCNI(c.o.CNIPlugin, fsDir(c.nodes[i].dir), created); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -291,6 +302,23 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("%w\n%s", err, strings.Join(tails, "\n"))
 	}
 	return nil
+}
+
+// waitRegistered waits up to timeout until every kubelet has posted its
+// Node's status.
+func (c *Cluster) waitRegistered(ctx context.Context, timeout time.Duration) error {
+	return waitUntil(ctx, timeout, "Nodes registered", nil, func(ctx context.Context) error {
+		for _, n := range c.Nodes {
+			got, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("%s: %w", n.Name, err)
+			}
+			if got.Status.NodeInfo.KubeletVersion == "" || readyCondition(got) == nil {
+				return fmt.Errorf("%s: no status from its kubelet", n.Name)
+			}
+		}
+		return nil
+	})
 }
 
 func readyCondition(n *corev1.Node) *corev1.NodeCondition {

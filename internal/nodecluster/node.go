@@ -7,16 +7,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/atomicfile"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/cni/install"
 	"github.com/svcnet/svcnet/internal/image"
-	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -33,9 +33,8 @@ type node struct {
 func (n *node) configPath(name string) string { return filepath.Join(n.dir, name) }
 func (n *node) logPath(name string) string    { return filepath.Join(n.dir, name+".log") }
 
-// prepare writes the node's files: its file systems (mounts.go), containerd's
-// and the kubelet's configuration and, with a CNI plugin, the plugin and the
-// node's conflist.
+// prepare writes the node's files: its file systems (mounts.go) and
+// containerd's and the kubelet's configuration.
 func (c *Cluster) prepare(n *node) error {
 	if err := prepareNodeFS(n.dir, n.Node); err != nil {
 		return err
@@ -50,31 +49,30 @@ func (c *Cluster) prepare(n *node) error {
 	if err := os.WriteFile(n.configPath("kubelet.yaml"), kc, 0o644); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	if c.o.CNIPlugin != "" {
-		if err := installCNI(c.o.CNIPlugin, fsDir(n.dir), n.PodCIDR); err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-	}
 	return nil
 }
 
-// installCNI copies svcnet's binary into the node's CNI bin dir as "svcnet"
-// and writes the node's conflist (lab.Conflist) into its CNI conf dir, each
-// atomically.
-func installCNI(plugin, fs string, podCIDR netip.Prefix) error {
-	bin, err := os.ReadFile(plugin)
+// cniVersion is the conflist's cniVersion: containerd 2.x reads CNI 1.1.0
+// results.
+const cniVersion = "1.1.0"
+
+// installCNI puts svcnet's CNI plugin on the node as `svcnet cni install`
+// does (internal/cni/install): the binary (as svcnet and loopback) into its
+// CNI bin dir, and the conflist of its Node's pod CIDRs into its CNI conf
+// dir, through the node's directory.
+func installCNI(plugin, fs string, node *corev1.Node) error {
+	conf, _, _, err := install.NodeConfList(node, cniVersion)
 	if err != nil {
-		return fmt.Errorf("CNI plugin: %w", err)
+		return fmt.Errorf("node %s: CNI conflist: %w", node.Name, err)
 	}
-	if err := atomicfile.Write(filepath.Join(fs, "opt/cni/bin/svcnet"), bin, 0o755); err != nil {
-		return fmt.Errorf("CNI plugin: %w", err)
-	}
-	conf, err := lab.Conflist([]netip.Prefix{podCIDR}, "")
-	if err != nil {
-		return fmt.Errorf("CNI conflist: %w", err)
-	}
-	if err := atomicfile.Write(filepath.Join(fs, "cni-net.d/10-svcnet.conflist"), conf, 0o644); err != nil {
-		return fmt.Errorf("CNI conflist: %w", err)
+	in := install.New(install.Options{
+		Source:   plugin,
+		BinDir:   filepath.Join(fs, "opt/cni/bin"),
+		ConfDir:  filepath.Join(fs, "cni-net.d"),
+		ConfName: install.DefaultConfName,
+	})
+	if _, err := in.Install(conf); err != nil {
+		return fmt.Errorf("node %s: CNI install: %w", node.Name, err)
 	}
 	return nil
 }

@@ -38,11 +38,12 @@ type Options struct {
 	// Runc is the OCI runtime binary; default runc on PATH.
 	Runc string
 
-	// CNIPlugin, when set, is svcnet's binary: Up copies it into every node's CNI
-	// bin dir (/opt/cni/bin/svcnet) and writes the node's conflist (its pod
-	// CIDR) into its CNI conf dir (/etc/cni/net.d), so the nodes are Ready at
-	// once. Without it the nodes stay NotReady until something installs a CNI
-	// network (svcnet's DaemonSet does).
+	// CNIPlugin, when set, is svcnet's binary: Up installs it on every node as
+	// `svcnet cni install` does (internal/cni/install: /opt/cni/bin/svcnet and
+	// loopback, /etc/cni/net.d/10-svcnet.conflist with the Node's pod CIDR), so
+	// the nodes are Ready at once. Without it the nodes stay NotReady until
+	// something installs a CNI network (deploy/cni's DaemonSet does): Up then
+	// returns once the kubelets run (see WaitReady).
 	CNIPlugin string
 	// Images are image tarballs (docker-archive or OCI layout tar) imported into
 	// every node's containerd (namespace k8s.io) before the kubelets start.
