@@ -58,6 +58,10 @@ type Cluster struct {
 	nodes []*node
 }
 
+// contextLines is how many lines of every log a failed Up's error carries,
+// besides the failing process's logLines.
+const contextLines = 15
+
 // stateFile marks Dir as a cluster's and records what it is.
 const stateFile = "nodecluster.json"
 
@@ -86,7 +90,7 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 		o:                 o, l: layout{name: o.Name, dir: o.Dir},
 	}
 	if err := c.up(ctx); err != nil {
-		logs := c.Logs(logLines)
+		logs := c.Logs(contextLines)
 		c.closeNS()
 		if derr := Down(o.Name, o.Dir); derr != nil {
 			err = fmt.Errorf("%w; removing it: %w", err, derr)
