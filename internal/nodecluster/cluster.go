@@ -66,8 +66,10 @@ const contextLines = 15
 const stateFile = "nodecluster.json"
 
 type state struct {
-	Name  string `json:"name"`
-	Nodes []Node `json:"nodes"`
+	Name          string `json:"name"`
+	Nodes         []Node `json:"nodes"`
+	K8sBin        string `json:"k8sBin"`
+	ContainerdBin string `json:"containerdBin"`
 }
 
 // Up brings a cluster up (see the package doc) and waits, each wait bounded by
@@ -104,7 +106,8 @@ func (c *Cluster) up(ctx context.Context) error {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(state{Name: c.Name, Nodes: c.Nodes}, "", "  ")
+	st := state{Name: c.Name, Nodes: c.Nodes, K8sBin: c.o.K8sBin, ContainerdBin: c.o.ContainerdBin}
+	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -414,6 +417,10 @@ func (c *Cluster) Down() error {
 	c.closeNS()
 	return Down(c.Name, c.Dir)
 }
+
+// Close releases what the Cluster value holds (its namespaces' descriptors)
+// and leaves the cluster running.
+func (c *Cluster) Close() { c.closeNS() }
 
 func (c *Cluster) closeNS() {
 	for _, ns := range []*netns.NS{c.fab, c.cpNS} {

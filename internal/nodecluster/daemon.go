@@ -73,8 +73,21 @@ func startDaemon(name, logPath string, detach bool, env []string, argv []string)
 	return d, nil
 }
 
-// exited returns an error saying how the daemon ended, or nil while it runs.
+// adopted is a daemon another process started, known by its pid, or (pid 0)
+// only by its log.
+func adopted(name, logPath string, pid int) *daemon {
+	return &daemon{name: name, logPath: logPath, pid: pid}
+}
+
+// exited returns an error saying how the daemon ended, or nil while it runs
+// (for an adopted daemon, one that never started: nil).
 func (d *daemon) exited() error {
+	if d.done == nil {
+		if d.pid != 0 && !alive(d.pid) {
+			return fmt.Errorf("%s (pid %d) exited", d.name, d.pid)
+		}
+		return nil
+	}
 	select {
 	case <-d.done:
 		err := d.err()

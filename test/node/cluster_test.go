@@ -53,6 +53,7 @@ func TestCluster(t *testing.T) {
 	t.Run("pod to pod across nodes", func(t *testing.T) { podToPod(t, ctx, c, pods) })
 	t.Run("kubectl exec", func(t *testing.T) { execConnect(t, ctx, c, pods) })
 	t.Run("node to pod", func(t *testing.T) { nodeToPod(t, ctx, c, pods) })
+	t.Run("attach", func(t *testing.T) { attach(t, ctx, c) })
 	if uses, err := c.Memory(); err == nil {
 		t.Logf("memory with %d Pods:\n%s", len(pods), nodecluster.FormatMemory(uses))
 	}
@@ -247,6 +248,35 @@ func nodeToPod(t *testing.T, ctx context.Context, c *nodecluster.Cluster, pods [
 			}
 		}
 		ns.Close()
+	}
+}
+
+// attach: the cluster found again from its directory has its nodes, and its
+// client, kubectl and node commands work.
+func attach(t *testing.T, ctx context.Context, c *nodecluster.Cluster) {
+	a, err := nodecluster.Attach(ctx, c.Dir, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Name != c.Name || !slices.Equal(a.Nodes, c.Nodes) || a.Kubeconfig != c.Kubeconfig {
+		t.Errorf("attached: %s %v %s, want %s %v %s", a.Name, a.Nodes, a.Kubeconfig, c.Name, c.Nodes, c.Kubeconfig)
+	}
+	list, err := a.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != len(c.Nodes) {
+		t.Errorf("attached client: %d Nodes, %v", len(list.Items), err)
+	}
+	out, err := a.Kubectl(ctx, "get", "nodes", "-o", "name").CombinedOutput()
+	if got := strings.Fields(string(out)); err != nil || len(got) != len(c.Nodes) {
+		t.Errorf("kubectl get nodes: %v: %s", err, out)
+	}
+	n := c.Nodes[len(c.Nodes)-1]
+	cmd, err := a.NodeCommand(ctx, n.Name, "cat", "/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != n.Name {
+		t.Errorf("attached node command on %s: %q, %v", n.Name, out, err)
 	}
 }
 
