@@ -117,7 +117,7 @@ func (o *dnsOptions) run(cmd *cobra.Command) error {
 // answers SERVFAIL meanwhile); it watches no Pods, as pod records are served
 // without checking the Pod exists ("pods insecure").
 func (o *dnsOptions) source(store *model.Store, log klog.Logger) (func(context.Context) error, error) {
-	if o.state.kubeconfig != "" || o.state.inCluster() {
+	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
 			return nil, err

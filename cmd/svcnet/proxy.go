@@ -37,6 +37,7 @@ type proxyOptions struct {
 	nodePortAddrs   []string
 	masqueradeAll   bool
 	masqueradeBit   int
+	egress          egressOptions
 	detectLocalMode string
 	// podBridgeInterface and podInterfacePrefix are the detect-local
 	// modes' interface (--pod-bridge-interface, --pod-interface-name-prefix).
@@ -51,6 +52,7 @@ type proxyOptions struct {
 	minSyncPeriod      time.Duration
 	serviceProxyName   string
 	cleanup            bool
+	initOnly           bool
 	podRoutes          bool
 	dataPlane          string
 	announce           announceOptions
@@ -124,6 +126,7 @@ synced and the Node known and eligible.`,
 	fs.StringVar(&o.detectLocalMode, "detect-local-mode", string(proxy.LocalModeClusterCIDR), `how traffic from pods is told from other traffic (traffic to ClusterIPs from elsewhere is masqueraded): "ClusterCIDR" (source in --cluster-cidr), "NodeCIDR" (source in this Node's spec.podCIDRs), "BridgeInterface" (arrives on --pod-bridge-interface), "InterfaceNamePrefix" (arrives on an interface named --pod-interface-name-prefix*)`)
 	fs.StringVar(&o.podBridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode BridgeInterface: the pods' bridge")
 	fs.StringVar(&o.podInterfacePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode InterfaceNamePrefix: the prefix of the pods' interface names")
+	o.egress.bind(fs)
 	o.conntrack.bind(fs)
 	fs.StringVar(&o.healthzAddr, "healthz-bind-address", healthcheck.DefaultHealthzBindAddress, `address:port for /healthz and /livez ("" disables)`)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", `address:port for /metrics ("" disables)`)
@@ -133,6 +136,7 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, `Go soft memory limit: "auto" derives it from the live heap after each sync (lifted during full syncs; GOMEMLIMIT, when set, wins), "none" leaves the runtime's defaults, a quantity (256Mi) fixes it`)
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
+	fs.BoolVar(&o.initOnly, "init-only", false, "do what needs full privileges (the conntrack sysctls: /proc/sys is read-only in an unprivileged container), then exit; run it as a privileged init container and svcnet proxy itself with NET_ADMIN and NET_RAW only (kube-proxy's --init-only)")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.StringVar(&o.dataPlane, "data-plane", dataPlaneNFTables, `Service data plane: "nftables" programs Services; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
 	o.announce.bind(fs)
@@ -154,7 +158,10 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	setVerbosity(o.verbosity) // the --config file's logging.verbosity
-	if err := o.state.validate(); err != nil {
+	if o.initOnly {
+		return o.runInitOnly(log)
+	}
+	if err := o.state.validateInCluster(); err != nil {
 		return err
 	}
 	if err := o.announce.validate(); err != nil {
@@ -184,9 +191,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		return reportSynced(ctx, store, health, cfg.Families)
 	}}
 	if o.dataPlane == dataPlaneNFTables {
-		for _, w := range conntrack.ApplySysctls(conntrack.ProcFiles{}, o.conntrack.sysctls(), conntrack.OnlineCPUs(), log.WithName("conntrack")) {
-			klog.Warning(w)
-		}
+		o.applySysctls(log)
 		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
@@ -204,7 +209,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	log.Info("starting", "node", cfg.NodeName, "dataPlane", o.dataPlane, "families", fams, "nodePortAddresses", cfg.NodePortAddresses,
 		"detectLocalMode", cfg.DetectLocalMode, "clusterCIDRs", cfg.ClusterCIDRs, "masqueradeMark", fmt.Sprintf("%#x", cfg.MasqueradeMark),
-		"syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
+		"egressMasquerade", egressSummary(cfg), "syncPeriod", cfg.SyncPeriod, "minSyncPeriod", cfg.MinSyncPeriod)
 	var routes *podroutes.Reconciler
 	if o.podRoutes {
 		k, err := podroutes.NewNetlink()
@@ -234,7 +239,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	if o.metricsAddr != "" {
 		g.Go(func() error {
-			return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics"), o.profiling).Run(gctx)
+			return metrics.NewServer(o.metricsAddr, m, log.WithName("metrics"), metrics.ServerOptions{ProxyMode: o.dataPlane, Profiling: o.profiling}).Run(gctx)
 		})
 	}
 	err = g.Wait()
@@ -259,6 +264,41 @@ func proxyHealthServer(addr string, cfg proxy.Config, store *model.Store, m *met
 	})
 }
 
+// applySysctls sets the conntrack sysctls the options ask for; one that
+// cannot be set is a warning, never a failure (conntrack.ApplySysctls).
+func (o *proxyOptions) applySysctls(log klog.Logger) []conntrack.Warning {
+	ws := conntrack.ApplySysctls(conntrack.ProcFiles{}, o.conntrack.sysctls(), conntrack.OnlineCPUs(), log.WithName("conntrack"))
+	for _, w := range ws {
+		klog.Warning(w.Text)
+	}
+	return ws
+}
+
+// runInitOnly is --init-only: the privileged part of starting, then exit. It
+// fails when a sysctl other than the machine-wide ones (nf_conntrack_max and
+// the hash size, read-only inside a network namespace) could not be set: a
+// privileged init container that cannot write them is misconfigured.
+func (o *proxyOptions) runInitOnly(log klog.Logger) error {
+	if err := o.validateDataPlane(); err != nil {
+		return err
+	}
+	if o.dataPlane != dataPlaneNFTables {
+		log.Info("nothing to initialize", "dataPlane", o.dataPlane)
+		return nil
+	}
+	var failed []string
+	for _, w := range o.applySysctls(log) {
+		if !w.MachineWide() {
+			failed = append(failed, w.Text)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("--init-only: %s", strings.Join(failed, "; "))
+	}
+	log.Info("initialized: conntrack sysctls set")
+	return nil
+}
+
 // runCleanup is --cleanup: it removes svcnet's nftables tables and pod routes.
 func runCleanup(ctx context.Context, log klog.Logger) error {
 	conn, err := openNFTables()
@@ -279,7 +319,7 @@ func runCleanup(ctx context.Context, log klog.Logger) error {
 
 // source returns the run function of the configured source of state.
 func (o *proxyOptions) source(store *model.Store, log klog.Logger) (func(context.Context) error, error) {
-	if o.state.kubeconfig != "" {
+	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
 			return nil, err
@@ -336,11 +376,19 @@ func (o *proxyOptions) config(fs *pflag.FlagSet) (proxy.Config, error) {
 			cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, p.Masked())
 		}
 	}
+	svcCIDRs, err := o.state.knownServiceCIDRs(fs)
+	if err != nil {
+		return cfg, err
+	}
+	if err := o.egressConfig(&cfg, svcCIDRs); err != nil {
+		return cfg, err
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	o.warnings = append(o.warnings, o.unusedSettings(fs, cfg)...)
+	o.warnings = append(o.warnings, o.egressWarnings(fs, cfg)...)
 	return cfg, nil
 }
 
@@ -352,8 +400,8 @@ func (o *proxyOptions) unusedSettings(fs *pflag.FlagSet, cfg proxy.Config) []str
 		out = append(out, fmt.Sprintf("--%s (%s) %q: not used: %s", flag, field, value, why))
 	}
 	mode := fmt.Sprintf("detect-local-mode is %s", cfg.DetectLocalMode)
-	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR {
-		unused("cluster-cidr", "clusterCIDR", o.clusterCIDR, mode)
+	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR && (!cfg.EgressMasquerade || o.dataPlane == dataPlaneNone) {
+		unused("cluster-cidr", "clusterCIDR", o.clusterCIDR, mode+" and egress masquerade is off")
 	}
 	if o.podBridgeInterface != "" && cfg.DetectLocalMode != proxy.LocalModeBridgeInterface {
 		unused("pod-bridge-interface", "detectLocal.bridgeInterface", o.podBridgeInterface, mode)

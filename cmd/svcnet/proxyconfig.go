@@ -41,6 +41,8 @@ type kubeProxyConfig struct {
 	DetectLocalMode  string          `json:"detectLocalMode"`
 	DetectLocal      detectLocalConf `json:"detectLocal"`
 	Logging          loggingConf     `json:"logging"`
+	// EgressMasquerade is svcnet's own section (proxyegress.go).
+	EgressMasquerade egressConf `json:"egressMasquerade"`
 	// warnings are configWarnings of the file.
 	warnings []string
 }
@@ -110,6 +112,9 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	}
 	if bit := c.NFTables.MasqueradeBit; bit != nil && (*bit < 0 || *bit > 31) {
 		return nil, fmt.Errorf("--config %s: nftables.masqueradeBit %d: must be within [0, 31]", path, *bit)
+	}
+	if err := c.EgressMasquerade.validate(path); err != nil {
+		return nil, err
 	}
 	var raw map[string]any
 	if err := json.Unmarshal(js, &raw); err != nil {
@@ -188,6 +193,7 @@ func (c *kubeProxyConfig) applyTo(o *proxyOptions, fs *pflag.FlagSet) {
 		o.podInterfacePrefix = c.DetectLocal.InterfaceNamePrefix
 	}
 	c.Conntrack.applyTo(&o.conntrack, set)
+	c.EgressMasquerade.applyTo(&o.egress, o.configFile, set)
 }
 
 // applyTo copies the file's conntrack settings into ct, except for flags

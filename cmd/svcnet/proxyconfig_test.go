@@ -246,10 +246,11 @@ metadata: {name: x}
 		body: `clusterCIDR: 192.168.0.0/16
 detectLocalMode: NodeCIDR
 detectLocal: {bridgeInterface: cbr0}
+egressMasquerade: {enabled: false}
 `,
 		flags: []string{"--pod-interface-name-prefix", "veth"},
 		want: []string{
-			`--cluster-cidr (clusterCIDR) "192.168.0.0/16": not used: detect-local-mode is NodeCIDR`,
+			`--cluster-cidr (clusterCIDR) "192.168.0.0/16": not used: detect-local-mode is NodeCIDR and egress masquerade is off`,
 			`--pod-bridge-interface (detectLocal.bridgeInterface) "cbr0": not used: detect-local-mode is NodeCIDR`,
 			`--pod-interface-name-prefix (detectLocal.interfaceNamePrefix) "veth": not used: detect-local-mode is NodeCIDR`,
 		},

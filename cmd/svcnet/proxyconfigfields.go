@@ -25,6 +25,9 @@ type configField struct {
 	// same lists values (as fmt.Sprint prints the JSON value) that ask for
 	// what svcnet does anyway: no warning for them.
 	same []string
+	// svcnet marks svcnet's own fields, which KubeProxyConfiguration does
+	// not have (kube-proxy would warn that they are unknown).
+	svcnet bool
 }
 
 const (
@@ -114,7 +117,7 @@ var kubeProxyFields = []configField{
 // fields (clientConnection, conntrack, ...).
 var fieldIndex, sections = func() (map[string]configField, map[string]bool) {
 	idx, secs := map[string]configField{}, map[string]bool{}
-	for _, f := range kubeProxyFields {
+	for _, f := range slices.Concat(kubeProxyFields, egressFields) {
 		idx[f.path] = f
 		for p := f.path; strings.Contains(p, "."); {
 			p = p[:strings.LastIndex(p, ".")]
@@ -126,8 +129,8 @@ var fieldIndex, sections = func() (map[string]configField, map[string]bool) {
 
 // configWarnings returns one line per field of the file (named as given to
 // --config) that svcnet proxy does not honour and the file sets, with what
-// svcnet does instead, and one per field KubeProxyConfiguration does not
-// have; in field path order.
+// svcnet does instead, and one per field neither KubeProxyConfiguration nor
+// svcnet's own egressMasquerade section has; in field path order.
 func configWarnings(file string, doc map[string]any) []string {
 	var out []string
 	var walk func(prefix string, m map[string]any)
@@ -149,6 +152,8 @@ func configWarnings(file string, doc map[string]any) []string {
 			}
 			f, known := fieldIndex[path]
 			switch {
+			case !known && strings.HasPrefix(path, egressSection+"."):
+				out = append(out, fmt.Sprintf("--config %s: unknown field %s: svcnet's %s section has no such field (it has enabled, nonMasqueradeCIDRs, masqLinkLocal); ignored", file, path, egressSection))
 			case !known:
 				out = append(out, fmt.Sprintf("--config %s: unknown field %s: KubeProxyConfiguration v1alpha1 has no such field; ignored", file, path))
 			case f.instead != "" && f.setBy(v):

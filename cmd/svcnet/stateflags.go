@@ -22,7 +22,7 @@ type stateFlags struct {
 }
 
 func (f *stateFlags) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig: read state from that cluster's API server")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig: read state from that cluster's API server (in a Pod, without --kubeconfig and --state: the in-cluster configuration)")
 	fs.StringVar(&f.state, "state", "", "manifest file or directory: read state from it through the embedded control plane")
 	fs.StringVar(&f.serviceCIDRs, "service-cluster-ip-range", "10.96.0.0/12", "with --state: ClusterIP range, one CIDR or two comma-separated for dual-stack")
 	fs.StringVar(&f.nodePortRange, "service-node-port-range", "30000-32767", "with --state: NodePort range")
@@ -34,7 +34,7 @@ func (f *stateFlags) validate() error {
 	case f.kubeconfig != "" && f.state != "":
 		return fmt.Errorf("--kubeconfig and --state are exclusive: name one source of state")
 	case f.kubeconfig == "" && f.state == "":
-		return fmt.Errorf("no source of state: give --state FILE (manifests) or --kubeconfig FILE (a cluster)")
+		return fmt.Errorf("no source of state: give --state FILE (manifests) or --kubeconfig FILE (a cluster), or run in a Pod (in-cluster configuration)")
 	}
 	return nil
 }
@@ -44,6 +44,12 @@ func (f *stateFlags) validate() error {
 // the source, as for any controller deployed in the cluster.
 func (f *stateFlags) inCluster() bool {
 	return f.kubeconfig == "" && f.state == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}
+
+// cluster reports whether state comes from an API server: --kubeconfig, or the
+// in-cluster configuration inside a Pod.
+func (f *stateFlags) cluster() bool {
+	return f.kubeconfig != "" || f.inCluster()
 }
 
 // validateInCluster is validate, accepting no flags inside a Pod (inCluster).

@@ -101,6 +101,7 @@ func newTraceCommand() *cobra.Command {
 		to     string
 		netnss []string
 		cidrs  []string
+		egress egressOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "trace --from SRC --to DST",
@@ -118,7 +119,10 @@ port an ephemeral one is picked, as the kernel would.
 
 Node rulesets are read back from the kernel where the node's network namespace is
 known (--netns NODE=NETNS; the lab names them all: see svcnet lab trace), and
-rendered from the cluster state as svcnet proxy renders them elsewhere.`,
+rendered from the cluster state as svcnet proxy renders them elsewhere, with
+svcnet proxy's settings as given here (--cluster-cidr, --egress-masquerade,
+--non-masquerade-cidrs, --masquerade-link-local; the Service CIDRs from
+--service-cluster-ip-range with --state or when given).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := src.validate(); err != nil {
@@ -156,6 +160,9 @@ rendered from the cluster state as svcnet proxy renders them elsewhere.`,
 				}
 				opts.ClusterCIDRs = append(opts.ClusterCIDRs, p.Masked())
 			}
+			if err := egress.traceOptions(&opts, src, cmd.Flags()); err != nil {
+				return err
+			}
 			return runTrace(ctx, cmd.OutOrStdout(), snap, net, f, f.ask(from, to), opts)
 		},
 	}
@@ -165,6 +172,7 @@ rendered from the cluster state as svcnet proxy renders them elsewhere.`,
 	cmd.Flags().StringVar(&to, "to", "", "the destination: a Service, IP:PORT, NODE:NODEPORT or a pod")
 	cmd.Flags().StringArrayVar(&netnss, "netns", nil, "PLACE=NETNS: the network namespace of a node (its kernel rules are read there) or of a sender (for --verify); repeatable")
 	cmd.Flags().StringSliceVar(&cidrs, "cluster-cidr", nil, "pod network CIDRs, for rendered rulesets (as svcnet proxy --cluster-cidr; default: the nodes' pod CIDRs)")
+	egress.bind(cmd.Flags())
 	return cmd
 }
 

@@ -136,6 +136,25 @@ func (ProcFiles) WriteInt(path string, v int) error {
 	return err
 }
 
+// Warning is a setting ApplySysctls could not make: Sysctl is its name under
+// NetfilterSysctlDir, or "hashsize" for the hash table size.
+type Warning struct {
+	Sysctl string
+	Text   string
+}
+
+func (w Warning) String() string { return w.Text }
+
+// hashsizeName is the Warning.Sysctl of the hash size.
+const hashsizeName = "hashsize"
+
+// MachineWide reports whether the setting is one for the whole machine
+// (nf_conntrack_max, the hash size), which no network namespace but the
+// host's can write, rather than one of the namespace's own.
+func (w Warning) MachineWide() bool {
+	return w.Sysctl == "nf_conntrack_max" || w.Sysctl == hashsizeName
+}
+
 // ApplySysctls writes the sysctls of c, for a machine with cpus CPUs, where
 // they differ from the current values, and raises the hash size to a
 // quarter of nf_conntrack_max when it is smaller (as kube-proxy does), but
@@ -143,17 +162,17 @@ func (ProcFiles) WriteInt(path string, v int) error {
 // nf_conntrack_max is the host's and read-only, and so the machine-wide hash
 // size is never touched from one.
 //
-// A setting that cannot be written is skipped: it costs one warning line
+// A setting that cannot be written is skipped: it costs one Warning
 // (returned, in plan order) naming the sysctl, the value wanted and the
 // reason, never a failure: a read-only nf_conntrack_max inside a network
 // namespace is normal (kube-proxy needs --conntrack-max-per-core=0 there).
-func ApplySysctls(files IntFiles, c SysctlConfig, cpus int, log klog.Logger) []string {
-	var warnings []string
+func ApplySysctls(files IntFiles, c SysctlConfig, cpus int, log klog.Logger) []Warning {
+	var warnings []Warning
 	for _, s := range c.Plan(cpus) {
 		path := NetfilterSysctlDir + "/" + s.Name
 		cur, err := files.ReadInt(path)
 		if err != nil {
-			warnings = append(warnings, fmt.Sprintf("conntrack: %s not set to %d (%s): %s", s.Name, s.Value, s.Why, reason(err)))
+			warnings = append(warnings, Warning{s.Name, fmt.Sprintf("conntrack: %s not set to %d (%s): %s", s.Name, s.Value, s.Why, reason(err))})
 			continue
 		}
 		if cur == s.Value {
@@ -161,13 +180,13 @@ func ApplySysctls(files IntFiles, c SysctlConfig, cpus int, log klog.Logger) []s
 			continue
 		}
 		if err := files.WriteInt(path, s.Value); err != nil {
-			warnings = append(warnings, fmt.Sprintf("conntrack: %s not set to %d (%s): %s; it stays %d", s.Name, s.Value, s.Why, reason(err), cur))
+			warnings = append(warnings, Warning{s.Name, fmt.Sprintf("conntrack: %s not set to %d (%s): %s; it stays %d", s.Name, s.Value, s.Why, reason(err), cur)})
 			continue
 		}
 		log.Info("Set sysctl", "entry", s.Name, "value", s.Value, "was", cur)
 		if s.Name == "nf_conntrack_max" {
 			if w := raiseHashsize(files, s.Value, log); w != "" {
-				warnings = append(warnings, w)
+				warnings = append(warnings, Warning{hashsizeName, w})
 			}
 		}
 	}

@@ -54,7 +54,7 @@ func TestApplySysctlsInNetns(t *testing.T) {
 		UDPTimeout:            time.Duration(host["nf_conntrack_udp_timeout"]+33) * time.Second,
 		UDPStreamTimeout:      time.Duration(host["nf_conntrack_udp_timeout_stream"]+44) * time.Second,
 	}
-	var warnings []string
+	var warnings []conntrack.Warning
 	var inside map[string]int
 	if err := ns.Do(func() error {
 		warnings = conntrack.ApplySysctls(conntrack.ProcFiles{}, cfg, 2, klog.Background())
@@ -81,7 +81,7 @@ func TestApplySysctlsInNetns(t *testing.T) {
 		}
 	}
 	wantWarn := fmt.Sprintf("conntrack: nf_conntrack_max not set to %d (maxPerCore 1 × 2 CPUs is below min %d): read-only here", cfg.Min, cfg.Min)
-	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], wantWarn) || !strings.HasSuffix(warnings[0], fmt.Sprintf("it stays %d", host["nf_conntrack_max"])) {
+	if len(warnings) != 1 || !warnings[0].MachineWide() || !strings.HasPrefix(warnings[0].Text, wantWarn) || !strings.HasSuffix(warnings[0].Text, fmt.Sprintf("it stays %d", host["nf_conntrack_max"])) {
 		t.Errorf("warnings %q, want one starting %q", warnings, wantWarn)
 	}
 	if after := readNetfilter(t, append(perNS, "nf_conntrack_max")...); fmt.Sprint(after) != fmt.Sprint(host) {

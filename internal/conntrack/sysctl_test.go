@@ -89,7 +89,7 @@ func TestApplySysctls(t *testing.T) {
 		TCPCloseWaitTimeout: time.Hour, UDPTimeout: 30 * time.Second, UDPStreamTimeout: 2 * time.Minute}
 	t.Run("writable: written where different, hash size raised", func(t *testing.T) {
 		f := &fakeFiles{vals: kernel()}
-		warnings := ApplySysctls(f, cfg, 2, klog.Background())
+		warnings := texts(ApplySysctls(f, cfg, 2, klog.Background()))
 		want := kernel()
 		want[nf("nf_conntrack_max")] = 400000
 		want[HashsizePath] = 100000
@@ -112,7 +112,7 @@ func TestApplySysctls(t *testing.T) {
 	t.Run("network namespace: nf_conntrack_max read-only, hash size untouched", func(t *testing.T) {
 		f := &fakeFiles{vals: kernel(), readOnly: map[string]bool{nf("nf_conntrack_max"): true}}
 		f.vals[nf("nf_conntrack_udp_timeout_stream")] = 120
-		warnings := ApplySysctls(f, cfg, 2, klog.Background())
+		warnings := texts(ApplySysctls(f, cfg, 2, klog.Background()))
 		wantWarn := []string{"conntrack: nf_conntrack_max not set to 400000 (maxPerCore 200000 × 2 CPUs): " +
 			"read-only here (open /proc/sys/net/netfilter/nf_conntrack_max: permission denied; inside a network namespace nf_conntrack_max and the hash size are the host's); it stays 262144"}
 		if d := cmp.Diff(wantWarn, warnings); d != "" {
@@ -150,5 +150,22 @@ func TestCountCPUList(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/devices/system/cpu/online"); err == nil {
 		t.Logf("this machine: %d online CPUs", OnlineCPUs())
+	}
+}
+
+// texts returns the warnings' texts.
+func texts(ws []Warning) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Text)
+	}
+	return out
+}
+
+func TestWarningMachineWide(t *testing.T) {
+	f := &fakeFiles{vals: map[string]int{}, readOnly: map[string]bool{}}
+	ws := ApplySysctls(f, SysctlConfig{MaxPerCore: 1, Min: 8, TCPCloseWaitTimeout: time.Hour}, 2, klog.Background())
+	if len(ws) != 2 || !ws[0].MachineWide() || ws[1].MachineWide() || ws[1].Sysctl != "nf_conntrack_tcp_timeout_close_wait" {
+		t.Errorf("warnings %+v: want nf_conntrack_max (machine-wide) then close_wait (the namespace's)", ws)
 	}
 }

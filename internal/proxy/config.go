@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/proxy/servicetable"
 )
 
 // Config is the proxier's configuration (kube-proxy's flag names in comments).
@@ -38,6 +39,23 @@ type Config struct {
 	NodePortAddresses []string
 	// MasqueradeAll masquerades all ClusterIP traffic (--masquerade-all).
 	MasqueradeAll bool
+	// EgressMasquerade masquerades pod traffic that leaves the cluster to
+	// the node's address (--egress-masquerade), as ip-masq-agent does: from
+	// a source in ClusterCIDRs (whatever DetectLocalMode is) to a
+	// destination outside ClusterCIDRs, ServiceCIDRs, NonMasqueradeCIDRs
+	// and, unless MasqueradeLinkLocal, the link-local ranges. A family
+	// without a cluster CIDR masquerades nothing (Egress says which do).
+	EgressMasquerade bool
+	// NonMasqueradeCIDRs are destinations egress masquerade leaves alone
+	// (--non-masquerade-cidrs; ip-masq-agent's nonMasqueradeCIDRs).
+	NonMasqueradeCIDRs []netip.Prefix
+	// MasqueradeLinkLocal masquerades egress traffic to link-local
+	// destinations too (--masquerade-link-local; ip-masq-agent's
+	// masqLinkLocal and masqLinkLocalIPv6).
+	MasqueradeLinkLocal bool
+	// ServiceCIDRs are the cluster's Service networks, which egress
+	// masquerade leaves alone (--service-cluster-ip-range, where known).
+	ServiceCIDRs []netip.Prefix
 	// SyncPeriod bounds the time between full syncs (--sync-period, 30s).
 	SyncPeriod time.Duration
 	// MinSyncPeriod is the minimum time between syncs (--min-sync-period, 1s).
@@ -132,6 +150,16 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("detect-local mode %q: want one of %v", c.DetectLocalMode, LocalModes)
 	}
+	for _, l := range []struct {
+		what  string
+		cidrs []netip.Prefix
+	}{{"non-masquerade CIDRs (--non-masquerade-cidrs)", c.NonMasqueradeCIDRs}, {"service CIDRs (--service-cluster-ip-range)", c.ServiceCIDRs}} {
+		for _, p := range l.cidrs {
+			if err := ValidCIDR(p); err != nil {
+				return fmt.Errorf("%s: %w", l.what, err)
+			}
+		}
+	}
 	if c.MasqueradeMark&(c.MasqueradeMark-1) != 0 {
 		return fmt.Errorf("masquerade mark %#x: must be a single bit", c.MasqueradeMark)
 	}
@@ -163,4 +191,34 @@ func validIfname(what, name string) error {
 		return fmt.Errorf("%s %q: contains a character not allowed in interface names", what, name)
 	}
 	return nil
+}
+
+// ValidCIDR checks a CIDR given to select addresses: valid, without host
+// bits (10.0.0.1/8 is a typo for either 10.0.0.0/8 or 10.0.0.1/32, so it is
+// refused rather than guessed) and not an IPv4-mapped IPv6 prefix, which
+// matches no packet (an IPv4 packet is matched by the IPv4 form).
+func ValidCIDR(p netip.Prefix) error {
+	switch {
+	case !p.IsValid():
+		return fmt.Errorf("%q is not a CIDR", p)
+	case p.Addr().Is4In6():
+		return fmt.Errorf("%s is an IPv4-mapped IPv6 prefix: write the IPv4 CIDR", p)
+	case p != p.Masked():
+		return fmt.Errorf("%s has host bits set: the network is %s", p, p.Masked())
+	}
+	return nil
+}
+
+// Egress returns the node's egress masquerade, per Config.EgressMasquerade:
+// the zero value when it is off or there is no cluster CIDR.
+func (c Config) Egress() servicetable.EgressMasquerade {
+	if !c.EgressMasquerade || len(c.ClusterCIDRs) == 0 {
+		return servicetable.EgressMasquerade{}
+	}
+	return servicetable.EgressMasquerade{
+		PodCIDRs:            c.ClusterCIDRs,
+		ServiceCIDRs:        c.ServiceCIDRs,
+		NonMasqueradeCIDRs:  c.NonMasqueradeCIDRs,
+		MasqueradeLinkLocal: c.MasqueradeLinkLocal,
+	}
 }

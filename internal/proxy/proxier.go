@@ -329,6 +329,7 @@ func (p *Proxier) nodeConfig() servicetable.NodeConfig {
 		NodePortAddresses: nodePortAddresses(p.cfg.NodePortAddresses, node, ifaddrs),
 		MasqueradeAll:     p.cfg.MasqueradeAll,
 		MasqueradeMark:    p.cfg.MasqueradeMark,
+		Egress:            p.cfg.Egress(),
 	}
 	p.localDetection(&nc)
 	if node != nil {
@@ -340,7 +341,7 @@ func (p *Proxier) nodeConfig() servicetable.NodeConfig {
 func sameNodeConfig(a, b servicetable.NodeConfig) bool {
 	return a.NodeName == b.NodeName && a.Zone == b.Zone && a.MasqueradeAll == b.MasqueradeAll &&
 		a.MasqueradeMark == b.MasqueradeMark && a.PodInterface == b.PodInterface && a.PodInterfacePrefix == b.PodInterfacePrefix &&
-		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
+		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) && a.Egress.Equal(b.Egress)
 }
 
 // table rebuilds the entries of dirty Services (all of them when the node's
@@ -430,15 +431,18 @@ func (p *Proxier) afterSync(ctx context.Context, t *servicetable.Table, res *Syn
 	}
 	if h := p.deps.ServiceHealth; h != nil {
 		svcs := map[types.NamespacedName]uint16{}
-		eps := map[types.NamespacedName]int{}
+		ready := map[types.NamespacedName]map[netip.Addr]bool{}
 		for _, sp := range t.Ports {
 			if sp.HealthCheckNodePort == 0 {
 				continue
 			}
 			nn := types.NamespacedName{Namespace: sp.Name.Namespace, Name: sp.Name.Name}
 			svcs[nn] = sp.HealthCheckNodePort
-			// kube-proxy counts local endpoints of the Service (any port).
-			eps[nn] = max(eps[nn], len(sp.LocalEndpoints))
+			localReadyAddrs(ready, nn, sp.AllEndpoints)
+		}
+		eps := map[types.NamespacedName]int{}
+		for nn, addrs := range ready {
+			eps[nn] = len(addrs)
 		}
 		if err := h.SyncServices(svcs); err != nil {
 			p.log.Error(err, "health check node ports")
@@ -462,4 +466,22 @@ func Cleanup(ctx context.Context, conn nft.Conn) error {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	return nil
+}
+
+// localReadyAddrs adds to into[nn] the addresses of the local, ready endpoints
+// among eps. A healthCheckNodePort answers with their count, as kube-proxy's
+// (LocalReadyEndpoints): ready ones only, so a node whose only local endpoints
+// are terminating answers 503 and load balancers drain it, although traffic
+// already there still reaches the serving terminating endpoints; one pod
+// serving two ports counts once.
+func localReadyAddrs(into map[types.NamespacedName]map[netip.Addr]bool, nn types.NamespacedName, eps []servicetable.Endpoint) {
+	for _, e := range eps {
+		if !e.Local || !e.Ready {
+			continue
+		}
+		if into[nn] == nil {
+			into[nn] = map[netip.Addr]bool{}
+		}
+		into[nn][e.Addr] = true
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/nft/sim"
 )
 
@@ -33,6 +34,12 @@ func (w *walk) steps(res sim.Result, reply bool) ([]Step, []Rewrite) {
 			rw.Kind = RewriteSNAT
 			rw.By = fmt.Sprintf("%s %s rule %d (masquerade)", s.Table, s.Chain, s.Rule)
 			rw.Mark = s.Before.Mark
+			if nftables.IsEgressChain(s.Table, s.Chain) {
+				// Not asked for by a mark: the source is a pod and the
+				// destination is outside every exempt network.
+				rw.By = fmt.Sprintf("%s %s rule %d (%s)", s.Table, s.Chain, s.Rule, egressReason)
+				rw.Mark = 0
+			}
 		case sim.ActConntrack:
 			rw.By = "conntrack: " + s.Detail
 			dstChanged := s.Before.Dst != s.After.Dst
@@ -53,6 +60,9 @@ func (w *walk) steps(res sim.Result, reply bool) ([]Step, []Rewrite) {
 	}
 	return steps, rws
 }
+
+// egressReason explains a masquerade by svcnet proxy's egress masquerade.
+const egressReason = "egress masquerade: a pod's traffic leaving the cluster leaves with the node's address"
 
 // chainIdentity matches svcnet's per-Service chain names:
 // KIND-HASH-namespace/name/protocol/port.

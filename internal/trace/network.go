@@ -318,6 +318,9 @@ func (n *Network) RouteFromExternal(dst netip.Addr, entry *NodeNet) (Route, erro
 			Link: "node network"}, nil
 	}
 	if entry == nil {
+		if n.nodeOwningPodIP(dst) != nil {
+			return Route{}, fmt.Errorf("%s is a pod address: the node network has no route to the pod CIDRs (give --node when a router sends them to a node)", dst)
+		}
 		return Route{}, fmt.Errorf("no node is known to receive %s from outside the cluster: give --node", dst)
 	}
 	r := Route{Dev: NodeIface, Text: fmt.Sprintf("%s reaches node %s (it answers for the address on the node network)", dst, entry.Name),

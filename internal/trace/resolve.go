@@ -19,7 +19,8 @@ type Ask struct {
 	// by name ("client") or any IP[:port].
 	From string
 	// To: a Service ("ns/name[:port]"), an IP:port (ClusterIP, LB IP,
-	// externalIP, pod IP), NODE:nodePort, or a pod ("ns/name[:port]").
+	// externalIP, pod IP, any address outside the cluster), NODE:nodePort,
+	// an external host by name ("client:port"), or a pod ("ns/name[:port]").
 	To string
 	// Proto: "tcp", "udp" or "sctp"; "" for the Service port's protocol, else tcp.
 	Proto string
@@ -191,6 +192,13 @@ func resolveTo(snap *model.Snapshot, net *Network, a Ask, from Place, req *Reque
 		req.Service, req.Frontend = svc, frontend
 		return dst, proto, nil
 	}
+	if ip, ok := net.Externals[host]; ok {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return netip.AddrPort{}, "", fmt.Errorf("to %q: want %s:PORT (an external host's port)", a.To, host)
+		}
+		return netip.AddrPortFrom(ip, uint16(n)), "tcp", nil
+	}
 	if nd := net.Node(host); nd != nil {
 		n, err := strconv.ParseUint(port, 10, 16)
 		if err != nil || n == 0 {
@@ -223,7 +231,7 @@ func resolveTo(snap *model.Snapshot, net *Network, a Ask, from Place, req *Reque
 		}
 		return netip.AddrPortFrom(pl.Addr, pn), proto, nil
 	}
-	return netip.AddrPort{}, "", fmt.Errorf("to %q: not a Service, pod, node:port or IP:port in the cluster state", a.To)
+	return netip.AddrPort{}, "", fmt.Errorf("to %q: not a Service, pod, node:port, external host:port or IP:port in the cluster state", a.To)
 }
 
 func serviceKey(k string) model.ServiceKey {

@@ -3,7 +3,6 @@ package trace
 import (
 	"context"
 	"fmt"
-	"net/netip"
 
 	"github.com/svcnet/svcnet/internal/cni/hostport"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
@@ -15,16 +14,18 @@ import (
 )
 
 // RenderedRules renders each node's ruleset from the cluster state exactly
-// as svcnet proxy programs it (NodePorts on the node's addresses, pod traffic
-// detected by clusterCIDRs). hostPort tables are the CNI plugin's runtime
-// state and are not rendered.
-func RenderedRules(snap *model.Snapshot, net *Network, clusterCIDRs []netip.Prefix) RulesFunc {
+// as svcnet proxy programs it, with the settings of base every node shares
+// (pod traffic detection, egress masquerade) and the node's own (its name,
+// zone, and NodePorts on its addresses). hostPort tables are the CNI
+// plugin's runtime state and are not rendered.
+func RenderedRules(snap *model.Snapshot, net *Network, base servicetable.NodeConfig) RulesFunc {
 	return func(node string) ([]*nft.Table, error) {
 		nd := net.Node(node)
 		if nd == nil {
 			return nil, fmt.Errorf("node %s: not in the cluster state", node)
 		}
-		cfg := servicetable.NodeConfig{NodeName: node, Zone: nd.Zone, NodePortAddresses: nd.Addrs, ClusterCIDRs: clusterCIDRs}
+		cfg := base
+		cfg.NodeName, cfg.Zone, cfg.NodePortAddresses = node, nd.Zone, nd.Addrs
 		return nftables.Render(servicetable.Build(snap, cfg)), nil
 	}
 }

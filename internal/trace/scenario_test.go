@@ -129,6 +129,9 @@ type scenario struct {
 	// leaves: the packet leaves the cluster, where the tracer cannot follow
 	// it or its reply.
 	leaves bool
+	// opts edits the trace options (svcnet proxy's settings the rendered
+	// rules follow); nil keeps the lab's.
+	opts func(o *trace.Options)
 }
 
 func scenarios() []scenario {
@@ -384,14 +387,57 @@ func scenarios() []scenario {
 			proto: "tcp", verdict: trace.Delivered, reason: []string{"out of the cluster"}, leaves: true,
 			places: []string{"pod default/client-1 on node1", "node node1", "10.96.0.99"},
 		},
+		{
+			// Egress masquerade: a pod's connection to a host outside the
+			// cluster leaves with its node's address, so the host's reply
+			// comes back to the node, which translates it back.
+			name: "a pod to a host outside the cluster is masqueraded (egress)", ask: trace.Ask{From: "client-1", To: "client:9090"},
+			proto: "tcp", verdict: trace.Delivered, reason: []string{"to the external host"},
+			places: []string{"pod default/client-1 on node1", "node node1", "client"},
+			in:     []string{"SNAT at node1"}, back: []string{"un-SNAT at node1"},
+		},
+		{
+			name: "a pod to the internet: egress masquerade, then the gateway", ask: trace.Ask{From: "client-2", To: "203.0.113.50:443"},
+			proto: "tcp", verdict: trace.Delivered, reason: []string{"out of the cluster"}, leaves: true,
+			places: []string{"pod default/client-2 on node2", "node node2", "203.0.113.50"},
+			in:     []string{"SNAT at node2"},
+		},
+		{
+			name: "IPv6: a pod to a host outside the cluster is masqueraded (egress)", ask: trace.Ask{From: "client-3", To: "[fd00:26:236::10]:9090", IPv6: true},
+			proto: "tcp", verdict: trace.Delivered, reason: []string{"to the external host"},
+			places: []string{"pod default/client-3 on node3", "node node3", "fd00:26:236::10"},
+			in:     []string{"SNAT at node3"}, back: []string{"un-SNAT at node3"},
+		},
+		{
+			// Without egress masquerade the host sees the pod's address,
+			// which nothing on the node network routes back.
+			name: "egress masquerade off: the outside host's reply is lost", ask: trace.Ask{From: "client-1", To: "client:9090"},
+			proto: "tcp", verdict: trace.Unreachable, reason: []string{"the reply is lost", "192.168.1.20 is a pod address: the node network has no route to the pod CIDRs"},
+			places: []string{"pod default/client-1 on node1", "node node1", "client"},
+			opts:   func(o *trace.Options) { o.EgressOff = true },
+		},
+		{
+			name: "a non-masquerade CIDR: the outside host sees the pod", ask: trace.Ask{From: "client-1", To: "client:9090"},
+			proto: "tcp", verdict: trace.Unreachable, reason: []string{"the reply is lost"},
+			places: []string{"pod default/client-1 on node1", "node node1", "client"},
+			opts: func(o *trace.Options) {
+				o.Egress.NonMasqueradeCIDRs = []netip.Prefix{netip.MustParsePrefix("172.26.236.0/24")}
+			},
+		},
 	}
 }
 
 // runScenario traces one row over rendered rules.
 func runScenario(t *testing.T, snap *model.Snapshot, sc scenario) *trace.Trace {
 	t.Helper()
+	// svcnet proxy's settings in the lab: pods in the cluster CIDRs, the
+	// Service CIDRs its control plane allocates from (loadScenario's).
 	opts := trace.Options{Rules: trace.RulesRendered, ClusterCIDRs: []netip.Prefix{
 		netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("fd00:192:168::/48")}}
+	opts.Egress.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")}
+	if sc.opts != nil {
+		sc.opts(&opts)
+	}
 	if sc.endpoint != "" {
 		opts.Endpoint = netip.MustParseAddrPort(sc.endpoint)
 	}
@@ -739,5 +785,39 @@ func TestScenarioJSON(t *testing.T) {
 				t.Errorf("round trip (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestEgressMasqueradeText: a pod's packet to a host outside the cluster
+// shows the egress masquerade hop: the chain and rule that masqueraded it,
+// the rewrite to the node's address with what it is, not a mark; and the
+// reply's reverse translation back to the pod.
+func TestEgressMasqueradeText(t *testing.T) {
+	snap := loadScenario(t)
+	tr := runScenario(t, snap, scenarioByName(t, "a pod to a host outside the cluster is masqueraded (egress)"))
+	var b bytes.Buffer
+	if err := trace.WriteText(&b, tr); err != nil {
+		t.Fatalf("WriteText: %v", err)
+	}
+	text := b.String()
+	for _, w := range []string{
+		"postrouting     nat-postrouting #1  jump egress-masquerading",
+		"egress-masquerading #3  masquerade: saddr 192.168.1.20:33768 → 172.26.236.177:33768",
+		`rule: ip saddr 192.168.0.0/16 masquerade fully-random comment "a pod's traffic leaving the cluster: masqueraded to the node's address"`,
+		"SNAT      tcp 192.168.1.20:33768 → 172.26.236.10:9090  ⇒  tcp 172.26.236.177:33768 → 172.26.236.10:9090",
+		"at postrouting by svcnet egress-masquerading rule 3 (egress masquerade: a pod's traffic leaving the cluster leaves with the node's address)",
+		"un-SNAT   tcp 172.26.236.10:9090 → 172.26.236.177:33768  ⇒  tcp 172.26.236.10:9090 → 192.168.1.20:33768",
+		"verdict: delivered at client: to the external host",
+		"summary: 1 rewrite on the way in (SNAT at node1), 1 reversed by conntrack on the way back; 1 node hop",
+	} {
+		if !strings.Contains(text, w) {
+			t.Errorf("text lacks %q", w)
+		}
+	}
+	if strings.Contains(text, "asked for by mark") {
+		t.Errorf("the egress masquerade is said to be asked for by a mark")
+	}
+	if t.Failed() {
+		t.Logf("the text:\n%s", text)
 	}
 }

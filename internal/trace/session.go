@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/proxy/servicetable"
 )
 
 // Rules modes: where the tracer takes each node's ruleset from.
@@ -29,6 +30,16 @@ type Options struct {
 	// ClusterCIDRs detect pod traffic in rendered rulesets (svcnet proxy
 	// --cluster-cidr); empty means the nodes' pod CIDRs.
 	ClusterCIDRs []netip.Prefix
+	// EgressOff renders no egress masquerade (svcnet proxy
+	// --egress-masquerade=false). Otherwise rendered rulesets masquerade
+	// pod traffic leaving the cluster as svcnet proxy does by default, from
+	// the pod networks ClusterCIDRs (or the nodes' pod CIDRs) name, with
+	// Egress's other settings.
+	EgressOff bool
+	// Egress holds svcnet proxy's other egress masquerade settings
+	// (--non-masquerade-cidrs, --masquerade-link-local, the Service CIDRs);
+	// its PodCIDRs are ignored.
+	Egress servicetable.EgressMasquerade
 	// Verbose keeps rules that did not match.
 	Verbose bool
 	// Endpoint picks the endpoint to follow (see Start.Endpoint).
@@ -44,7 +55,12 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 			cidrs = append(cidrs, nd.PodCIDRs...)
 		}
 	}
-	rendered := RenderedRules(snap, net, cidrs)
+	base := servicetable.NodeConfig{ClusterCIDRs: cidrs}
+	if !opts.EgressOff {
+		base.Egress = opts.Egress
+		base.Egress.PodCIDRs = cidrs
+	}
+	rendered := RenderedRules(snap, net, base)
 	kernel := KernelRules(ctx, func(node string) (string, error) {
 		if ns, ok := net.NetNS[node]; ok {
 			return ns, nil

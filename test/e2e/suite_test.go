@@ -221,6 +221,7 @@ func suite(t *testing.T, controlPlane string) {
 	t.Run("DNS", func(t *testing.T) { dnsScenarios(t, e) })
 	t.Run("TraceVerify", func(t *testing.T) { traceScenarios(t, e) })
 	t.Run("TraceCommand", func(t *testing.T) { traceCommand(t, e) })
+	t.Run("EgressMasquerade", func(t *testing.T) { egressScenarios(t, e) })
 	t.Run("LoadBalancer", func(t *testing.T) { lbScenarios(t, e) })
 
 	t.Run("Multiport", func(t *testing.T) {

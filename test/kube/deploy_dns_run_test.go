@@ -160,6 +160,7 @@ func TestDeployDNSServes(t *testing.T) {
 
 // podProcess is a process started by runInPod.
 type podProcess struct {
+	name   string        // "svcnet dns", "svcnet proxy"
 	log    string        // its stdout and stderr
 	exited chan struct{} // closed when it has exited
 }
@@ -179,7 +180,7 @@ cp "$SECRETS/token" "$SECRETS/ca.crt" "$d/"
 printf 'nameserver 192.0.2.53\n' > /var/run/resolv.conf
 mount --bind /var/run/resolv.conf /etc/resolv.conf
 exec "$@"`
-	logPath := filepath.Join(t.TempDir(), "dns.log")
+	logPath := filepath.Join(t.TempDir(), "pod.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ exec "$@"`
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %q in %s: %v", argv, ns.Name(), err)
 	}
-	p := &podProcess{log: logPath, exited: make(chan struct{})}
+	p := &podProcess{log: logPath, exited: make(chan struct{}), name: filepath.Base(argv[0]) + " " + strings.Join(argv[1:min(2, len(argv))], " ")}
 	go func() {
 		_ = cmd.Wait()
 		close(p.exited)
@@ -205,7 +206,7 @@ exec "$@"`
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
-			t.Logf("svcnet dns log:\n%s", b)
+			t.Logf("%s log:\n%s", strings.Join(argv[1:min(2, len(argv))], " "), b)
 		}
 	})
 	return p
@@ -223,7 +224,7 @@ func waitFor(t *testing.T, p *podProcess, what string, fn func() error) {
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("%s: svcnet dns exited (last: %v)", what, err)
+			t.Fatalf("%s: %s exited (last: %v)", what, p.name, err)
 		default:
 		}
 		if time.Now().After(deadline) {

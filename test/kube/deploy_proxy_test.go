@@ -559,8 +559,15 @@ func checkProxyVolumes(t *testing.T, idx manifestIndex, spec corev1.PodSpec, c c
 // kubeProxyConfiguration mirrors kube-proxy's KubeProxyConfiguration
 // (kubeproxy.config.k8s.io/v1alpha1, k8s.io/kube-proxy/config/v1alpha1): the
 // fields the manifests set are typed, the rest accepted unchecked, so strict
-// decoding rejects exactly the names kube-proxy's own strict decoding would.
+// decoding rejects exactly the names kube-proxy's own strict decoding would,
+// but for svcnet's own section egressMasquerade.
 type kubeProxyConfiguration struct {
+	EgressMasquerade struct {
+		Enabled            *bool    `json:"enabled"`
+		NonMasqueradeCIDRs []string `json:"nonMasqueradeCIDRs"`
+		MasqLinkLocal      bool     `json:"masqLinkLocal"`
+	} `json:"egressMasquerade"`
+
 	APIVersion         string   `json:"apiVersion"`
 	Kind               string   `json:"kind"`
 	Mode               string   `json:"mode"`
@@ -678,6 +685,16 @@ func checkProxyConfig(t *testing.T, cfg *kubeProxyConfiguration, kubeProxyPorts 
 	}
 	if ct := cfg.Conntrack; ct.MaxPerCore == nil || *ct.MaxPerCore != 0 || ct.Min == nil || *ct.Min != 0 {
 		t.Errorf("conntrack maxPerCore %s min %s, want 0 0: the container cannot write /proc/sys", fmtPtr(ct.MaxPerCore), fmtPtr(ct.Min))
+	}
+	// Egress masquerade: on where svcnet replaces kube-proxy, off beside it
+	// (svcnet takes only the Services labelled for it there).
+	if eg := cfg.EgressMasquerade; eg.Enabled == nil || *eg.Enabled != kubeProxyPorts {
+		t.Errorf("egressMasquerade.enabled %s, want %v", fmtPtr(eg.Enabled), kubeProxyPorts)
+	}
+	for _, s := range cfg.EgressMasquerade.NonMasqueradeCIDRs {
+		if p, err := netip.ParsePrefix(s); err != nil || p != p.Masked() {
+			t.Errorf("egressMasquerade.nonMasqueradeCIDRs %q: want a CIDR without host bits: %v", s, err)
+		}
 	}
 	healthzHost, healthz := splitBind(t, "healthzBindAddress", cfg.HealthzBindAddress)
 	metricsHost, metrics := splitBind(t, "metricsBindAddress", cfg.MetricsBindAddress)

@@ -85,8 +85,24 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 		}
 	})
 
-	// Move pod-a away: no local endpoint left.
+	// pod-a terminating but still serving: the health check counts local
+	// ready endpoints only, as kube-proxy's, so it answers 503 and load
+	// balancers drain the node, while traffic that still arrives reaches the
+	// serving terminating pod rather than being dropped (upstream spec
+	// "should fail health check node port if there are only terminating
+	// endpoints").
 	m := proxy.mark()
+	c.apply(svc, v4(svc, terminatingEp(a, true), remote(b)))
+	proxy.waitReload(t, m)
+	t.Run("local-terminating-only", func(t *testing.T) {
+		checkHealth(t, c, 30061, 503, 0)
+		if seen := byPod(requests(t, c.client, "tcp", np, 5)); seen[a.name] != 5 {
+			t.Errorf("%s from outside with only a serving terminating local endpoint reached %v, want %s", np, seen, a.name)
+		}
+	})
+
+	// Move pod-a away: no local endpoint left.
+	m = proxy.mark()
 	c.apply(svc, v4(svc, remote(a), remote(b)))
 	proxy.waitReload(t, m)
 	t.Run("no-local-endpoint", func(t *testing.T) {

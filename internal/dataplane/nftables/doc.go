@@ -1,6 +1,7 @@
 // Package nftables turns the per-node service table into svcnet's nftables
 // tables and keeps the kernel equal to it: per family (ip, ip6) the main
-// table `svcnet` (filter chains and their maps, masquerade) and the Service
+// table `svcnet` (filter chains and their maps, the Service masquerade and
+// the egress masquerade of pod traffic leaving the cluster, egress.go) and the Service
 // NAT sharded over tables `svcnet-nat-NN` by a hash of the Service port
 // (shard.go says why and how many).
 //

@@ -18,6 +18,8 @@ type familyConfig struct {
 	Mark uint32
 	// NodePortAddrs are the addresses NodePorts are served on (no loopback).
 	NodePortAddrs []netip.Addr
+	// Egress is the family's egress masquerade (egress.go).
+	Egress egressRules
 }
 
 // localDetector says what traffic comes from a local pod, as kube-proxy's
@@ -59,7 +61,7 @@ var (
 // maps they use (their elements belong to Service ports), the cluster-ips and
 // nodeport-ips sets, which Service ports share (two ports of a Service have
 // one ClusterIP), so they are computed here for all at once, and the
-// masquerade in postrouting.
+// masquerades in postrouting (Service traffic by mark, then egress).
 func renderMain(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 	t := nft.NewTable(fc.Family, TableName)
 	addSet := func(s *nft.Set) { s.Elements = map[string]nft.Element{}; t.Sets[s.Name] = s }
@@ -129,6 +131,7 @@ func renderMain(fc familyConfig, clusterIPs []netip.Addr) *nft.Table {
 		nft.R(nft.MarkMatch{Mask: fc.Mark, Value: 0}, nft.Verdict{Kind: nft.Return}),
 		nft.R(nft.SetMark{Op: nft.MarkXor, Value: fc.Mark}),
 		nft.R(nft.Masquerade{FullyRandom: true}))
+	addEgress(t, fc.Egress)
 	return t
 }
 

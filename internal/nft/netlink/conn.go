@@ -279,38 +279,47 @@ func (c *Conn) requestOther(ctx context.Context, typ uint16, flags uint16, fam u
 				}
 				continue // else a stale answer to an abandoned exchange
 			}
-			switch m.typ {
-			case unix.NLMSG_DONE:
+			end, err := answer(m, dump, fn)
+			if end {
 				done = true
-				if len(m.data) >= 4 {
-					if code := int32(binary.NativeEndian.Uint32(m.data)); code < 0 {
-						return unix.Errno(-code)
-					}
-				}
-				return nil
-			case unix.NLMSG_ERROR:
-				errno, _, text := nlError(m)
-				if errno != 0 || !dump {
-					// A dump's error ends it; a request's ends with the
-					// error or the acknowledgement.
-					done = true
-				}
-				if errno != 0 {
-					return kernelError(errno, text)
-				}
-				if !dump {
-					return nil
-				}
-			default:
-				if m.flags&unix.NLM_F_DUMP_INTR != 0 {
-					return errDumpInterrupted
-				}
-				if err := fn(m); err != nil {
-					return err
-				}
+			}
+			if end || err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// answer handles one message of an exchange (a dump when dump is set): it
+// passes data messages to fn and reports whether the message ends the
+// exchange, and the exchange's error. A dump ends with NLMSG_DONE or an error;
+// a request with its acknowledgement or error. A message flagged
+// NLM_F_DUMP_INTR (the kernel's ruleset changed between two parts of the
+// dump; the flag may come on NLMSG_DONE alone) fails the dump with
+// errDumpInterrupted; the data already passed to fn is then inconsistent.
+func answer(m nlMsg, dump bool, fn func(m nlMsg) error) (end bool, err error) {
+	switch m.typ {
+	case unix.NLMSG_DONE:
+		if len(m.data) >= 4 {
+			if code := int32(binary.NativeEndian.Uint32(m.data)); code < 0 {
+				return true, unix.Errno(-code)
+			}
+		}
+		if m.flags&unix.NLM_F_DUMP_INTR != 0 {
+			return true, errDumpInterrupted
+		}
+		return true, nil
+	case unix.NLMSG_ERROR:
+		errno, _, text := nlError(m)
+		if errno != 0 {
+			return true, kernelError(errno, text)
+		}
+		return !dump, nil // a dump's acknowledgement does not end it
+	}
+	if m.flags&unix.NLM_F_DUMP_INTR != 0 {
+		return false, errDumpInterrupted
+	}
+	return false, fn(m)
 }
 
 var errDumpInterrupted = errors.New("dump interrupted by a concurrent change")

@@ -210,6 +210,58 @@ func TestLargeElementList(t *testing.T) {
 	p.apply(tx)
 }
 
+// TestReadWhileSetResizes reads a verdict map right after transactions that
+// grow it by thousands of elements and shrink it again, while the kernel's
+// deferred worker still resizes the map's hash table (nft_set_hash.c): each
+// read must return exactly the elements the map holds.
+func TestReadWhileSetResizes(t *testing.T) {
+	_, c := openNS(t, "nlresize")
+	ctx := testCtx(t)
+	if err := c.Apply(ctx, exampleTx()); err != nil {
+		t.Fatal(err)
+	}
+	var els []nft.Element
+	for i := range 3000 {
+		els = append(els, nft.Element{
+			Key:     []nft.Value{nft.A(netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i)})), nft.N(nft.ProtoUDP), nft.N(uint32(2000 + i))},
+			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: "svc/a:b"},
+		})
+	}
+	step := func(round int, what string, tx *nft.Tx, want []nft.Element) {
+		t.Helper()
+		if err := c.Apply(ctx, tx); err != nil {
+			t.Fatalf("round %d, %s: %v", round, what, err)
+		}
+		got, err := c.Read(ctx, nft.IPv4, "t")
+		if err != nil {
+			t.Fatalf("round %d, %s: %v", round, what, err)
+		}
+		s := got.Sets["service-ips"]
+		missing := 0
+		for _, e := range want {
+			if _, ok := s.Elements[nft.KeyString(nft.IPv4, s.Key, e.Key)]; !ok {
+				missing++
+			}
+		}
+		// The example table's own element stays throughout.
+		if missing > 0 || len(s.Elements) != len(want)+1 {
+			t.Fatalf("round %d, %s: read %d elements, want %d; %d missing", round, what, len(s.Elements), len(want)+1, missing)
+		}
+	}
+	for round := range 10 {
+		tx := nft.NewTx(nft.IPv4, "t")
+		tx.AddElements("service-ips", els...)
+		step(round, "add 3000", tx, els)
+		// 1001 elements left in 4096 buckets: below 30% load, the table shrinks.
+		tx = nft.NewTx(nft.IPv4, "t")
+		tx.DeleteElements("service-ips", els[1000:]...)
+		step(round, "delete 2000", tx, els[:1000])
+		tx = nft.NewTx(nft.IPv4, "t")
+		tx.DeleteElements("service-ips", els[:1000]...)
+		step(round, "delete 1000", tx, nil)
+	}
+}
+
 // TestManyErrors fails a batch with an error for each of its tens of
 // thousands of messages: more than the socket can queue. Apply must still
 // report the failure promptly, and the connection keep working.

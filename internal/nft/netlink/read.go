@@ -21,7 +21,9 @@ const readAttempts = 5
 // Read implements nft.Conn. The table is read with one dump per object kind
 // (and one per set for its elements); the ruleset generation is compared
 // before and after, and the read repeated when someone committed in between,
-// so the result is one consistent version of the table.
+// so the result is one consistent version of the table. The element dump of a
+// set is also repeated when the set's hash table resized during it, which
+// changes no generation (see dumpElements).
 //
 // Mapping to the model: rules are decompiled (see IsUnrecognised for rules
 // that cannot be); a base chain whose policy is not accept gets a trailing
@@ -244,22 +246,19 @@ func (c *Conn) readSet(ctx context.Context, t *nft.Table, info *setInfo) (*nft.S
 		return s, nil // elements of dynamic sets are runtime state
 	}
 	c.cacheLayout(tableID{t.Family, t.Name}, s.Name, l)
-	err = c.request(ctx, unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, nfproto(t.Family), func(e *enc) {
-		e.str(unix.NFTA_SET_ELEM_LIST_TABLE, t.Name)
-		e.str(unix.NFTA_SET_ELEM_LIST_SET, s.Name)
-	}, func(m nlMsg) error {
-		return parseElements(m, func(key []byte, v *nft.Verdict) error {
-			vals, err := l.decodeKey(key)
-			if err != nil {
-				return err
-			}
-			if isMap != (v != nil) {
-				return fmt.Errorf("element %x: verdict %v in a map=%v", key, v, isMap)
-			}
-			e := nft.Element{Key: vals, Verdict: v}
-			s.Elements[nft.KeyString(t.Family, s.Key, vals)] = e
-			return nil
-		})
+	err = c.dumpElements(ctx, t.Family, t.Name, s.Name, func() {
+		s.Elements = map[string]nft.Element{}
+	}, func(key []byte, v *nft.Verdict) error {
+		vals, err := l.decodeKey(key)
+		if err != nil {
+			return err
+		}
+		if isMap != (v != nil) {
+			return fmt.Errorf("element %x: verdict %v in a map=%v", key, v, isMap)
+		}
+		e := nft.Element{Key: vals, Verdict: v}
+		s.Elements[nft.KeyString(t.Family, s.Key, vals)] = e
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dump elements: %w", err)

@@ -69,13 +69,14 @@ func everyExprTx(f nft.Family) *nft.Tx {
 		{Name: "nat-postrouting", Hook: &nft.Hook{Type: "nat", Hook: "postrouting", Priority: 100}},
 		{Name: "filter-input", Hook: &nft.Hook{Type: "filter", Hook: "input", Priority: 0}},
 		{Name: "filter-forward", Hook: &nft.Hook{Type: "filter", Hook: "forward", Priority: -10}},
-		{Name: "services"}, {Name: "svc"}, {Name: "ep0"}, {Name: "ep1"}, {Name: "mark-it"}, {Name: "masq-it"}, {Name: "misc"},
+		{Name: "services"}, {Name: "svc"}, {Name: "ep0"}, {Name: "ep1"}, {Name: "mark-it"}, {Name: "masq-it"}, {Name: "masq-pods"}, {Name: "misc"},
 	} {
 		tx.AddChain(c)
 	}
 	tx.AddRule("nat-prerouting", nft.R(nft.JumpTo("services")))
 	tx.AddRule("nat-output", nft.R(nft.FibLocal{}, nft.JumpTo("services")))
 	tx.AddRule("nat-postrouting", nft.R(nft.JumpTo("masq-it")))
+	tx.AddRule("nat-postrouting", nft.R(nft.JumpTo("masq-pods")))
 	tx.AddRule("filter-input", nft.R(nft.CtStateMatch{States: nft.CtNew | nft.CtRelated}, nft.FibLocal{Saddr: true}, nft.Counter{}))
 	tx.AddRule("filter-input", nft.R(nft.Lookup{Fields: svcKey, Set: "cluster-ips", Neq: true}, tcp, nft.Reject{TCPReset: true}))
 	tx.AddRule("filter-input", nft.R(nft.Lookup{Fields: svcKey, Set: "cluster-ips"}, nft.Reject{}).WithComment("reject traffic to invalid ports"))
@@ -97,6 +98,11 @@ func everyExprTx(f nft.Family) *nft.Tx {
 	tx.AddRule("masq-it", nft.R(nft.SetMark{Op: nft.MarkXor, Value: 0x4000}))
 	tx.AddRule("masq-it", nft.R(nft.Counter{}, nft.Masquerade{FullyRandom: true}))
 	tx.AddRule("masq-it", nft.R(nft.Masquerade{}))
+	// Egress masquerade's shapes: exempt destinations return, pod sources
+	// are masqueraded (a prefix match and a nat statement in one rule).
+	tx.AddRule("masq-pods", nft.R(nft.Daddr(p("192.168.0.0/16", "fd00:192:168::/56")), nft.Verdict{Kind: nft.Return}).WithComment("to a pod"))
+	tx.AddRule("masq-pods", nft.R(nft.Daddr(p("169.254.0.0/16", "fe80::/10")), nft.Verdict{Kind: nft.Return}))
+	tx.AddRule("masq-pods", nft.R(nft.Saddr(p("192.168.0.0/16", "fd00:192:168::/56")), nft.Masquerade{FullyRandom: true}).WithComment("leaving the cluster"))
 	tx.AddRule("misc", nft.R(nft.PortMatch{Field: nft.FieldSport, Port: 53}, nft.AddrMatch{Field: nft.FieldDaddr, Prefix: p("10.0.0.0/12", "fd00::/12")}, nft.Verdict{Kind: nft.Accept}))
 	tx.AddRule("misc", nft.R(nft.AddrMatch{Field: nft.FieldDaddr, Neq: true, Prefix: p("10.96.0.0/24", "fd00:96::/108")}, nft.ProtoMatch{Proto: nft.ProtoUDP}, nft.PortMatch{Field: nft.FieldDport, Port: 5353}))
 	tx.AddRule("misc", nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldSaddr}, Set: "sources"}, nft.Lookup{Fields: []nft.Field{nft.FieldSaddr, nft.FieldDaddr, nft.FieldSport}, Set: "pairs"}))

@@ -22,12 +22,22 @@ type Server struct {
 	log     klog.Logger
 }
 
+// ServerOptions are what the metrics address serves besides /metrics.
+type ServerOptions struct {
+	// ProxyMode is the data plane's name, served as text/plain at /proxyMode
+	// as kube-proxy serves its mode ("nftables"); "" serves 404 there.
+	ProxyMode string
+	// Profiling serves Go's profiles under /debug/pprof/, as kube-proxy does
+	// with --profiling.
+	Profiling bool
+}
+
 // NewServer returns a server for m on addr (host:port; "" means
 // DefaultMetricsBindAddress). To disable metrics, as kube-proxy does for an
-// empty --metrics-bind-address, do not run a server at all. With profiling
-// set it also serves Go's profiles under /debug/pprof/, as kube-proxy does
-// with --profiling.
-func NewServer(addr string, m *Metrics, log klog.Logger, profiling bool) *Server {
+// empty --metrics-bind-address, do not run a server at all. Like kube-proxy's
+// metrics address it also answers /healthz with "ok" (the process is up; the
+// proxy's sync health is the healthz address's) and /proxyMode.
+func NewServer(addr string, m *Metrics, log klog.Logger, opts ServerOptions) *Server {
 	if addr == "" {
 		addr = DefaultMetricsBindAddress
 	}
@@ -36,7 +46,19 @@ func NewServer(addr string, m *Metrics, log klog.Logger, profiling bool) *Server
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	if profiling {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		fmt.Fprint(w, "ok")
+	})
+	if opts.ProxyMode != "" {
+		mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			fmt.Fprint(w, opts.ProxyMode)
+		})
+	}
+	if opts.Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -16,7 +16,7 @@ import (
 func TestServer(t *testing.T) {
 	m := New()
 	m.ServiceChangesTotal.Inc()
-	s := NewServer("", m, klog.Logger{}, false)
+	s := NewServer("", m, klog.Logger{}, ServerOptions{ProxyMode: "nftables"})
 	if s.addr != DefaultMetricsBindAddress {
 		t.Errorf("default address %q, want %q", s.addr, DefaultMetricsBindAddress)
 	}
@@ -55,13 +55,38 @@ func TestServer(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "\nkubeproxy_sync_proxy_rules_service_changes_total 1\n") {
 		t.Errorf("GET /metrics = %d, body without the service changes counter:\n%.500s", resp.StatusCode, body)
 	}
-	resp, err = client.Get("http://" + addr + "/healthz")
+	// kube-proxy's metrics address also serves /healthz and /proxyMode; the
+	// upstream spec "should check kube-proxy urls" asks for /proxyMode's 200.
+	for _, c := range []struct{ path, body string }{{"/healthz", "ok"}, {"/proxyMode", "nftables"}} {
+		resp, err = client.Get("http://" + addr + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != c.body || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+			t.Errorf("GET %s = %d %q (%s), want 200 %q text/plain", c.path, resp.StatusCode, body, resp.Header.Get("Content-Type"), c.body)
+		}
+	}
+}
+
+func TestServerWithoutProxyMode(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- NewServer("", New(), klog.Logger{}, ServerOptions{}).Serve(ctx, l) }()
+	defer func() { cancel(); <-done }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + l.Addr().String() + "/proxyMode")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET /healthz = %d, want 404 (metrics server serves /metrics only)", resp.StatusCode)
+		t.Errorf("GET /proxyMode without a mode = %d, want 404", resp.StatusCode)
 	}
 }
 
@@ -71,7 +96,7 @@ func TestServerRunBindError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	s := NewServer(busy.Addr().String(), New(), klog.Logger{}, false)
+	s := NewServer(busy.Addr().String(), New(), klog.Logger{}, ServerOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Run(ctx); err == nil || !strings.Contains(err.Error(), busy.Addr().String()) {
@@ -83,7 +108,7 @@ func TestServerRunBindError(t *testing.T) {
 // (kube-proxy's --profiling).
 func TestServerProfiling(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		srv := httptest.NewServer(NewServer("", New(), klog.Logger{}, on).handler)
+		srv := httptest.NewServer(NewServer("", New(), klog.Logger{}, ServerOptions{Profiling: on}).handler)
 		resp, err := srv.Client().Get(srv.URL + "/debug/pprof/heap?debug=1")
 		if err != nil {
 			srv.Close()

@@ -12,6 +12,7 @@ import (
 func normalizeNode(cfg NodeConfig) NodeConfig {
 	cfg.NodePortAddresses = nodePortAddrs(cfg.NodePortAddresses)
 	cfg.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
+	cfg.Egress = cfg.Egress.clone()
 	return cfg
 }
 

@@ -10,6 +10,7 @@ package servicetable
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/model"
@@ -49,6 +50,44 @@ type NodeConfig struct {
 	// MasqueradeMark is the packet mark bit that asks for SNAT in
 	// postrouting (--masquerade-bit B: 1<<B); 0 means DefaultMasqueradeMark.
 	MasqueradeMark uint32
+	// Egress is the egress masquerade of pod traffic leaving the cluster
+	// (svcnet proxy --egress-masquerade); the zero value masquerades none.
+	Egress EgressMasquerade
+}
+
+// EgressMasquerade says which pod traffic leaves the node with the node's
+// address, as ip-masq-agent and the bridge CNI plugin's ipMasq do: a packet
+// from a pod (source in PodCIDRs) to anywhere outside PodCIDRs,
+// ServiceCIDRs, NonMasqueradeCIDRs and, unless MasqueradeLinkLocal, the
+// link-local ranges. Service traffic keeps its own masquerade rules (the
+// mark); the destination an egress rule sees is the one after DNAT, an
+// endpoint's.
+type EgressMasquerade struct {
+	// PodCIDRs are the cluster's pod networks (the cluster CIDRs, any
+	// number per family). A family without one masquerades nothing.
+	PodCIDRs []netip.Prefix
+	// ServiceCIDRs are the cluster's Service networks.
+	ServiceCIDRs []netip.Prefix
+	// NonMasqueradeCIDRs are further destinations left alone
+	// (ip-masq-agent's nonMasqueradeCIDRs).
+	NonMasqueradeCIDRs []netip.Prefix
+	// MasqueradeLinkLocal masquerades traffic to 169.254.0.0/16 and
+	// fe80::/10 too (ip-masq-agent's masqLinkLocal and masqLinkLocalIPv6).
+	MasqueradeLinkLocal bool
+}
+
+// Equal reports whether e and o masquerade the same traffic the same way.
+func (e EgressMasquerade) Equal(o EgressMasquerade) bool {
+	return e.MasqueradeLinkLocal == o.MasqueradeLinkLocal && slices.Equal(e.PodCIDRs, o.PodCIDRs) &&
+		slices.Equal(e.ServiceCIDRs, o.ServiceCIDRs) && slices.Equal(e.NonMasqueradeCIDRs, o.NonMasqueradeCIDRs)
+}
+
+// clone returns e with slices of its own.
+func (e EgressMasquerade) clone() EgressMasquerade {
+	e.PodCIDRs = slices.Clone(e.PodCIDRs)
+	e.ServiceCIDRs = slices.Clone(e.ServiceCIDRs)
+	e.NonMasqueradeCIDRs = slices.Clone(e.NonMasqueradeCIDRs)
+	return e
 }
 
 // DefaultMasqueradeMark is kube-proxy's: masqueradeBit 14.

@@ -1,0 +1,299 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/testbin"
+)
+
+// The node of TestDeployProxyServes: its name, its address on an
+// interface of its network namespace, and a Service whose one endpoint is a
+// server on that address.
+const (
+	runNodeName     = "node1"
+	runNodeAddr     = "10.77.0.1"
+	runClusterIP    = "10.96.0.77"
+	runEndpointPort = 8077
+)
+
+// TestDeployProxyServes runs deploy/proxy's DaemonSet container as a kubelet
+// would, short of the image: the command line verbatim ($(NODE_NAME)
+// expanded from the downward API, the svcnet binary for the image's), with
+// hostNetwork (a network namespace of its own standing for the node's), the
+// ConfigMap's proxy.yaml and the memberlist Secret's key at the files its
+// flags name, and no flag naming a source of state: only the in-cluster
+// configuration a Pod of ServiceAccount svcnet-proxy gets
+// (/var/run/secrets/kubernetes.io/serviceaccount, KUBERNETES_SERVICE_HOST/
+// PORT), against a real apiserver holding deploy/proxy's ServiceAccount and
+// RBAC. On a real cluster this container used to crash-loop ("no source of
+// state"). Its readiness probe must pass, which needs every list and watch to
+// be allowed by the ClusterRole alone, and it must serve: a ClusterIP Service
+// created afterwards answers from its endpoint.
+func TestDeployProxyServes(t *testing.T) {
+	netnstest.RequireRoot(t)
+	idx := indexManifests(t, readManifests(t, deployProxyDir))
+	var (
+		sa      corev1.ServiceAccount
+		role    rbacv1.ClusterRole
+		binding rbacv1.ClusterRoleBinding
+		cm      corev1.ConfigMap
+		ds      appsv1.DaemonSet
+	)
+	if !idx.get(t, "ServiceAccount", proxyNamespace, proxyServiceAccount, &sa) || !idx.get(t, "ClusterRole", "", proxyServiceAccount, &role) ||
+		!idx.get(t, "ClusterRoleBinding", "", proxyServiceAccount, &binding) || !idx.get(t, "ConfigMap", proxyNamespace, proxyServiceAccount, &cm) ||
+		!idx.get(t, "DaemonSet", proxyNamespace, proxyServiceAccount, &ds) {
+		t.FailNow()
+	}
+	bin := filepath.Join(t.TempDir(), "svcnet")
+	if err := testbin.Build(bin); err != nil {
+		t.Fatal(err)
+	}
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := env.Client
+	kubetest.Eventually(t, 30*time.Second, "namespace "+proxyNamespace, func() (bool, string) {
+		_, err := c.CoreV1().Namespaces().Get(ctx, proxyNamespace, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	for _, o := range []struct {
+		what string
+		fn   func() error
+	}{
+		{"ServiceAccount", func() error {
+			_, err := c.CoreV1().ServiceAccounts(proxyNamespace).Create(ctx, &sa, metav1.CreateOptions{})
+			return err
+		}},
+		{"ClusterRole", func() error {
+			_, err := c.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+			return err
+		}},
+		{"ClusterRoleBinding", func() error {
+			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{})
+			return err
+		}},
+	} {
+		if err := o.fn(); err != nil {
+			t.Fatalf("create %s: %v", o.what, err)
+		}
+	}
+	kubetest.CreateNode(t, c, kubetest.Node{Name: runNodeName, InternalIPs: []string{runNodeAddr}, PodCIDRs: []string{"192.168.1.0/24"}, Ready: true})
+	tok, err := c.CoreV1().ServiceAccounts(proxyNamespace).CreateToken(ctx, proxyServiceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of ServiceAccount %s: %v", proxyServiceAccount, err)
+	}
+
+	ns := netnstest.New(t, "proxydeploy")
+	for _, argv := range [][]string{
+		// A veth pair stands for the node's interface (this kernel has no
+		// dummy links).
+		{"ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer"},
+		{"ip", "addr", "add", runNodeAddr + "/24", "dev", "eth0"},
+		{"ip", "link", "set", "eth0-peer", "up"},
+		{"ip", "link", "set", "eth0", "up"},
+		{"ip", "route", "add", "default", "dev", "eth0"},
+	} {
+		if out, err := ns.Command(argv...).CombinedOutput(); err != nil {
+			t.Fatalf("%q in %s: %v: %s", argv, ns.Name(), err, out)
+		}
+	}
+	apiserver, err := url.Parse(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := netns.Forward(ctx, ns, "127.0.0.1:0", apiserver.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwdHost, fwdPort, _ := net.SplitHostPort(fwd)
+	secrets := t.TempDir()
+	for name, b := range map[string][]byte{"token": []byte(tok.Status.Token), "ca.crt": env.Config.CAData} {
+		if err := os.WriteFile(filepath.Join(secrets, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	container := ds.Spec.Template.Spec.Containers[0]
+	argv := podArgv(t, ds.Spec.Template.Spec, container, bin, map[string]string{"NODE_NAME": runNodeName},
+		volumeFiles(t, container, map[string]map[string]string{
+			"config":     {"proxy.yaml": cm.Data["proxy.yaml"]},
+			"memberlist": {"secretkey": "0123456789abcdef0123456789abcdef"},
+		}))
+	for _, a := range argv {
+		if strings.HasPrefix(a, "--kubeconfig") || strings.HasPrefix(a, "--state") {
+			t.Fatalf("DaemonSet command %q names a source of state: a Pod must use the in-cluster configuration", argv)
+		}
+	}
+	proc := runInPod(t, ns, secrets, []string{"KUBERNETES_SERVICE_HOST=" + fwdHost, "KUBERNETES_SERVICE_PORT=" + fwdPort}, argv)
+
+	probe := container.ReadinessProbe.HTTPGet
+	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)
+	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns), DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	waitFor(t, proc, "readiness probe GET "+healthz, func() error {
+		resp, err := hc.Get(healthz)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+
+	l, err := netns.Listen(ns, "tcp", net.JoinHostPort(runNodeAddr, fmt.Sprint(runEndpointPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go serveLine(l, "endpoint "+runNodeName)
+	createServiceWithEndpoint(ctx, t, c)
+	target := net.JoinHostPort(runClusterIP, "80")
+	waitFor(t, proc, "ClusterIP "+target+" answered by its endpoint", func() error {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		conn, err := netns.Dialer(ns)(cctx, "tcp", target)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if got := strings.TrimSpace(line); got != "endpoint "+runNodeName {
+			return fmt.Errorf("answered %q", got)
+		}
+		return nil
+	})
+}
+
+// podArgv returns container's command line as the kubelet runs it: $(VAR)
+// references expanded from env (the container's env values, with downward
+// values given in downward), argv[0] replaced by bin (the image has svcnet on
+// $PATH), and every argument naming a file under a volume mount rewritten to
+// the file files holds for it.
+func podArgv(t *testing.T, spec corev1.PodSpec, c corev1.Container, bin string, downward, files map[string]string) []string {
+	t.Helper()
+	vals := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vals[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			v, ok := downward[e.Name]
+			if !ok {
+				t.Fatalf("env %s: no downward value given for fieldRef %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+			vals[e.Name] = v
+		}
+	}
+	argv := append(slices.Clone(c.Command), c.Args...)
+	argv[0] = bin
+	for i, a := range argv {
+		for k, v := range vals {
+			a = strings.ReplaceAll(a, "$("+k+")", v)
+		}
+		for in, out := range files {
+			a = strings.ReplaceAll(a, in, out)
+		}
+		if strings.Contains(a, "$(") {
+			t.Fatalf("argument %q: a $(VAR) the container's env does not define", a)
+		}
+		argv[i] = a
+	}
+	return argv
+}
+
+// volumeFiles writes, for each volume of c named in content, its files
+// (name → content) under a temporary directory and returns the map from each
+// file's path in the container (mountPath/name) to the written file's path.
+func volumeFiles(t *testing.T, c corev1.Container, content map[string]map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for vol, fs := range content {
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == vol })
+		if i < 0 {
+			t.Fatalf("container %s mounts no volume %s", c.Name, vol)
+		}
+		dir := t.TempDir()
+		for name, data := range fs {
+			p := filepath.Join(dir, name)
+			if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Join(c.VolumeMounts[i].MountPath, name)] = p
+		}
+	}
+	return out
+}
+
+// serveLine answers every connection accepted on l with line and a newline.
+func serveLine(l net.Listener, line string) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = fmt.Fprintln(conn, line)
+		conn.Close()
+	}
+}
+
+// createServiceWithEndpoint creates Service default/run (ClusterIP
+// runClusterIP, port 80 → runEndpointPort) and its EndpointSlice with one
+// ready endpoint, runNodeAddr on runNodeName.
+func createServiceWithEndpoint(ctx context.Context, t *testing.T, c kubernetes.Interface) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "run", Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: runClusterIP,
+			Ports:     []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(runEndpointPort), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if _, err := c.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Service default/run: %v", err)
+	}
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "run-1", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "run"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{runNodeAddr},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+			NodeName:   ptr.To(runNodeName),
+		}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(runEndpointPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices("default").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create EndpointSlice default/run-1: %v", err)
+	}
+}
