@@ -10,7 +10,7 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build image deps k8s coredns containerd node-tools test test-node unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
+.PHONY: all build image test-images deps k8s coredns containerd node-tools test test-node unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
 
 all: build
 
@@ -32,6 +32,13 @@ image:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/svcnet ./cmd/svcnet
 	$(GO) run ./hack/mkimage svcnet --binary bin/svcnet --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG) \
 	  --out bin/svcnet-image.tar $(if $(IMAGE_IMPORT),--import $(IMAGE_IMPORT) --ctr $(CTR))
+
+# The images the node tier imports besides svcnet's (pause, agnhost, the
+# Debian-based e2e test images, kube-proxy, CoreDNS), named as the e2e framework
+# expects, into bin/test-images/ (IMAGE_IMPORT as for `image`). As root:
+# debootstrap builds their Debian tree once (cached).
+test-images:
+	$(GO) run ./hack/mkimage test-images --out bin/test-images $(if $(IMAGE_IMPORT),--import $(IMAGE_IMPORT) --ctr $(CTR))
 
 deps:
 	@hack/install-deps.sh

@@ -1,9 +1,12 @@
 // Command mkimage builds container images without Docker (internal/image):
 //
 //	mkimage svcnet --binary bin/svcnet --tag TAG --out bin/svcnet-image.tar [--import ADDRESS]
+//	mkimage test-images [--out DIR] [--import ADDRESS]
 //
 // svcnet: svcnet's image from a static binary, tagged REPOSITORY:TAG and
-// REPOSITORY:latest (`make image` runs it). Each image is built
+// REPOSITORY:latest (`make image` runs it). test-images: the images the node
+// tier imports into each node (pause, agnhost, the Debian-based test images,
+// kube-proxy, CoreDNS), as the e2e framework names them. Each image is built
 // into the cache (~/.cache/svcnet/images, or $SVCNET_IMAGE_CACHE) unless it is
 // there already, copied to --out, and with --import loaded into the containerd
 // listening on ADDRESS (namespace k8s.io) with ctr. A line per image gives its
@@ -17,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -35,7 +39,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: mkimage svcnet [flags]")
+		return fmt.Errorf("usage: mkimage svcnet|test-images [flags]")
 	}
 	fl := flag.NewFlagSet("mkimage "+args[0], flag.ContinueOnError)
 	cacheDir := fl.String("cache", "", "cache directory (default $"+image.EnvCacheDir+" or ~/.cache/svcnet/images)")
@@ -72,8 +76,24 @@ func run(ctx context.Context, args []string) error {
 			tb.Path = *out
 			return []image.Tarball{tb}, nil
 		}
+	case "test-images":
+		out = fl.String("out", "", "copy the archives into this directory")
+		build = func() ([]image.Tarball, error) {
+			tbs, err := image.BuildTestImages(ctx, image.TestImageOptions{Builder: bld})
+			if err != nil || *out == "" {
+				return tbs, err
+			}
+			for i, tb := range tbs {
+				dst := filepath.Join(*out, archiveName(tb.Refs[0]))
+				if err := copyFile(tb.Path, dst); err != nil {
+					return nil, err
+				}
+				tbs[i].Path = dst
+			}
+			return tbs, nil
+		}
 	default:
-		return fmt.Errorf("unknown mode %q: want svcnet", args[0])
+		return fmt.Errorf("unknown mode %q: want svcnet or test-images", args[0])
 	}
 	if err := fl.Parse(args[1:]); err != nil {
 		return err
@@ -100,6 +120,12 @@ func run(ctx context.Context, args []string) error {
 		fmt.Printf("imported %d image(s) into %s (namespace %s)\n", len(tbs), *importAddr, image.CRINamespace)
 	}
 	return nil
+}
+
+// archiveName is a file name for the archive of ref:
+// registry.k8s.io/pause:3.10.2 gives registry.k8s.io_pause_3.10.2.tar.
+func archiveName(ref string) string {
+	return strings.NewReplacer("/", "_", ":", "_").Replace(ref) + ".tar"
 }
 
 // copyFile copies src to dst atomically.

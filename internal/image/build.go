@@ -19,13 +19,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/svcnet/svcnet/internal/atomicfile"
 )
 
 // formatVersion is part of every cache key: bump it when the bytes this
 // package writes for the same inputs change.
-const formatVersion = "svcnet-image/1"
+const formatVersion = "svcnet-image/2"
 
 // Builder builds images into a cache directory, by content: an image whose
 // layers' contents, configuration and references are those of one built
@@ -112,7 +113,10 @@ func (b *Builder) Build(ctx context.Context, img Image) (Tarball, error) {
 		return t, nil
 	}
 
-	v1img, err := mutate.ConfigFile(empty.Image, cfg)
+	// OCI media types throughout (go-containerregistry's empty image has
+	// Docker's).
+	oci := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	v1img, err := mutate.ConfigFile(oci, cfg)
 	if err != nil {
 		return Tarball{}, err
 	}
@@ -205,7 +209,7 @@ func (b *Builder) compressedLayer(ctx context.Context, cache string, l *Layer, d
 		}
 		b.logf("compressed layer %s (%s) in %s", diffID[:12], l.name(), time.Since(start).Round(100*time.Millisecond))
 	}
-	return tarball.LayerFromFile(p)
+	return tarball.LayerFromFile(p, tarball.WithMediaType(types.OCILayer))
 }
 
 // configFile is img's configuration before its layers are appended: linux on

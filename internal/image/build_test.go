@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
 )
 
@@ -162,8 +165,10 @@ func TestBuildCached(t *testing.T) {
 	}
 }
 
-// TestBuildTags: manifest.json tags the image with every reference, in order,
-// and go-containerregistry reads the image back by each of them.
+// TestBuildTags: the archive is an OCI layout whose index.json names the image
+// by each reference (the manifest's digest being the Tarball's) and a
+// docker-archive whose manifest.json tags it with every reference, in order;
+// go-containerregistry reads it back both ways.
 func TestBuildTags(t *testing.T) {
 	img := testImage(testTree(t))
 	tb, err := (&Builder{CacheDir: t.TempDir()}).Build(context.Background(), img)
@@ -177,6 +182,42 @@ func TestBuildTags(t *testing.T) {
 	if len(m) != 1 || !slices.Equal(m[0].RepoTags, img.Refs) {
 		t.Fatalf("manifest.json %+v, want one image tagged %q", m, img.Refs)
 	}
+	var index v1.IndexManifest
+	if err := json.Unmarshal(archiveMember(t, tb.Path, "index.json"), &index); err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, d := range index.Manifests {
+		named = append(named, d.Annotations[annotationImageName]+" "+d.Annotations[annotationRefName])
+		if d.Digest.String() != tb.Digest || d.MediaType != types.OCIManifestSchema1 || d.Platform == nil || d.Platform.OS != "linux" {
+			t.Errorf("index.json entry %+v, want %s (%s, linux)", d, tb.Digest, types.OCIManifestSchema1)
+		}
+	}
+	if want := []string{img.Refs[0] + " v1", img.Refs[1] + " latest"}; !slices.Equal(named, want) {
+		t.Errorf("index.json names %q, want %q", named, want)
+	}
+
+	// The OCI layout, unpacked, holds the very manifest.
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xf", tb.Path, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar -xf: %v\n%s", err, out)
+	}
+	lidx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := v1.NewHash(tb.Digest)
+	oimg, err := lidx.Image(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := oimg.Digest(); err != nil || d.String() != tb.Digest {
+		t.Errorf("OCI layout image digest %v (%v), want %s", d, err, tb.Digest)
+	}
+	if layers, err := oimg.Layers(); err != nil || len(layers) != 2 {
+		t.Errorf("OCI layout image: %d layers (%v), want 2", len(layers), err)
+	}
+
 	for _, ref := range img.Refs {
 		tag, err := name.NewTag(ref)
 		if err != nil {
@@ -186,9 +227,11 @@ func TestBuildTags(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)
 		}
-		d, err := got.Digest()
-		if err != nil || d.String() != tb.Digest {
-			t.Errorf("%s: digest %v (%v), want %s", ref, d, err, tb.Digest)
+		// A docker-archive reader makes its own manifest; the
+		// configuration, and so the image ID, is the same.
+		id, err := got.ConfigName()
+		if err != nil || id.String() != tb.ID {
+			t.Errorf("%s: image ID %v (%v), want %s", ref, id, err, tb.ID)
 		}
 		cfg, err := got.ConfigFile()
 		if err != nil {

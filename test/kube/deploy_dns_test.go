@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
 )
@@ -32,7 +30,7 @@ const (
 	dnsName           = "svcnet-dns" // Deployment, ServiceAccount, ClusterRole(Binding)
 	dnsServiceName    = "kube-dns"
 	dnsClusterIP      = "10.96.0.10"
-	dnsImage          = "ghcr.io/svcnet/svcnet:latest"
+	dnsImage          = kubetest.SvcnetImage
 	dnsMetricsPort    = 9153
 	systemClusterCrit = 2000000000 // system-cluster-critical's value
 )
@@ -97,22 +95,10 @@ func TestDeployDNSManifests(t *testing.T) {
 }
 
 // checkKustomization: dir/kustomization.yaml's resources are exactly the other
-// YAML files in dir.
+// YAML files in dir, and its images field is the documented knob.
 func checkKustomization(t *testing.T, dir string) {
 	t.Helper()
-	var kust struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Resources  []string `json:"resources"`
-		Images     any      `json:"images"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err == nil {
-		err = yaml.UnmarshalStrict(b, &kust)
-	}
-	if err != nil {
-		t.Fatalf("%s/kustomization.yaml: %v", dir, err)
-	}
+	kust := kubetest.ReadKustomization(t, dir)
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +112,7 @@ func checkKustomization(t *testing.T, dir string) {
 	if got := slices.Sorted(slices.Values(kust.Resources)); !slices.Equal(got, want) {
 		t.Errorf("%s/kustomization.yaml resources %q, want every other file: %q", dir, got, want)
 	}
+	kubetest.CheckImageKnob(t, dir, kust)
 }
 
 // checkDNSClusterRole: list and watch on exactly services, pods, namespaces,
@@ -191,8 +178,9 @@ func checkDNSDeployment(t *testing.T, d *appsv1.Deployment) {
 		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
 	}
 	c := spec.Containers[0]
-	if c.Image != dnsImage {
-		t.Errorf("image %q, want %q", c.Image, dnsImage)
+	if c.Image != dnsImage || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
+			c.Image, c.ImagePullPolicy, dnsImage, corev1.PullIfNotPresent)
 	}
 	if argv := append(slices.Clone(c.Command), c.Args...); !slices.Equal(argv, dnsArgv) {
 		t.Errorf("command %q, want %q", argv, dnsArgv)

@@ -137,6 +137,46 @@ func readManifests(t *testing.T, dir string) []manifest {
 	return out
 }
 
+// readProxyManifests returns the objects under deploy/proxy: every manifest
+// but the kustomization.yaml files, which TestDeployProxyKustomizations checks.
+func readProxyManifests(t *testing.T) []manifest {
+	t.Helper()
+	var out []manifest
+	for _, m := range readManifests(t, deployProxyDir) {
+		if m.obj.GetKind() != "Kustomization" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestDeployProxyKustomizations: `kubectl apply -k deploy/proxy` installs
+// replacement mode, `kubectl apply -k deploy/proxy/beside-kube-proxy` beside
+// mode; both take the identity and permissions from rbac/ (kustomize loads no
+// file from outside a kustomization's directory), and each has the documented
+// images knob. (TestDeployKustomize renders them with kubectl.)
+func TestDeployProxyKustomizations(t *testing.T) {
+	for _, want := range []struct {
+		dir       string
+		resources []string
+		image     bool
+	}{
+		{deployProxyDir, []string{"rbac", "configmap.yaml", "daemonset.yaml"}, true},
+		{filepath.Join(deployProxyDir, "beside-kube-proxy"), []string{"../rbac", "configmap.yaml", "daemonset.yaml"}, true},
+		{filepath.Join(deployProxyDir, "rbac"), []string{"serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml"}, false},
+	} {
+		k := kubetest.ReadKustomization(t, want.dir)
+		if !slices.Equal(k.Resources, want.resources) || len(k.Patches) > 0 {
+			t.Errorf("%s/kustomization.yaml: resources %q patches %d, want %q and none", want.dir, k.Resources, len(k.Patches), want.resources)
+		}
+		if want.image {
+			kubetest.CheckImageKnob(t, want.dir, k)
+		} else if len(k.Images) > 0 {
+			t.Errorf("%s/kustomization.yaml: images %+v for no container", want.dir, k.Images)
+		}
+	}
+}
+
 // manifestIndex finds manifests by kind and namespace/name.
 type manifestIndex map[string]manifest
 
@@ -174,7 +214,7 @@ func (idx manifestIndex) get(t *testing.T, kind, namespace, name string, into an
 // privileged, and each mounted proxy.yaml is a KubeProxyConfiguration with the
 // documented values.
 func TestDeployProxyManifests(t *testing.T) {
-	ms := readManifests(t, deployProxyDir)
+	ms := readProxyManifests(t)
 	idx := indexManifests(t, ms)
 	for _, m := range ms {
 		if ns := m.obj.GetNamespace(); ns != "" && ns != proxyNamespace {
@@ -297,8 +337,9 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
 	}
 	c := spec.Containers[0]
-	if c.Image != proxyImage {
-		t.Errorf("image %q, want %q", c.Image, proxyImage)
+	if c.Image != proxyImage || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
+			c.Image, c.ImagePullPolicy, proxyImage, corev1.PullIfNotPresent)
 	}
 	checkProxySecurity(t, spec.SecurityContext, c.SecurityContext, announce)
 	checkProxyCommand(t, c, proxyName, announce)
@@ -729,7 +770,7 @@ func splitBind(t *testing.T, field, addr string) (string, int) {
 // without a warning, and nothing is persisted. Then a Pod from each DaemonSet's
 // template goes through Pod admission the same way.
 func TestDeployProxyDryRun(t *testing.T) {
-	ms := readManifests(t, deployProxyDir)
+	ms := readProxyManifests(t)
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -102,20 +102,10 @@ func find(t *testing.T, ms []manifest, kind, name string, into any) {
 }
 
 // TestDeployKustomization: kustomization.yaml lists exactly the installing
-// files (every manifest but the example pool), and they exist.
+// files (every manifest but the example pool), and they exist; its images
+// field is the documented knob for the image.
 func TestDeployKustomization(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Resources  []string `json:"resources"`
-	}
-	if err := yaml.UnmarshalStrict(b, &k); err != nil {
-		t.Fatalf("kustomization.yaml: %v", err)
-	}
+	k := kubetest.ReadKustomization(t, deployDir)
 	files, _ := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
 	var want []string
 	for _, f := range files {
@@ -123,10 +113,10 @@ func TestDeployKustomization(t *testing.T) {
 			want = append(want, base)
 		}
 	}
-	got := slices.Sorted(slices.Values(k.Resources))
-	if k.Kind != "Kustomization" || !slices.Equal(got, want) {
-		t.Errorf("kustomization.yaml: kind %q resources %q, want Kustomization with %q", k.Kind, got, want)
+	if got := slices.Sorted(slices.Values(k.Resources)); !slices.Equal(got, want) {
+		t.Errorf("kustomization.yaml: resources %q, want %q", got, want)
 	}
+	kubetest.CheckImageKnob(t, deployDir, k)
 }
 
 // TestDeployDryRun (kube tier) installs crd.yaml for real, then creates every

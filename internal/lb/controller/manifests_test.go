@@ -10,6 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
 )
 
 // TestDeployManifests holds deploy/lb to least privilege and the documented
@@ -121,8 +123,8 @@ func checkDeployment(t *testing.T, d appsv1.Deployment) {
 	}
 	c := spec.Containers[0]
 	argv := append(slices.Clone(c.Command), c.Args...)
-	if c.Image != "ghcr.io/svcnet/svcnet:latest" || len(argv) < 3 || !slices.Equal(argv[:3], []string{"svcnet", "lb", "controller"}) {
-		t.Errorf("image %q command %q, want ghcr.io/svcnet/svcnet:latest running svcnet lb controller", c.Image, argv)
+	if c.Image != kubetest.SvcnetImage || c.ImagePullPolicy != corev1.PullIfNotPresent || len(argv) < 3 || !slices.Equal(argv[:3], []string{"svcnet", "lb", "controller"}) {
+		t.Errorf("image %q (pull %q) command %q, want %s (IfNotPresent) running svcnet lb controller", c.Image, c.ImagePullPolicy, argv, kubetest.SvcnetImage)
 	}
 	if !slices.Contains(argv, "--leader-elect=true") {
 		t.Errorf("command %q: want --leader-elect=true with two replicas", argv)
