@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/kubecluster"
 	"github.com/svcnet/svcnet/internal/lab"
 )
@@ -69,7 +70,7 @@ type Options struct {
 // Defaults.
 const (
 	DefaultNodes        = 3
-	DefaultPauseImage   = "registry.k8s.io/pause:3.10.2"
+	DefaultPauseImage   = image.PauseImage
 	DefaultReadyTimeout = 3 * time.Minute
 )
 

@@ -2,8 +2,8 @@
 // test: the node tier's skip rules, the binaries it runs (tools/k8s,
 // tools/containerd), the cluster's removal when the test ends, pass or fail,
 // with a check that nothing of it is left, and its logs in the test log when
-// the test failed. It is a normal package meant for _test.go files (like
-// internal/kubetest and internal/lab/labtest).
+// the test failed, and the test images. It is a normal package meant for
+// _test.go files (like internal/kubetest and internal/lab/labtest).
 package nodetest
 
 import (
@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/nodecluster"
 	"github.com/svcnet/svcnet/internal/testbin"
@@ -160,4 +161,49 @@ func Up(t *testing.T, ctx context.Context, o nodecluster.Options) *nodecluster.C
 	}
 	t.Logf("node cluster %s: %d nodes Ready in %v", o.Name, len(c.Nodes), time.Since(start).Round(100*time.Millisecond))
 	return c
+}
+
+var testImages struct {
+	once sync.Once
+	refs map[string]string
+	err  error
+}
+
+// Images returns, by reference, the image archives of the node tier's test
+// images (image.BuildTestImages: pause, agnhost and the other images the e2e
+// framework's sig-network specs run, kube-proxy and CoreDNS, built once and
+// cached), building them once per test binary. It applies RequireTier first:
+// building needs root.
+func Images(t testing.TB) map[string]string {
+	t.Helper()
+	RequireTier(t)
+	testImages.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+		defer cancel()
+		tbs, err := image.BuildTestImages(ctx, image.TestImageOptions{})
+		if err != nil {
+			testImages.err = err
+			return
+		}
+		testImages.refs = map[string]string{}
+		for _, tb := range tbs {
+			for _, r := range tb.Refs {
+				testImages.refs[r] = tb.Path
+			}
+		}
+	})
+	if testImages.err != nil {
+		t.Fatalf("node tier: test images: %v", testImages.err)
+	}
+	return testImages.refs
+}
+
+// Image returns the archive of the test image ref (Images).
+func Image(t testing.TB, ref string) string {
+	t.Helper()
+	p, ok := Images(t)[ref]
+	if !ok {
+		t.Fatalf("node tier: no test image %s", ref)
+	}
+	return p
 }
