@@ -10,7 +10,7 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build image test-images deps k8s coredns containerd node-tools test unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
+.PHONY: all build image test-images deps k8s coredns containerd node-tools test test-node unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
 
 all: build
 
@@ -72,14 +72,21 @@ lint: deps
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 
+# The node tier alone: real kubelets and containerd on nodes made of network
+# namespaces (internal/nodecluster, test/node; about a minute).
+test-node: deps node-tools
+	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
+	  $(GO) test -count=1 -timeout 20m ./internal/nodecluster/... ./test/node
+
 # Unit tier only: no root, no control plane, seconds.
 unit:
 	$(GO) test -short -count=1 ./...
 
 # Every tier. Root tests must not skip here: SVCNET_REQUIRE_ROOT=1 turns a skip
 # into a failure.
-test: deps lint k8s coredns build
+test: deps lint k8s coredns node-tools build
 	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) \
+	  SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) --no-print-directory fuzz
 

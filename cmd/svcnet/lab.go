@@ -54,6 +54,7 @@ func openLab(cmd *cobra.Command, name string) (context.Context, *lab.Lab, func()
 
 func labUpCommand(name *string) *cobra.Command {
 	o := lab.Options{}
+	var k kubeletLabOptions
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Build the lab (a leftover lab of the same name is removed first)",
@@ -61,6 +62,14 @@ func labUpCommand(name *string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
+			if k.enabled {
+				for _, f := range []string{"control-plane", "proxy", "proxy-arg"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("lab up --kubelet: --%s does not apply (the nodes run what is deployed on them)", f)
+					}
+				}
+				return upKubeletLab(ctx, cmd.OutOrStdout(), *name, o.Nodes, o.K8sBin, k)
+			}
 			o.Name, o.Progress = *name, cmd.OutOrStdout()
 			l, err := lab.Up(ctx, o)
 			if err != nil {
@@ -72,9 +81,10 @@ func labUpCommand(name *string) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 3, "number of nodes")
 	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", lab.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
-	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy (default $"+lab.EnvK8sBin+")")
+	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy; with --kubelet: of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl (default $"+lab.EnvK8sBin+")")
 	cmd.Flags().StringVar(&o.Proxy, "proxy", lab.ProxySvcnet, `the nodes' Service proxy: "`+lab.ProxySvcnet+`", or upstream kube-proxy "`+lab.ProxyKubeProxyNFTables+`" or "`+lab.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
 	cmd.Flags().StringSliceVar(&o.ProxyArgs, "proxy-arg", nil, "extra flag for every node's svcnet proxy (repeatable)")
+	k.addFlags(cmd)
 	return cmd
 }
 
@@ -83,7 +93,10 @@ func labDownCommand(name *string) *cobra.Command {
 		Use:   "down",
 		Short: "Remove the lab and everything it made (idempotent; also after a crash)",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return lab.Down(*name) },
+		RunE: func(*cobra.Command, []string) error {
+			// A cluster of real nodes first: it may run in the lab's namespaces.
+			return errors.Join(downKubeletLab(*name), lab.Down(*name))
+		},
 	}
 }
 

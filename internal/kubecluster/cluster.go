@@ -132,6 +132,22 @@ func (c *Cluster) start(ctx context.Context, cfg *config) error {
 			return err
 		}
 	}
+	if cfg.Scheduler {
+		if err := writeKubeconfig(filepath.Join(cfg.Dir, schedKubeconfigFile), c.URL, cr); err != nil {
+			return fmt.Errorf("kubecluster: %w", err)
+		}
+		_, err = c.launch(ctx, cfg.pickSched, 3, 0, func() (*component, error) {
+			if cfg.pickSched {
+				if err := pickPorts(&c.ports.Scheduler); err != nil {
+					return nil, err
+				}
+			}
+			return &component{name: schedName, argv: schedulerArgv(cfg, c.ports)}, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	return c.writeState()
 }
 

@@ -11,13 +11,14 @@ import (
 
 // Component names: also their log files' base names and their names in Dir/pids.
 const (
-	etcdName = "etcd"
-	apiName  = "kube-apiserver"
-	kcmName  = "kube-controller-manager"
+	etcdName  = "etcd"
+	apiName   = "kube-apiserver"
+	kcmName   = "kube-controller-manager"
+	schedName = "kube-scheduler"
 )
 
 // componentOrder is the start order (and reversed, the stop order).
-var componentOrder = []string{etcdName, apiName, kcmName}
+var componentOrder = []string{etcdName, apiName, kcmName, schedName}
 
 // component is one control-plane process: the command line it runs (the same on
 // every restart), how its readiness is checked, and the running process.
@@ -78,14 +79,16 @@ func apiServerArgv(c *config, p Ports) []string {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + c.ServiceClusterIPRange,
 		"--authorization-mode=RBAC",
-		// No kubelet and usually no serviceaccount controller: without this, Pods
-		// could not be created until a "default" ServiceAccount exists.
-		"--disable-admission-plugins=ServiceAccount",
 		// Without it a graceful stop waits for open watches until the HTTP server's
 		// shutdown timeout (60s); with it, watches are ended within this period.
 		"--shutdown-watch-termination-grace-period=2s",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+	}
+	if !c.ServiceAccounts {
+		// Usually no serviceaccount controller: without this, Pods could not be
+		// created until a "default" ServiceAccount exists.
+		argv = append(argv, "--disable-admission-plugins=ServiceAccount")
 	}
 	return append(argv, c.APIServerFlags...)
 }
@@ -101,6 +104,18 @@ func kcmArgv(c *config, p Ports) []string {
 		fmt.Sprintf("--secure-port=%d", p.ControllerManager),
 	}
 	return append(argv, c.ControllerManagerFlags...)
+}
+
+// schedulerArgv runs kube-scheduler, talking to the apiserver through the
+// kubeconfig Start writes for it, serving /healthz on loopback.
+func schedulerArgv(c *config, p Ports) []string {
+	argv := []string{filepath.Join(c.BinDir, "kube-scheduler"),
+		"--kubeconfig=" + filepath.Join(c.Dir, schedKubeconfigFile),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", p.Scheduler),
+	}
+	return append(argv, c.SchedulerFlags...)
 }
 
 // checkFor returns the readiness check of the component name, reading the
@@ -122,11 +137,16 @@ func (c *Cluster) checkFor(name string) func(ctx context.Context) error {
 		hc := httpClient(c.o.dialer(), pool)
 		return func(ctx context.Context) error { return checkHealth(ctx, hc, c.URL+"/readyz", c.Token) }
 	default:
-		// /healthz is in the controller manager's always-allowed paths: no
-		// credentials, so its self-signed certificate need not be verified.
+		// /healthz is in the controller manager's and the scheduler's
+		// always-allowed paths: no credentials, so their self-signed
+		// certificates need not be verified.
 		hc := httpClient(c.o.dialer(), nil)
 		return func(ctx context.Context) error {
-			return checkHealth(ctx, hc, fmt.Sprintf("https://127.0.0.1:%d/healthz", c.ports.ControllerManager), "")
+			port := c.ports.ControllerManager
+			if name == schedName {
+				port = c.ports.Scheduler
+			}
+			return checkHealth(ctx, hc, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), "")
 		}
 	}
 }

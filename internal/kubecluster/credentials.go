@@ -24,14 +24,15 @@ import (
 
 // Files under Dir.
 const (
-	tokensFile        = "tokens.csv"
-	saKeyFile         = "sa.key"
-	caFile            = "ca.crt"
-	certDir           = "certs"
-	servingCertFile   = "certs/apiserver.crt" // serving certificate, then its CA
-	servingKeyFile    = "certs/apiserver.key"
-	kubeconfigFile    = "kubeconfig"
-	kcmKubeconfigFile = "controller-manager.kubeconfig"
+	tokensFile          = "tokens.csv"
+	saKeyFile           = "sa.key"
+	caFile              = "ca.crt"
+	certDir             = "certs"
+	servingCertFile     = "certs/apiserver.crt" // serving certificate, then its CA
+	servingKeyFile      = "certs/apiserver.key"
+	kubeconfigFile      = "kubeconfig"
+	kcmKubeconfigFile   = "controller-manager.kubeconfig"
+	schedKubeconfigFile = "scheduler.kubeconfig"
 )
 
 // adminUser is the user (and uid) of the token in the token file; its group is

@@ -1,15 +1,17 @@
 // Package kubecluster runs a real Kubernetes control plane: etcd (Debian's
-// etcd-server), kube-apiserver and, on request, kube-controller-manager (built
-// from k8s.io/kubernetes by tools/k8s/build.sh). It is the one implementation of
-// starting, probing and stopping them: internal/kubetest wraps it for one test,
-// and the lab runs it as long-lived processes inside a lab network namespace.
+// etcd-server), kube-apiserver and, on request, kube-controller-manager and
+// kube-scheduler (built from k8s.io/kubernetes by tools/k8s/build.sh). It is the
+// one implementation of starting, probing and stopping them: internal/kubetest
+// wraps it for one test, the lab runs it as long-lived processes inside a lab
+// network namespace, and internal/nodecluster under real kubelets.
 //
 // Contract:
 //   - Everything a cluster owns lives under Options.Dir: etcd data, credentials
 //     (an admin token, a service-account key), the apiserver's serving certificate
-//     and its CA, kubeconfigs, one log per component (etcd.log, kube-apiserver.log,
-//     kube-controller-manager.log), the pids of the running components (Dir/pids)
-//     and what Attach needs to reconnect (Dir/cluster.json).
+//     and its CA, kubeconfigs, one log per component (etcd.log,
+//     kube-apiserver.log, kube-controller-manager.log, kube-scheduler.log), the
+//     pids of the running components (Dir/pids) and what Attach needs to
+//     reconnect (Dir/cluster.json).
 //   - How processes are started is the caller's: Options.Command (default
 //     exec.Command; the lab passes one that runs them inside its namespace), and
 //     how they are reached too: Options.Dial (readiness probes and Config).
@@ -28,5 +30,6 @@
 //     Service IP and the kubernetes.default names, so clients verify it whichever
 //     of those they dial.
 //
-// There is no kubelet, scheduler or kube-proxy: Pods never start.
+// There is no kubelet or kube-proxy: Pods never start here (internal/nodecluster
+// adds kubelets on real nodes).
 package kubecluster

@@ -14,7 +14,8 @@ const startErrorLines = 40
 
 // StartError is a component that did not start or become ready.
 type StartError struct {
-	// Component is "etcd", "kube-apiserver", "kube-controller-manager" (or
+	// Component is "etcd", "kube-apiserver", "kube-controller-manager",
+	// "kube-scheduler" (or
 	// "cluster" for a failure before any process started).
 	Component string
 	Err       error

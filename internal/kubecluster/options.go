@@ -21,11 +21,13 @@ type Ports struct {
 	APIServer            int
 	// ControllerManager is kube-controller-manager's --secure-port (its /healthz).
 	ControllerManager int
+	// Scheduler is kube-scheduler's --secure-port (its /healthz).
+	Scheduler int
 }
 
 // DefaultPorts are the conventional ports, for a control plane that has a network
 // namespace to itself.
-var DefaultPorts = Ports{EtcdClient: 2379, EtcdPeer: 2380, APIServer: 6443, ControllerManager: 10257}
+var DefaultPorts = Ports{EtcdClient: 2379, EtcdPeer: 2380, APIServer: 6443, ControllerManager: 10257, Scheduler: 10259}
 
 // DefaultControllers are the kube-controller-manager controllers started when
 // Options.Controllers is empty: what Services need (EndpointSlices from Pods, and
@@ -42,7 +44,8 @@ type Options struct {
 	// Dir holds everything the cluster owns (see the package doc); created if
 	// missing. Start reuses etcd data found there. Required.
 	Dir string
-	// BinDir holds kube-apiserver and, with ControllerManager, kube-controller-manager.
+	// BinDir holds kube-apiserver and, with ControllerManager and Scheduler,
+	// kube-controller-manager and kube-scheduler.
 	BinDir string
 	// EtcdBin is the etcd binary; default FindEtcd.
 	EtcdBin string
@@ -51,6 +54,14 @@ type Options struct {
 	// (default DefaultControllers).
 	ControllerManager bool
 	Controllers       []string
+	// ServiceAccounts keeps the ServiceAccount admission plugin on (it gives
+	// each Pod its service account and mounts its token), for a controller
+	// manager that runs the serviceaccount controller. Without it the plugin is
+	// off: Pods could not be created before a "default" ServiceAccount exists.
+	ServiceAccounts bool
+	// Scheduler also starts kube-scheduler (after the controller manager), which
+	// binds Pods to Nodes: for clusters with kubelets.
+	Scheduler bool
 
 	// ServiceClusterIPRange is --service-cluster-ip-range; default 10.96.0.0/12.
 	ServiceClusterIPRange string
@@ -82,6 +93,8 @@ type Options struct {
 	// (a repeated single-valued flag overrides the generated one).
 	APIServerFlags         []string
 	ControllerManagerFlags []string
+	// SchedulerFlags are appended to kube-scheduler's generated flags.
+	SchedulerFlags []string
 	// ReadyTimeout bounds the wait for each component to become ready; default 90s.
 	ReadyTimeout time.Duration
 }
@@ -100,8 +113,9 @@ const DefaultReadyTimeout = 90 * time.Second
 // config is Options with defaults applied and checked, plus what follows from them.
 type config struct {
 	Options
-	// pickEtcd, pickAPI, pickKCM: the component's ports are picked free per attempt.
-	pickEtcd, pickAPI, pickKCM bool
+	// pickEtcd, pickAPI, pickKCM, pickSched: the component's ports are picked
+	// free per attempt.
+	pickEtcd, pickAPI, pickKCM, pickSched bool
 }
 
 // withRunDefaults applies the defaults Attach and Start share.
@@ -146,6 +160,9 @@ func (o Options) forStart() (*config, error) {
 			o.Controllers = DefaultControllers
 		}
 	}
+	if o.Scheduler {
+		bins = append(bins, filepath.Join(o.BinDir, "kube-scheduler"))
+	}
 	for _, b := range bins {
 		if err := checkExecutable(b); err != nil {
 			return nil, fmt.Errorf("options: %w", err)
@@ -178,7 +195,8 @@ func (o Options) forStart() (*config, error) {
 	c.pickEtcd = p.EtcdClient == 0 || p.EtcdPeer == 0
 	c.pickAPI = p.APIServer == 0
 	c.pickKCM = o.ControllerManager && p.ControllerManager == 0
-	if custom && (c.pickEtcd || c.pickAPI || c.pickKCM) {
+	c.pickSched = o.Scheduler && p.Scheduler == 0
+	if custom && (c.pickEtcd || c.pickAPI || c.pickKCM || c.pickSched) {
 		return nil, fmt.Errorf("options: ports %+v: every port must be set with a custom Command (free ports are picked in the caller's namespace)", p)
 	}
 	return c, nil

@@ -121,7 +121,7 @@ func TestLocalURL(t *testing.T) {
 // that they exist).
 func fakeBins(t *testing.T) (etcd, binDir string) {
 	dir := t.TempDir()
-	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func fakeBins(t *testing.T) (etcd, binDir string) {
 func TestForStart(t *testing.T) {
 	etcd, bins := fakeBins(t)
 	custom := func(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
-	base := Options{Dir: "rel", BinDir: bins, EtcdBin: etcd, ControllerManager: true}
+	base := Options{Dir: "rel", BinDir: bins, EtcdBin: etcd, ControllerManager: true, Scheduler: true}
 
 	c, err := base.forStart()
 	if err != nil {
@@ -142,7 +142,7 @@ func TestForStart(t *testing.T) {
 		!slices.Equal(c.Controllers, DefaultControllers) || c.ReadyTimeout != DefaultReadyTimeout {
 		t.Errorf("defaults: %+v", c.Options)
 	}
-	if !c.pickEtcd || !c.pickAPI || !c.pickKCM {
+	if !c.pickEtcd || !c.pickAPI || !c.pickKCM || !c.pickSched {
 		t.Errorf("zero ports must be picked: %+v", c)
 	}
 
@@ -152,7 +152,7 @@ func TestForStart(t *testing.T) {
 		t.Errorf("custom Command with zero ports: err = %v", err)
 	}
 	o.Ports = DefaultPorts
-	if c, err := o.forStart(); err != nil || c.pickEtcd || c.pickAPI || c.pickKCM {
+	if c, err := o.forStart(); err != nil || c.pickEtcd || c.pickAPI || c.pickKCM || c.pickSched {
 		t.Errorf("custom Command with DefaultPorts: %+v, %v", c, err)
 	}
 

@@ -53,7 +53,7 @@ func kubeOptions(n Names, cp *netns.NS) kubecluster.Options {
 
 func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string) (*kubeCluster, error) {
 	// cp stays open as long as the cluster value: its dialer enters it.
-	cp, err := attach(fabric, n.Control(), "cp", ControlAddr, false)
+	cp, err := Attach(fabric, n.Control(), "cp", ControlAddr, false)
 	if err != nil {
 		return nil, err
 	}

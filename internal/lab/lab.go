@@ -171,20 +171,20 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	l := &Lab{names: n, info: info, unlock: unlock}
 
 	progress("fabric: namespace %s, bridge %s for the node network %s", n.Fabric(), fabricBridge, NodeNetwork)
-	fabric, err := makeFabric(n.Fabric())
+	fabric, err := MakeFabric(n.Fabric())
 	if err != nil {
 		return nil, err
 	}
 	defer fabric.Close()
 	progress("client: namespace %s, %s", n.Client(), ClientAddr)
-	client, err := attach(fabric, n.Client(), "client", ClientAddr, false)
+	client, err := Attach(fabric, n.Client(), "client", ClientAddr, false)
 	if err != nil {
 		return nil, err
 	}
 	client.Close()
 	for i := 1; i <= o.Nodes; i++ {
 		progress("node %s: namespace %s, %s, pods %s", NodeName(i), n.Node(i), NodeAddr(i), PodCIDR(i))
-		ns, err := attach(fabric, n.Node(i), NodeName(i), NodeAddr(i), true)
+		ns, err := Attach(fabric, n.Node(i), NodeName(i), NodeAddr(i), true)
 		if err != nil {
 			return nil, err
 		}

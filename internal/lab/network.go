@@ -18,11 +18,12 @@ const fabricBridge = "br0"
 // mtu of the node network.
 const mtu = 1500
 
-// makeFabric creates the fabric namespace with its bridge up. The bridge holds
+// MakeFabric creates the fabric namespace with its bridge up. The bridge holds
 // the node network's gateway address (.1), so that nodes have the default route a
 // real node has (a node's own connections to a ClusterIP are routed before they
-// are DNATed, and need a route to leave by); the fabric forwards nothing.
-func makeFabric(name string) (*netns.NS, error) {
+// are DNATed, and need a route to leave by); the lab's fabric forwards nothing
+// (internal/nodecluster turns forwarding on and routes pod CIDRs there).
+func MakeFabric(name string) (*netns.NS, error) {
 	ns, err := netns.Create(name)
 	if err != nil {
 		return nil, err
@@ -46,10 +47,10 @@ func makeFabric(name string) (*netns.NS, error) {
 	return ns, nil
 }
 
-// attach creates a namespace called name whose eth0 holds addr/24 on the fabric,
-// through a veth whose fabric end (port) is on the bridge. It also sets the
-// sysctls a node needs when forward is true.
-func attach(fabric *netns.NS, name, port string, addr netip.Addr, forward bool) (*netns.NS, error) {
+// Attach creates a namespace called name whose eth0 holds addr/24 on the fabric,
+// through a veth whose fabric end (port) is on the bridge, with the default
+// route via Gateway. It also sets the sysctls a node needs when forward is true.
+func Attach(fabric *netns.NS, name, port string, addr netip.Addr, forward bool) (*netns.NS, error) {
 	ns, err := netns.Create(name)
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func attach(fabric *netns.NS, name, port string, addr netip.Addr, forward bool) 
 		if forward {
 			// A node routes: to its pods, to other nodes' pods (--pod-routes), and
 			// NodePort traffic DNATed to another node's pod.
-			return sysctl("net/ipv4/ip_forward", "1")
+			return Sysctl("net/ipv4/ip_forward", "1")
 		}
 		return nil
 	})
@@ -115,9 +116,9 @@ func linkUp(name string) error {
 	return nil
 }
 
-// sysctl writes a sysctl of the calling thread's network namespace (call it inside
+// Sysctl writes a sysctl of the calling thread's network namespace (call it inside
 // NS.Do).
-func sysctl(key, value string) error {
+func Sysctl(key, value string) error {
 	if err := os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o644); err != nil {
 		return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
 	}

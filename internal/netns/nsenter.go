@@ -15,5 +15,12 @@ import (
 // stays private and vanishes with it). For a process that must stand in
 // another network namespace as a whole, such as svcnet's own CLI in a test.
 func CommandNetIn(ctx context.Context, name string, argv ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + filepath.Join(RunDir, name), "--"}, argv...)...)
+	a := NetInArgv(name, argv...)
+	return exec.CommandContext(ctx, a[0], a[1:]...)
+}
+
+// NetInArgv is the command line CommandNetIn runs, for callers that start
+// the process themselves (wrapped, or through another package).
+func NetInArgv(name string, argv ...string) []string {
+	return append([]string{"nsenter", "--net=" + filepath.Join(RunDir, name), "--"}, argv...)
 }
