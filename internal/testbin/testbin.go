@@ -29,15 +29,22 @@ func ModuleRoot() (string, error) {
 }
 
 // Build compiles ./cmd/svcnet of this module into out.
-func Build(out string) error {
+func Build(out string) error { return build(out, nil) }
+
+// BuildStatic compiles ./cmd/svcnet into out as `make image` does for the
+// container image: CGO_ENABLED=0, so it runs without a C library.
+func BuildStatic(out string) error { return build(out, []string{"CGO_ENABLED=0"}) }
+
+func build(out string, env []string) error {
 	root, err := ModuleRoot()
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/svcnet")
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/svcnet: %w\n%s", err, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%sgo build ./cmd/svcnet: %w\n%s", strings.Join(append(env, ""), " "), err, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
