@@ -20,8 +20,9 @@ build:
 # svcnet's container image, built without Docker (hack/mkimage, internal/image):
 # bin/svcnet static (CGO_ENABLED=0, the ldflags of `build`) at /usr/local/bin/svcnet
 # over a distroless-like base, tagged $(IMAGE_REPOSITORY):$(IMAGE_TAG) and
-# :latest, written to bin/svcnet-image.tar (a docker-archive: `ctr images import`,
-# `docker load`, `podman load`). IMAGE_IMPORT=SOCKET also imports it into the
+# :latest, written to bin/svcnet-image.tar (an OCI layout that is also a
+# docker-archive, as `docker save` writes: `ctr images import`, `docker load`,
+# `podman load`). IMAGE_IMPORT=SOCKET also imports it into the
 # containerd at SOCKET, namespace k8s.io (the kubelet's), with $(CTR). The
 # Dockerfile builds the same image with Docker or another builder.
 IMAGE_REPOSITORY ?= ghcr.io/svcnet/svcnet

@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 # fetches: the root filesystems of the node tier's images.
 packages=(etcd-server nftables conntrack iproute2 util-linux librsvg2-bin iptables
   runc debootstrap debian-archive-keyring)
+# gcc, libc6-dev: the node tier's pause image, upstream's pause.c linked static.
+packages+=(gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

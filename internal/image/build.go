@@ -39,9 +39,10 @@ type Builder struct {
 	Log io.Writer
 }
 
-// Tarball is a built image: a docker-archive file and what identifies it.
+// Tarball is a built image: an archive file (writeArchive) and what
+// identifies it.
 type Tarball struct {
-	// Path is the docker-archive file (in the cache unless copied).
+	// Path is the archive (in the cache unless copied).
 	Path string `json:"-"`
 	// Refs are the references the image is tagged with in the archive.
 	Refs []string `json:"refs"`
@@ -68,7 +69,7 @@ func (b *Builder) logf(format string, args ...any) {
 	}
 }
 
-// Build returns img as a docker-archive in the cache, building what the cache
+// Build returns img as an archive in the cache, building what the cache
 // lacks. Its key is the layers' uncompressed contents (read once to hash
 // them), the configuration and the references.
 func (b *Builder) Build(ctx context.Context, img Image) (Tarball, error) {

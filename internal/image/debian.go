@@ -15,7 +15,7 @@ import (
 
 // rootfsVersion is part of a Debian tree's cache key: bump it when the steps
 // that make the tree change.
-const rootfsVersion = "debootstrap/1"
+const rootfsVersion = "debootstrap/2"
 
 // Debian is a Debian root filesystem made by debootstrap: the variant's
 // packages plus Packages and their dependencies, from one suite.
@@ -139,11 +139,18 @@ func (b *Builder) DebianRootfs(ctx context.Context, d Debian) (string, error) {
 }
 
 // tidyRootfs removes what an image should not carry: downloaded packages,
-// package lists, the build host's name and resolver configuration.
+// package lists, the build host's name and resolver configuration; and what
+// differs from one build to the next of the same packages: the install logs
+// and ldconfig's auxiliary cache (time stamps), so that two builds from the
+// same mirror state give the same layer.
 func tidyRootfs(dir string) error {
-	debs, _ := filepath.Glob(filepath.Join(dir, "var/cache/apt/archives/*.deb"))
-	lists, _ := filepath.Glob(filepath.Join(dir, "var/lib/apt/lists/*_*"))
-	for _, p := range append(append(debs, lists...), filepath.Join(dir, "etc/resolv.conf"), filepath.Join(dir, "etc/hostname")) {
+	var remove []string
+	for _, pat := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*", "var/log/*.log", "var/log/apt/*.log"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		remove = append(remove, m...)
+	}
+	for _, p := range append(remove, filepath.Join(dir, "etc/resolv.conf"), filepath.Join(dir, "etc/hostname"),
+		filepath.Join(dir, "var/cache/ldconfig/aux-cache")) {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			return err
 		}

@@ -3,8 +3,10 @@
 // tree, single files with their modes, owners and file capabilities, or an
 // existing tar) plus a configuration (entrypoint, command, environment,
 // working directory, user) and the references it is tagged with. A Builder
-// writes it as a docker-archive, the format `ctr images import`, `docker load`
-// and `podman load` read, into a cache keyed by content.
+// writes it as an archive that is both an OCI image layout and a
+// docker-archive (as `docker save` writes since Docker 25), which `ctr images
+// import`, `docker load` and `podman load` read, into a cache keyed by
+// content.
 //
 // Builds are reproducible: layer entries are sorted, every time stamp is the
 // Unix epoch, owner names are dropped, and the configuration carries no build

@@ -56,7 +56,7 @@ const (
 // created afterwards answers from its endpoint.
 func TestDeployProxyServes(t *testing.T) {
 	netnstest.RequireRoot(t)
-	idx := indexManifests(t, readManifests(t, deployProxyDir))
+	idx := indexManifests(t, readProxyManifests(t))
 	var (
 		sa      corev1.ServiceAccount
 		role    rbacv1.ClusterRole

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -333,10 +334,19 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 	if spec.ServiceAccountName != proxyServiceAccount {
 		t.Errorf("serviceAccountName %q, want %q", spec.ServiceAccountName, proxyServiceAccount)
 	}
-	if len(spec.Containers) != 1 || len(spec.InitContainers) > 0 {
-		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
+	// Replacing kube-proxy, svcnet owns the conntrack sysctls: one privileged
+	// init container sets them; beside kube-proxy, kube-proxy does.
+	wantInit := 0
+	if kubeProxyPorts {
+		wantInit = 1
+	}
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != wantInit {
+		t.Fatalf("%d containers, %d init containers: want exactly one container and %d init containers", len(spec.Containers), len(spec.InitContainers), wantInit)
 	}
 	c := spec.Containers[0]
+	if wantInit == 1 {
+		checkProxyInitContainer(t, spec, spec.InitContainers[0], c)
+	}
 	if c.Image != proxyImage || c.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
 			c.Image, c.ImagePullPolicy, proxyImage, corev1.PullIfNotPresent)
@@ -370,6 +380,49 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 			t.Errorf("%s: host %q scheme %q, want the Pod's (node's) IP over HTTP", p.name, g.Host, g.Scheme)
 		}
 	}
+}
+
+// checkProxyInitContainer: the init container runs `svcnet proxy --init-only`
+// with the proxy's own --config and host name and nothing else; it is the one
+// privileged container (the conntrack sysctls need a writable /proc/sys) and
+// mounts only the configuration, read-only.
+func checkProxyInitContainer(t *testing.T, spec corev1.PodSpec, ic, proxy corev1.Container) {
+	argv := append(slices.Clone(ic.Command), ic.Args...)
+	want := []string{"svcnet", "proxy"}
+	for _, a := range append(slices.Clone(proxy.Command), proxy.Args...) {
+		if strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--hostname-override=") {
+			want = append(want, a)
+		}
+	}
+	want = append(want, "--init-only")
+	if !slices.Equal(argv, want) {
+		t.Errorf("init container %s: command %q, want %q", ic.Name, argv, want)
+	}
+	if ic.Image != proxy.Image || ic.ImagePullPolicy != proxy.ImagePullPolicy {
+		t.Errorf("init container %s: image %s (%s), want the proxy's %s (%s)", ic.Name, ic.Image, ic.ImagePullPolicy, proxy.Image, proxy.ImagePullPolicy)
+	}
+	if !reflect.DeepEqual(ic.Env, proxy.Env[:1]) || ic.Env[0].Name != "NODE_NAME" {
+		t.Errorf("init container %s: env %+v, want NODE_NAME only", ic.Name, ic.Env)
+	}
+	if sc := ic.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("init container %s: securityContext %+v, want privileged with a read-only root filesystem", ic.Name, sc)
+	}
+	var config corev1.VolumeMount
+	for _, m := range proxy.VolumeMounts {
+		if m.MountPath == "/etc/svcnet" {
+			config = m
+		}
+	}
+	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0] != config || !config.ReadOnly {
+		t.Errorf("init container %s: volume mounts %+v, want only the proxy's configuration %+v, read-only", ic.Name, ic.VolumeMounts, config)
+	}
+}
+
+func fmtDuration(d *metav1.Duration) string {
+	if d == nil {
+		return "<unset>"
+	}
+	return d.Duration.String()
 }
 
 func labelsMatch(sel, labels map[string]string) bool {
@@ -724,8 +777,15 @@ func checkProxyConfig(t *testing.T, cfg *kubeProxyConfiguration, kubeProxyPorts 
 	if cfg.NFTables.SyncPeriod.Duration != 30*time.Second || cfg.NFTables.MinSyncPeriod.Duration != time.Second {
 		t.Errorf("nftables syncPeriod %v minSyncPeriod %v, want 30s 1s", cfg.NFTables.SyncPeriod.Duration, cfg.NFTables.MinSyncPeriod.Duration)
 	}
-	if ct := cfg.Conntrack; ct.MaxPerCore == nil || *ct.MaxPerCore != 0 || ct.Min == nil || *ct.Min != 0 {
-		t.Errorf("conntrack maxPerCore %s min %s, want 0 0: the container cannot write /proc/sys", fmtPtr(ct.MaxPerCore), fmtPtr(ct.Min))
+	// Replacing kube-proxy: kube-proxy's conntrack settings (its init
+	// container sets them); beside it: none, kube-proxy sets them.
+	ct := cfg.Conntrack
+	wantCT := "32768 131072 24h0m0s 1h0m0s"
+	if !kubeProxyPorts {
+		wantCT = "0 0 0s 0s"
+	}
+	if got := fmt.Sprintf("%s %s %s %s", fmtPtr(ct.MaxPerCore), fmtPtr(ct.Min), fmtDuration(ct.TCPEstablishedTimeout), fmtDuration(ct.TCPCloseWaitTimeout)); got != wantCT {
+		t.Errorf("conntrack maxPerCore min tcpEstablishedTimeout tcpCloseWaitTimeout = %s, want %s", got, wantCT)
 	}
 	// Egress masquerade: on where svcnet replaces kube-proxy, off beside it
 	// (svcnet takes only the Services labelled for it there).
@@ -771,7 +831,9 @@ func splitBind(t *testing.T, field, addr string) (string, int) {
 // template goes through Pod admission the same way.
 func TestDeployProxyDryRun(t *testing.T) {
 	ms := readProxyManifests(t)
-	env := kubetest.Start(t, kubetest.Options{})
+	// --allow-privileged as on every kubeadm cluster (kube-proxy's own
+	// DaemonSet is privileged): the proxy's init container is.
+	env := kubetest.Start(t, kubetest.Options{APIServerFlags: []string{"--allow-privileged=true"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kubetest.Eventually(t, 30*time.Second, "namespace "+proxyNamespace, func() (bool, string) {
