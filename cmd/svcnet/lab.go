@@ -70,6 +70,10 @@ func labUpCommand(name *string) *cobra.Command {
 				}
 				return upKubeletLab(ctx, cmd.OutOrStdout(), *name, o.Nodes, o.K8sBin, k)
 			}
+			// A leftover cluster of real nodes of the name goes first, as a leftover lab does.
+			if err := downKubeletLab(*name); err != nil {
+				return err
+			}
 			o.Name, o.Progress = *name, cmd.OutOrStdout()
 			l, err := lab.Up(ctx, o)
 			if err != nil {

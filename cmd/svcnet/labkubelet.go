@@ -56,6 +56,12 @@ func upKubeletLab(ctx context.Context, out io.Writer, name string, nodes int, k8
 	if err != nil {
 		return fmt.Errorf("lab up --kubelet: the CNI plugin (this binary): %w", err)
 	}
+	// A leftover lab of the name goes first (its namespaces would be taken
+	// for the cluster's, its files would stay); nodecluster.Up removes a
+	// leftover cluster of real nodes itself.
+	if err := lab.Down(name); err != nil {
+		return fmt.Errorf("lab up --kubelet: leftover lab %s: %w", name, err)
+	}
 	dir := kubeletLabDir(name)
 	start := time.Now()
 	c, err := nodecluster.Up(ctx, nodecluster.Options{

@@ -10,11 +10,14 @@ import (
 )
 
 // PidsIn returns the processes whose network namespace is the one at path (a bind
-// mount under RunDir, or any nsfs path), never the calling process: its main
-// thread may be one that ran Do and was retired inside some namespace (the
-// runtime wedges the main thread rather than end it), which /proc/PID/ns/net
-// then shows, though the process lives in its own. Processes that exit during
-// the scan are skipped. It never enters the namespace.
+// mount under RunDir, or any nsfs path): every thread of theirs is in it. Never
+// the calling process, nor a visitor: a Go program's main thread may be one
+// that ran Do and was retired inside some namespace (the runtime wedges the
+// main thread rather than end it), which /proc/PID/ns/net then shows, though
+// the process and its other threads live in their own; so a process is
+// listed only when none of its threads is elsewhere (a test process that
+// dialed into a lab must not be taken for one of the lab's). Processes that
+// exit during the scan are skipped. It never enters the namespace.
 func PidsIn(path string) ([]int, error) {
 	var want unix.Stat_t
 	if err := unix.Stat(path, &want); err != nil {
@@ -35,11 +38,30 @@ func PidsIn(path string) ([]int, error) {
 		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &st) != nil {
 			continue
 		}
-		if st.Dev == want.Dev && st.Ino == want.Ino {
+		if st.Dev == want.Dev && st.Ino == want.Ino && threadsIn(e.Name(), want) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids, nil
+}
+
+// threadsIn reports whether no thread of process pid is in a network
+// namespace other than want (threads that exit meanwhile are not counted).
+func threadsIn(pid string, want unix.Stat_t) bool {
+	tasks, err := os.ReadDir(filepath.Join("/proc", pid, "task"))
+	if err != nil {
+		return true // the process is gone or hides its threads: its main thread decides
+	}
+	for _, t := range tasks {
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", pid, "task", t.Name(), "ns", "net"), &st) != nil {
+			continue
+		}
+		if st.Dev != want.Dev || st.Ino != want.Ino {
+			return false
+		}
+	}
+	return true
 }
 
 // Names returns the names of the namespaces bind-mounted under RunDir.

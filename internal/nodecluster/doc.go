@@ -36,6 +36,19 @@
 // register them. Images are imported into each node's containerd
 // (`ctr -n k8s.io images import`); nothing is pulled.
 //
+// What this machine kind needs, and how it is given (see also REAL-NODE.md):
+// cgroup v1 controllers beside cgroup2 (failCgroupV1: false, the cgroupfs
+// driver, which containerd reports to the kubelet); no CAP_SYS_RESOURCE
+// (containerd's restrict_oom_score_adj); no swap accounting (failSwapOn:
+// false); global kernel settings the kubelet would write (each node is shown
+// the values it wants, read-only: protectKernelDefaults: true). The apiserver
+// reaches kubelets by InternalIP only, never by a name the host's resolver
+// would look up; a node's resolv.conf names the lab's gateway, where no name
+// server answers, so no query leaves the lab. Each cluster uses about 23
+// inotify instances (5 per kubelet, 2 per containerd) of the host's
+// fs.inotify.max_user_instances (128 for all of root's processes): a kubelet
+// that finds none left fails to start.
+//
 // Contract: nothing is created in the host's network namespace, and nothing
 // is mounted in the host's mount namespace. Down removes every namespace,
 // cgroup, process and file the cluster made, from its name and directory

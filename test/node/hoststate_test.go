@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/procfs"
 )
 
 // hostPaths are the fixed paths a node's containerd, runc, kubelet and CNI
@@ -26,8 +28,10 @@ var hostSysctls = []string{
 
 // hostState is what a node cluster must leave as it found it in the host's
 // namespaces: addresses, routes, rules and the nftables ruleset of the host's
-// network namespace, the global kernel settings, and which of hostPaths
-// exist (a "/run/netns/cni-" entry stands for any namespace of that prefix).
+// network namespace, the mounts of the host's mount namespace (but those of
+// named network namespaces, which other tests on the machine make and remove),
+// the global kernel settings, and which of hostPaths exist (a
+// "/run/netns/cni-" entry stands for any namespace of that prefix).
 func hostState(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
@@ -37,6 +41,15 @@ func hostState(t *testing.T) string {
 			t.Fatalf("%v: %v: %s", argv, err, out)
 		}
 		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
+	}
+	mounts, err := procfs.GetMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if !strings.HasPrefix(m.MountPoint, "/run/netns/") {
+			fmt.Fprintf(&b, "mount %s %s %s\n", m.MountPoint, m.FSType, m.Source)
+		}
 	}
 	for _, k := range hostSysctls {
 		v, err := os.ReadFile("/proc/sys/" + k)

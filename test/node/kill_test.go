@@ -40,10 +40,12 @@ type helperOptions struct {
 const helperRunning = "HELPER: pods running"
 
 // The harness killed with kill -9, once while the nodes' runtimes start and
-// once with a Pod running on each node, then Down: no namespace, cgroup,
-// process, mount or file of the cluster is left (nodecluster.Leftovers, and
-// every process the cluster had, shims and containers included, gone), and
-// the host's state is as it was (hostState). Down is idempotent.
+// once with a Pod running on each node, then Down (the second time after an
+// Up of the same name, which must start over the leftover, with none of the
+// killed cluster's processes left, shims and containers included): no namespace, cgroup, process, mount or
+// file of the cluster is left (nodecluster.Leftovers, and every process the
+// cluster had, shims and containers included, gone), and the host's state is
+// as it was (hostState). Down is idempotent.
 func TestDownAfterKill(t *testing.T) {
 	etcd, k8sBin, containerdBin := nodetest.Binaries(t)
 	pause, agnhost := testImages(t)
@@ -54,13 +56,16 @@ func TestDownAfterKill(t *testing.T) {
 		// podsRunning: Pods ran, so containerd's shims and the containers
 		// must outlive the helper (what only the cgroup finds).
 		podsRunning bool
+		// upAgain: recover with an Up of the same name and directory (which
+		// removes the leftover first), then Down; otherwise Down alone.
+		upAgain bool
 	}{
 		{"while the runtimes start", func(ctx context.Context, dir string, _ <-chan string) error {
 			return waitFile(ctx, filepath.Join(dir, "nodes", "node2", "containerd.log"))
-		}, false},
+		}, false, false},
 		{"with pods running", func(ctx context.Context, _ string, lines <-chan string) error {
 			return waitLine(ctx, lines, helperRunning)
-		}, true},
+		}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -119,6 +124,27 @@ func TestDownAfterKill(t *testing.T) {
 				t.Errorf("no containerd shim outlived the harness (%v): the test no longer covers what only the cgroup finds", survivors)
 			}
 
+			if tc.upAgain {
+				start := time.Now()
+				c, err := nodecluster.Up(ctx, nodecluster.Options{
+					Name: o.Name, Dir: o.Dir, Nodes: 1, K8sBin: o.K8sBin, ContainerdBin: o.ContainerdBin,
+					EtcdBin: o.EtcdBin, CNIPlugin: o.CNIPlugin, Images: []string{pause},
+				})
+				if err != nil {
+					t.Fatalf("up over the leftover: %v", err)
+				}
+				t.Logf("up over the leftover in %v", time.Since(start).Round(100*time.Millisecond))
+				for _, p := range pids {
+					if c := commOf(p); c != "" {
+						t.Errorf("process %d (%s) of the killed cluster runs on after a new Up", p, c)
+					}
+				}
+				if n, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil || len(n.Items) != 1 {
+					t.Errorf("the new cluster: %v, %v", n, err)
+				}
+				pids = append(pids, mustPids(t, o.Name)...)
+				c.Close()
+			}
 			start := time.Now()
 			if err := nodecluster.Down(o.Name, o.Dir); err != nil {
 				t.Fatalf("down: %v", err)
@@ -190,6 +216,15 @@ func runKilledHelper(spec string) error {
 	fmt.Println(helperRunning)
 	time.Sleep(10 * time.Minute) // until killed
 	return errors.New("not killed within 10 minutes")
+}
+
+func mustPids(t *testing.T, name string) []int {
+	t.Helper()
+	pids, err := nodecluster.Pids(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
 }
 
 func waitLine(ctx context.Context, lines <-chan string, want string) error {

@@ -21,7 +21,11 @@ func TestLabUpKubelet(t *testing.T) {
 	svcnet := svcnetBin(t)
 	name := nodetest.Name()
 	dir := "/var/tmp/svcnet-lab." + name
-	t.Cleanup(func() { _ = nodecluster.Down(name, dir) })
+	t.Cleanup(func() {
+		_ = nodecluster.Down(name, dir)
+		// lab up --kubelet and lab down take the lab's lock file, as for every lab.
+		_ = os.Remove("/run/svcnet/lab/" + name + ".lock")
+	})
 	before := hostState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -69,6 +73,4 @@ func TestLabUpKubelet(t *testing.T) {
 		}
 	}
 	checkHostState(t, before)
-	// lab down holds the lab's lock file, as for every lab.
-	_ = os.Remove("/run/svcnet/lab/" + name + ".lock")
 }
