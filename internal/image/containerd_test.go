@@ -17,11 +17,13 @@ import (
 )
 
 // testContainerd is a containerd (tools/containerd, v2) of the test's own:
-// its root, state and socket in a temporary directory, run by unshare in new
-// mount, network and PID namespaces (its overlay mounts, the shims and the
+// its root, state, socket and fifos in a temporary directory, run by unshare
+// in new mount (with a tmpfs on /run), network and PID namespaces (its overlay mounts, the shims and the
 // containers go with it), with the CRI and NRI plugins off.
 type testContainerd struct {
 	ctr, socket string
+	// fifos is ctr run's --fifo-dir (ctr's default is /run/containerd/fifo).
+	fifos string
 }
 
 func startContainerd(t *testing.T, ctx context.Context) *testContainerd {
@@ -42,8 +44,22 @@ func startContainerd(t *testing.T, ctx context.Context) *testContainerd {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Fatalf("runc: %v (hack/install-deps.sh installs it)", err)
 	}
+	// containerd's fixed host paths: the test must not create them.
+	var absent []string
+	for _, p := range []string{"/run/containerd", "/run/nri", "/var/lib/containerd", "/opt/containerd"} {
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			absent = append(absent, p)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range absent {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s exists after the test's containerd: it must keep its files to itself", p)
+			}
+		}
+	})
 	dir := t.TempDir()
-	c := &testContainerd{ctr: filepath.Join(bin, "ctr"), socket: filepath.Join(dir, "containerd.sock")}
+	c := &testContainerd{ctr: filepath.Join(bin, "ctr"), socket: filepath.Join(dir, "containerd.sock"), fifos: filepath.Join(dir, "fifo")}
 	cfg := fmt.Sprintf(`version = 3
 root = %q
 state = %q
@@ -61,7 +77,11 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 		t.Fatal(err)
 	}
 	defer log.Close()
+	// containerd and its shims keep fixed paths under /run (/run/containerd/s
+	// for the shims' sockets, /run/containerd/runc for runc's state): a tmpfs
+	// of the namespace's own holds them, so nothing is made on the host.
 	cmd := exec.Command("unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
+		"sh", "-c", `mount -t tmpfs -o mode=0755 tmpfs /run && exec "$@"`, "sh",
 		filepath.Join(bin, "containerd"), "--config", filepath.Join(dir, "config.toml"))
 	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 	cmd.Stdout, cmd.Stderr = log, log
@@ -104,7 +124,7 @@ func (c *testContainerd) run(ctx context.Context, args ...string) (string, error
 // container of image with its own network namespace and no cgroup (the test
 // makes none on the host), and returns its output.
 func (c *testContainerd) container(ctx context.Context, image, id string, argv ...string) (string, error) {
-	return c.run(ctx, append([]string{"run", "--rm", "--cgroup=", image, id}, argv...)...)
+	return c.run(ctx, append([]string{"run", "--rm", "--cgroup=", "--fifo-dir", c.fifos, image, id}, argv...)...)
 }
 
 // TestImagesRunInContainerd (root) builds svcnet's image and the test images,
