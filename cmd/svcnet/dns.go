@@ -33,6 +33,7 @@ type dnsOptions struct {
 	upstreams   []string
 	metricsAddr string
 	syncTimeout time.Duration
+	configMap   string
 	verbosity   int
 }
 
@@ -44,7 +45,10 @@ func newDNSCommand() *cobra.Command {
 		Long: `svcnet dns answers the cluster's DNS names (<svc>.<ns>.svc.<zone>, headless
 Services' endpoints, SRV for named ports, PTR, ExternalName CNAMEs, pod
 records) from the same model as svcnet proxy, on UDP and TCP. Names outside
-the zone go to the --upstream resolvers, or get REFUSED when there are none.
+the zone go to the --upstream resolvers, or get REFUSED when there are none;
+with a cluster as the source, the kube-dns ConfigMap (--config-map) can
+forward domains elsewhere (stubDomains) and replace them
+(upstreamNameservers), as with kube-dns.
 Until the source of state has synced, names in the zone get SERVFAIL (an
 error is logged every --sync-timeout while it lasts). It serves Prometheus
 /metrics and /healthz (200 once synced) on --metrics-bind-address.`,
@@ -57,6 +61,7 @@ error is logged every --sync-timeout while it lasts). It serves Prometheus
 	fs.StringVar(&o.zone, "zone", dns.DefaultZone, "the cluster domain")
 	fs.Uint32Var(&o.ttl, "ttl", dns.DefaultTTL, "TTL of the zone's records, in seconds")
 	fs.StringArrayVar(&o.upstreams, "upstream", nil, "resolver (IP or IP:port) for names outside the zone, or a resolv.conf path (e.g. /etc/resolv.conf) whose nameservers are used; repeat for more, tried in order (none: such names get REFUSED)")
+	fs.StringVar(&o.configMap, "config-map", defaultKubeDNSConfigMap, `with a cluster as the source: the kube-dns ConfigMap (NAMESPACE/NAME) whose stubDomains and upstreamNameservers apply while it exists, as kube-dns reads them ("" ignores it)`)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", defaultDNSMetricsAddr, `address:port for /metrics and /healthz ("" disables)`)
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", dns.DefaultSyncTimeout, "how long to wait for the source's first sync before logging errors (names in the zone get SERVFAIL until it comes)")
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
@@ -95,7 +100,7 @@ func (o *dnsOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	src, err := o.source(store, log)
+	src, err := o.source(store, srv, log)
 	if err != nil {
 		return err
 	}
@@ -116,13 +121,26 @@ func (o *dnsOptions) run(cmd *cobra.Command) error {
 // kube source waits for its first sync as long as it takes (the server
 // answers SERVFAIL meanwhile); it watches no Pods, as pod records are served
 // without checking the Pod exists ("pods insecure").
-func (o *dnsOptions) source(store *model.Store, log klog.Logger) (func(context.Context) error, error) {
+func (o *dnsOptions) source(store *model.Store, srv *dns.Server, log klog.Logger) (func(context.Context) error, error) {
 	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
 			return nil, err
 		}
-		return kube.New(client, store, kube.Options{AllServices: true, Logger: log}).Run, nil
+		run := kube.New(client, store, kube.Options{AllServices: true, Logger: log}).Run
+		if o.configMap == "" {
+			return run, nil
+		}
+		ns, name, err := parseConfigMapRef(o.configMap)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return run(gctx) })
+			g.Go(func() error { return watchKubeDNSConfigMap(gctx, client, ns, name, srv, log) })
+			return g.Wait()
+		}, nil
 	}
 	cp, err := o.state.controlPlaneConfig()
 	if err != nil {

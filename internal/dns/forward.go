@@ -20,18 +20,17 @@ const (
 
 // forwarder sends questions outside the zone to upstream resolvers.
 type forwarder struct {
-	upstreams []string // IP:port, tried in order
-	timeout   time.Duration
+	timeout time.Duration
 }
 
-// forward asks the upstreams, in order, req's question and returns the first
+// forward asks upstreams (IP:port), in order, req's question and returns the first
 // answer received, whatever its rcode, with req's ID and question. Each is
 // asked over UDP (EDNS0, buffer forwardUDPSize, req's DO and CD bits), and
 // again over TCP when the UDP answer is truncated. An upstream that does not
 // answer within the timeout, or answers another question, is skipped; when
 // none answers, forward returns every upstream's error. It stops when ctx
 // ends.
-func (f *forwarder) forward(ctx context.Context, req *dns.Msg) (*dns.Msg, error) {
+func (f *forwarder) forward(ctx context.Context, req *dns.Msg, upstreams []string) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.Id = dns.Id()
 	m.Opcode = dns.OpcodeQuery
@@ -44,7 +43,7 @@ func (f *forwarder) forward(ctx context.Context, req *dns.Msg) (*dns.Msg, error)
 	}
 	m.SetEdns0(forwardUDPSize, do)
 	var errs []error
-	for _, up := range f.upstreams {
+	for _, up := range upstreams {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
 			break

@@ -62,10 +62,11 @@ func (s *Server) answer(req *dns.Msg) *dns.Msg {
 	} else if _, ours := s.outside.Answer(req); ours {
 		return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
 	}
-	if s.forwarder == nil {
+	ups := s.fwd.Load().route(dns.CanonicalName(req.Question[0].Name))
+	if len(ups) == 0 {
 		return new(dns.Msg).SetRcode(req, dns.RcodeRefused)
 	}
-	resp, err := s.forwarder.forward(s.baseCtx, req)
+	resp, err := s.forwarder.forward(s.baseCtx, req, ups)
 	if err != nil {
 		s.log.V(2).Info("Forwarding failed", "question", questionString(req), "error", err)
 		return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)

@@ -29,6 +29,10 @@ type Server struct {
 	log       klog.Logger
 	metrics   *Metrics
 	forwarder *forwarder
+	// base is the forwarding of the configuration (Upstreams); fwd the one in
+	// force (SetForwarding).
+	base Forwarding
+	fwd  atomic.Pointer[Forwarding]
 
 	// view is the zone being served; nil until the source has synced.
 	view atomic.Pointer[zone.View]
@@ -61,10 +65,23 @@ func NewServer(cfg ServerConfig, store *model.Store) (*Server, error) {
 		started: make(chan struct{}),
 		baseCtx: context.Background(),
 	}
-	if len(ups) > 0 {
-		s.forwarder = &forwarder{upstreams: ups, timeout: forwardTimeout}
-	}
+	s.forwarder = &forwarder{timeout: forwardTimeout}
+	s.base = Forwarding{Upstreams: ups}
+	s.fwd.Store(&s.base)
 	return s, nil
+}
+
+// Base returns the forwarding the configuration gives (its Upstreams).
+func (s *Server) Base() Forwarding { return s.base }
+
+// SetForwarding replaces where names outside the zone go, from the next
+// query on (queries in flight finish with the old one); nil restores Base.
+func (s *Server) SetForwarding(f *Forwarding) {
+	if f == nil {
+		f = &s.base
+	}
+	s.fwd.Store(f)
+	s.log.Info("Forwarding", "to", f.String())
 }
 
 // Addr returns the address the server listens on (the same port on UDP and

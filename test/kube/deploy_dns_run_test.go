@@ -22,8 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/dns/dnstest"
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
@@ -54,10 +56,13 @@ func TestDeployDNSServes(t *testing.T) {
 		binding rbacv1.ClusterRoleBinding
 		svc     corev1.Service
 		d       appsv1.Deployment
+		cmRole  rbacv1.Role
+		cmBind  rbacv1.RoleBinding
 	)
 	if !idx.get(t, "ServiceAccount", dnsNamespace, dnsName, &sa) || !idx.get(t, "ClusterRole", "", dnsName, &role) ||
 		!idx.get(t, "ClusterRoleBinding", "", dnsName, &binding) || !idx.get(t, "Service", dnsNamespace, dnsServiceName, &svc) ||
-		!idx.get(t, "Deployment", dnsNamespace, dnsName, &d) {
+		!idx.get(t, "Deployment", dnsNamespace, dnsName, &d) || !idx.get(t, "Role", dnsNamespace, dnsName, &cmRole) ||
+		!idx.get(t, "RoleBinding", dnsNamespace, dnsName, &cmBind) {
 		t.FailNow()
 	}
 	bin := filepath.Join(t.TempDir(), "svcnet")
@@ -90,6 +95,14 @@ func TestDeployDNSServes(t *testing.T) {
 		}},
 		{"Service", func() error {
 			_, err := c.CoreV1().Services(dnsNamespace).Create(ctx, &svc, metav1.CreateOptions{})
+			return err
+		}},
+		{"Role", func() error {
+			_, err := c.RbacV1().Roles(dnsNamespace).Create(ctx, &cmRole, metav1.CreateOptions{})
+			return err
+		}},
+		{"RoleBinding", func() error {
+			_, err := c.RbacV1().RoleBindings(dnsNamespace).Create(ctx, &cmBind, metav1.CreateOptions{})
 			return err
 		}},
 	}
@@ -156,6 +169,52 @@ func TestDeployDNSServes(t *testing.T) {
 			return err
 		})
 	}
+	checkKubeDNSConfigMap(ctx, t, c, ns, proc, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(containerPort(container, svc.Spec.Ports[0].TargetPort))))
+}
+
+// checkKubeDNSConfigMap: the kube-dns ConfigMap's stubDomains take effect
+// while it exists, read with nothing but deploy/dns's RBAC (its Role on that
+// one ConfigMap), and stop when it is deleted. The stub domain's server is a
+// fake in the Pod's own network namespace.
+func checkKubeDNSConfigMap(ctx context.Context, t *testing.T, c kubernetes.Interface, ns *netns.NS, proc *podProcess, server netip.AddrPort) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := ns.Do(func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", "127.0.0.1:0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dnstest.Serve(t, dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg).SetReply(req)
+		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.IPv4(1, 1, 1, 1)}}
+		_ = w.WriteMsg(m)
+	}), pc, nil)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
+		Data:       map[string]string{"stubDomains": fmt.Sprintf(`{"acme.local": [%q]}`, pc.LocalAddr().String())},
+	}
+	if _, err := c.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ConfigMap kube-system/kube-dns: %v", err)
+	}
+	waitFor(t, proc, "abc.acme.local A from the stub domain's server", func() error {
+		got, err := exchangeA(ctx, netns.Dialer(ns), "udp", server, "abc.acme.local.")
+		if err == nil && !slices.Equal(got, []string{"1.1.1.1"}) {
+			err = fmt.Errorf("answered %q, want [1.1.1.1]", got)
+		}
+		return err
+	})
+	if err := c.CoreV1().ConfigMaps("kube-system").Delete(ctx, "kube-dns", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, proc, "abc.acme.local no longer forwarded to the stub once the ConfigMap is gone", func() error {
+		got, err := exchangeA(ctx, netns.Dialer(ns), "udp", server, "abc.acme.local.")
+		if err == nil {
+			return fmt.Errorf("answered %q", got)
+		}
+		return nil
+	})
 }
 
 // podProcess is a process started by runInPod.
