@@ -19,7 +19,7 @@ type Selection struct {
 // that is not [Disruptive], [Feature:…], [Flaky], written for one cloud
 // provider, or for an [Alpha] feature gate (off by default). [Beta] gates are
 // on by default, so their specs run. [Serial] specs run in a second pass, one
-// at a time. With Kubernetes v1.36.3's e2e.test: 136 specs.
+// at a time. With Kubernetes v1.36.3's e2e.test: 137 specs.
 var Network = Selection{
 	Focus: `\[sig-network\]`,
 	Skip:  `\[Disruptive\]|\[Feature:[^\]]*\]|\[Flaky\]|\[Provider:[^\]]*\]|\[Alpha\]`,
