@@ -84,10 +84,11 @@ test-node: deps node-tools
 # (nftables) + CoreDNS, both on svcnet's CNI; prints each spec's two outcomes,
 # then "svcnet: P passed, F failed, S skipped" and the same for
 # kube-proxy+coredns, and fails on a difference test/node/conformance/
-# differences.md does not list (TestConformance; an hour or more).
+# differences.md does not list (TestConformance; about an hour). Each pass's
+# ginkgo output and reports stay in bin/conformance/.
 CONFORMANCE_PROCS ?= 4
 conformance: deps node-tools build
-	SVCNET_CONFORMANCE=1 SVCNET_CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) SVCNET_REQUIRE_ROOT=1 \
+	SVCNET_CONFORMANCE=1 SVCNET_CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) SVCNET_CONFORMANCE_OUT=$(CURDIR)/bin/conformance SVCNET_REQUIRE_ROOT=1 \
 	  SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
 	  $(GO) test -count=1 -timeout 8h -run '^TestConformance$$' -v ./test/node
 

@@ -23,6 +23,10 @@ const (
 	envConformance = "SVCNET_CONFORMANCE"
 	// envProcs is ginkgo's --procs for the parallel pass; default 4.
 	envProcs = "SVCNET_CONFORMANCE_PROCS"
+	// envOut, when set, is a directory that keeps each pass's ginkgo output,
+	// JSON report and JUnit files (SIDE-PASS.*) after the run; default: the
+	// test's temporary directory, removed with it.
+	envOut = "SVCNET_CONFORMANCE_OUT"
 )
 
 // differencesFile lists every spec that does not pass on both sides.
@@ -50,7 +54,12 @@ func runSuite(t *testing.T, ctx context.Context, c *nodecluster.Cluster, side st
 		}
 		procs = n
 	}
-	dir := t.TempDir()
+	dir := os.Getenv(envOut)
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var reports [][]conformance.Result
 	for _, pass := range []struct {
 		name  string
@@ -62,6 +71,10 @@ func runSuite(t *testing.T, ctx context.Context, c *nodecluster.Cluster, side st
 	} {
 		report := filepath.Join(dir, side+"-"+pass.name+".json")
 		logPath := filepath.Join(dir, side+"-"+pass.name+".log")
+		// An earlier run's report must not stand in for this one's.
+		if err := os.Remove(report); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 		logf, err := os.Create(logPath)
 		if err != nil {
 			t.Fatal(err)
