@@ -88,9 +88,9 @@ test-node: deps node-tools
 # ginkgo output and reports stay in bin/conformance/.
 CONFORMANCE_PROCS ?= 4
 conformance: deps node-tools build
-	SVCNET_CONFORMANCE=1 SVCNET_CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) SVCNET_CONFORMANCE_OUT=$(CURDIR)/bin/conformance SVCNET_REQUIRE_ROOT=1 \
+	SVCNET_CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) SVCNET_CONFORMANCE_OUT=$(CURDIR)/bin/conformance SVCNET_REQUIRE_ROOT=1 \
 	  SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
-	  $(GO) test -count=1 -timeout 8h -run '^TestConformance$$' -v ./test/node
+	  $(GO) test -tags conformance -count=1 -timeout 8h -run '^TestConformance$$' -v ./test/node
 
 # Unit tier only: no root, no control plane, seconds.
 unit:

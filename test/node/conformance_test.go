@@ -17,10 +17,6 @@ import (
 
 // Environment of the side-by-side run (`make conformance`).
 const (
-	// envConformance=1 runs TestConformance; without it the test skips (it
-	// takes an hour or more: `make test` runs the [Conformance] specs only,
-	// in TestSvcnet).
-	envConformance = "SVCNET_CONFORMANCE"
 	// envProcs is ginkgo's --procs for the parallel pass; default 4.
 	envProcs = "SVCNET_CONFORMANCE_PROCS"
 	// envOut, when set, is a directory that keeps each pass's ginkgo output,
@@ -28,9 +24,6 @@ const (
 	// test's temporary directory, removed with it.
 	envOut = "SVCNET_CONFORMANCE_OUT"
 )
-
-// differencesFile lists every spec that does not pass on both sides.
-const differencesFile = "conformance/differences.md"
 
 // suiteTimeout bounds one ginkgo pass.
 const suiteTimeout = 3 * time.Hour
@@ -185,61 +178,4 @@ func between(s, from, to string) string {
 	_, rest, _ := strings.Cut(s, from)
 	v, _, _ := strings.Cut(rest, to)
 	return v
-}
-
-// TestConformance is `make conformance`: Kubernetes' own sig-network suite
-// (conformance.Network: every [sig-network] spec that is not [Disruptive],
-// [Feature:…], [Flaky] or provider-specific; [Serial] ones in a second pass)
-// on two fresh 3-node clusters in turn, one networked by svcnet (proxy, dns,
-// cni, lb) and one by upstream kube-proxy + CoreDNS on svcnet's CNI. It
-// prints each spec's two outcomes and the two summary lines, and fails on a
-// spec that does not pass on both sides and is not in differences.md with
-// exactly its outcomes, on a stale entry there, on a spec svcnet fails that
-// kube-proxy + CoreDNS pass, and on fewer passes for svcnet.
-func TestConformance(t *testing.T) {
-	if os.Getenv(envConformance) != "1" {
-		t.Skipf("%s=1 runs the side-by-side sig-network suite (make conformance)", envConformance)
-	}
-	nodetest.RequireTier(t)
-	known := readDifferences(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*suiteTimeout+time.Hour)
-	defer cancel()
-	images := allImages(t)
-
-	var svcnet, upstream []conformance.Result
-	t.Run("svcnet", func(t *testing.T) {
-		c := nodetest.Up(t, ctx, nodecluster.Options{Images: images})
-		deploySvcnet(t, ctx, c)
-		svcnet = runSuite(t, ctx, c, conformance.SideSvcnet, conformance.Network)
-	})
-	t.Run("kube-proxy+coredns", func(t *testing.T) {
-		c := nodetest.Up(t, ctx, nodecluster.Options{Images: images})
-		deployUpstream(t, ctx, c)
-		upstream = runSuite(t, ctx, c, conformance.SideUpstream, conformance.Network)
-	})
-	if svcnet == nil || upstream == nil {
-		t.Fatal("a side did not run")
-	}
-	v := conformance.Compare(svcnet, upstream, known)
-	var out strings.Builder
-	_ = v.Write(&out, true)
-	fmt.Print(out.String()) // the run's result, also without -v
-	for _, p := range v.Problems {
-		t.Error(p)
-	}
-}
-
-// readDifferences reads the checked-in list of known differences.
-func readDifferences(t *testing.T) []conformance.Entry {
-	t.Helper()
-	f, err := os.Open(differencesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	es, err := conformance.ParseDifferences(f, differencesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return es
 }
