@@ -70,7 +70,9 @@ node-tools: containerd
 lint: deps
 	@unformatted=$$(gofmt -l cmd internal); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags conformance ./test/node
 	$(TOOLS)/staticcheck ./...
+	$(TOOLS)/staticcheck -tags conformance ./test/node
 
 # The node tier alone: real kubelets and containerd on nodes made of network
 # namespaces (internal/nodecluster, test/node; about a minute).
