@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,12 +17,10 @@ import (
 
 	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
 	"github.com/svcnet/svcnet/internal/kubetest"
@@ -72,72 +69,15 @@ func TestDeployDNSServes(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	kubetest.Eventually(t, 30*time.Second, "namespace "+dnsNamespace, func() (bool, string) {
-		_, err := env.Client.CoreV1().Namespaces().Get(ctx, dnsNamespace, metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
 	c := env.Client
-	create := []struct {
-		what string
-		fn   func() error
-	}{
-		{"ServiceAccount", func() error {
-			_, err := c.CoreV1().ServiceAccounts(dnsNamespace).Create(ctx, &sa, metav1.CreateOptions{})
-			return err
-		}},
-		{"ClusterRole", func() error {
-			_, err := c.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
-			return err
-		}},
-		{"ClusterRoleBinding", func() error {
-			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{})
-			return err
-		}},
-		{"Service", func() error {
-			_, err := c.CoreV1().Services(dnsNamespace).Create(ctx, &svc, metav1.CreateOptions{})
-			return err
-		}},
-		{"Role", func() error {
-			_, err := c.RbacV1().Roles(dnsNamespace).Create(ctx, &cmRole, metav1.CreateOptions{})
-			return err
-		}},
-		{"RoleBinding", func() error {
-			_, err := c.RbacV1().RoleBindings(dnsNamespace).Create(ctx, &cmBind, metav1.CreateOptions{})
-			return err
-		}},
-	}
-	for _, o := range create {
-		if err := o.fn(); err != nil {
-			t.Fatalf("create %s: %v", o.what, err)
-		}
-	}
-	tok, err := c.CoreV1().ServiceAccounts(dnsNamespace).CreateToken(ctx, dnsName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token of ServiceAccount %s: %v", dnsName, err)
-	}
-
+	waitNamespace(ctx, t, c, dnsNamespace)
+	createAll(ctx, t, c, &sa, &role, &binding, &svc, &cmRole, &cmBind)
 	ns := netnstest.New(t, "dnsdeploy")
-	apiserver, err := url.Parse(env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := netns.Forward(ctx, ns, "127.0.0.1:0", apiserver.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwdHost, fwdPort, _ := net.SplitHostPort(fwd)
-	secrets := t.TempDir()
-	for name, b := range map[string][]byte{"token": []byte(tok.Status.Token), "ca.crt": env.Config.CAData} {
-		if err := os.WriteFile(filepath.Join(secrets, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	podEnv, secrets := podCredentials(ctx, t, env, ns, dnsNamespace, dnsName)
 	container := d.Spec.Template.Spec.Containers[0]
 	argv := append(slices.Clone(container.Command), container.Args...)
 	argv[0] = bin // the image has svcnet on $PATH
-	proc := runInPod(t, ns, secrets, []string{"KUBERNETES_SERVICE_HOST=" + fwdHost, "KUBERNETES_SERVICE_PORT=" + fwdPort}, argv)
+	proc := runInPod(t, ns, secrets, podEnv, argv)
 
 	probe := container.ReadinessProbe.HTTPGet
 	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)

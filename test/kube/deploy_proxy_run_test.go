@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -77,39 +75,9 @@ func TestDeployProxyServes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := env.Client
-	kubetest.Eventually(t, 30*time.Second, "namespace "+proxyNamespace, func() (bool, string) {
-		_, err := c.CoreV1().Namespaces().Get(ctx, proxyNamespace, metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
-	for _, o := range []struct {
-		what string
-		fn   func() error
-	}{
-		{"ServiceAccount", func() error {
-			_, err := c.CoreV1().ServiceAccounts(proxyNamespace).Create(ctx, &sa, metav1.CreateOptions{})
-			return err
-		}},
-		{"ClusterRole", func() error {
-			_, err := c.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
-			return err
-		}},
-		{"ClusterRoleBinding", func() error {
-			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{})
-			return err
-		}},
-	} {
-		if err := o.fn(); err != nil {
-			t.Fatalf("create %s: %v", o.what, err)
-		}
-	}
+	waitNamespace(ctx, t, c, proxyNamespace)
+	createAll(ctx, t, c, &sa, &role, &binding)
 	kubetest.CreateNode(t, c, kubetest.Node{Name: runNodeName, InternalIPs: []string{runNodeAddr}, PodCIDRs: []string{"192.168.1.0/24"}, Ready: true})
-	tok, err := c.CoreV1().ServiceAccounts(proxyNamespace).CreateToken(ctx, proxyServiceAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token of ServiceAccount %s: %v", proxyServiceAccount, err)
-	}
-
 	ns := netnstest.New(t, "proxydeploy")
 	for _, argv := range [][]string{
 		// A veth pair stands for the node's interface (this kernel has no
@@ -124,21 +92,7 @@ func TestDeployProxyServes(t *testing.T) {
 			t.Fatalf("%q in %s: %v: %s", argv, ns.Name(), err, out)
 		}
 	}
-	apiserver, err := url.Parse(env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := netns.Forward(ctx, ns, "127.0.0.1:0", apiserver.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwdHost, fwdPort, _ := net.SplitHostPort(fwd)
-	secrets := t.TempDir()
-	for name, b := range map[string][]byte{"token": []byte(tok.Status.Token), "ca.crt": env.Config.CAData} {
-		if err := os.WriteFile(filepath.Join(secrets, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	podEnv, secrets := podCredentials(ctx, t, env, ns, proxyNamespace, proxyServiceAccount)
 	container := ds.Spec.Template.Spec.Containers[0]
 	argv := podArgv(t, ds.Spec.Template.Spec, container, bin, map[string]string{"NODE_NAME": runNodeName},
 		volumeFiles(t, container, map[string]map[string]string{
@@ -150,7 +104,7 @@ func TestDeployProxyServes(t *testing.T) {
 			t.Fatalf("DaemonSet command %q names a source of state: a Pod must use the in-cluster configuration", argv)
 		}
 	}
-	proc := runInPod(t, ns, secrets, []string{"KUBERNETES_SERVICE_HOST=" + fwdHost, "KUBERNETES_SERVICE_PORT=" + fwdPort}, argv)
+	proc := runInPod(t, ns, secrets, podEnv, argv)
 
 	probe := container.ReadinessProbe.HTTPGet
 	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)
