@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -79,21 +77,7 @@ func TestDeployDNSServes(t *testing.T) {
 	argv[0] = bin // the image has svcnet on $PATH
 	proc := runInPod(t, ns, secrets, podEnv, argv)
 
-	probe := container.ReadinessProbe.HTTPGet
-	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)
-	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns)}, Timeout: 2 * time.Second}
-	waitFor(t, proc, "readiness probe GET "+healthz, func() error {
-		resp, err := hc.Get(healthz)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-		}
-		return nil
-	})
+	waitReady(t, proc, ns, container)
 	name := dnsServiceName + "." + dnsNamespace + ".svc.cluster.local."
 	for _, p := range svc.Spec.Ports {
 		if p.Name == "metrics" {

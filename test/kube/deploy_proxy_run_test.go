@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,21 +104,7 @@ func TestDeployProxyServes(t *testing.T) {
 	}
 	proc := runInPod(t, ns, secrets, podEnv, argv)
 
-	probe := container.ReadinessProbe.HTTPGet
-	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)
-	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns), DisableKeepAlives: true}, Timeout: 2 * time.Second}
-	waitFor(t, proc, "readiness probe GET "+healthz, func() error {
-		resp, err := hc.Get(healthz)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-		}
-		return nil
-	})
+	waitReady(t, proc, ns, container)
 
 	l, err := netns.Listen(ns, "tcp", net.JoinHostPort(runNodeAddr, fmt.Sprint(runEndpointPort)))
 	if err != nil {

@@ -3,10 +3,13 @@ package kube
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +100,25 @@ func podCredentials(ctx context.Context, t *testing.T, env *kubetest.Env, ns *ne
 		}
 	}
 	return []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port}, secrets
+}
+
+// waitReady waits for container's readiness probe (an HTTP GET on the Pod's
+// address, here loopback in ns) to answer 200, as the kubelet probes it.
+func waitReady(t *testing.T, proc *podProcess, ns *netns.NS, container corev1.Container) {
+	t.Helper()
+	probe := container.ReadinessProbe.HTTPGet
+	healthz := fmt.Sprintf("http://127.0.0.1:%d%s", containerPort(container, probe.Port), probe.Path)
+	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns), DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	waitFor(t, proc, "readiness probe GET "+healthz, func() error {
+		resp, err := hc.Get(healthz)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
 }
