@@ -57,7 +57,7 @@ func (s *Server) answer(req *dns.Msg) *dns.Msg {
 	}
 	if v := s.view.Load(); v != nil {
 		if resp, ours := v.Answer(req); ours {
-			return resp
+			return s.resolveExternal(req, resp)
 		}
 	} else if _, ours := s.outside.Answer(req); ours {
 		return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
@@ -135,4 +135,46 @@ func questionString(req *dns.Msg) string {
 	}
 	q := req.Question[0]
 	return q.Name + " " + dns.TypeToString[q.Qtype]
+}
+
+// resolveExternal completes an answer that ends with a CNAME to a name
+// outside the zone (an ExternalName Service's) as a recursive server does,
+// and as CoreDNS and kube-dns do: the target is asked, for the type asked,
+// where forwarding sends it (a stub domain or the upstreams), and the records
+// it gets are appended after the CNAME, with the target's rcode (RFC 6604).
+// Without upstreams for the target, or when none answers, the answer stays
+// the CNAME alone. A CNAME or ANY question is answered as it is.
+func (s *Server) resolveExternal(req, resp *dns.Msg) *dns.Msg {
+	qtype := req.Question[0].Qtype
+	if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) == 0 || qtype == dns.TypeCNAME || qtype == dns.TypeANY {
+		return resp
+	}
+	cname, ok := resp.Answer[len(resp.Answer)-1].(*dns.CNAME)
+	if !ok {
+		return resp
+	}
+	target := dns.CanonicalName(cname.Target)
+	if dns.IsSubDomain(dns.CanonicalName(s.cfg.Zone), target) {
+		return resp // a chain inside the zone that the zone ended (a loop)
+	}
+	ups := s.fwd.Load().route(target)
+	if len(ups) == 0 {
+		return resp
+	}
+	q := new(dns.Msg)
+	q.Id = req.Id
+	q.RecursionDesired = true
+	q.Question = []dns.Question{{Name: cname.Target, Qtype: qtype, Qclass: dns.ClassINET}}
+	r, err := s.forwarder.forward(s.baseCtx, q, ups)
+	if err != nil {
+		s.log.V(2).Info("Resolving an external name failed", "question", questionString(req), "target", cname.Target, "error", err)
+		return resp
+	}
+	if r.Rcode != dns.RcodeSuccess && r.Rcode != dns.RcodeNameError {
+		return resp
+	}
+	resp.Answer = append(resp.Answer, r.Answer...)
+	resp.Rcode = r.Rcode
+	resp.RecursionAvailable = true
+	return resp
 }

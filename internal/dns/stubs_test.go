@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"github.com/svcnet/svcnet/internal/model"
 	"slices"
 	"strings"
 	"testing"
@@ -82,5 +83,37 @@ func TestSetForwarding(t *testing.T) {
 	s.SetForwarding(nil)
 	if r := ask(t, "udp", addr, question("example.com.", dns.TypeA)); r.Rcode != dns.RcodeRefused {
 		t.Errorf("after SetForwarding(nil): rcode %s, want REFUSED again", dns.RcodeToString[r.Rcode])
+	}
+}
+
+// TestExternalNameResolved: an ExternalName Service's CNAME to a name outside
+// the zone is followed where forwarding sends that name (here a stub
+// domain), and the target's records follow the CNAME, with the target's
+// rcode; a CNAME question gets the CNAME alone; without anywhere to forward,
+// the CNAME alone.
+func TestExternalNameResolved(t *testing.T) {
+	store := model.NewStore()
+	store.Update(func(tx *model.Txn) {
+		fixture(tx)
+		tx.SetService(&model.Service{Namespace: "default", Name: "ext", Type: model.ServiceTypeExternalName, ExternalName: "example.com"})
+		tx.SetService(&model.Service{Namespace: "default", Name: "gone", Type: model.ServiceTypeExternalName, ExternalName: "nothing.example.com"})
+		tx.SetSynced(true)
+	})
+	u := startUpstream(t)
+	s, addr := start(t, ServerConfig{}, store)
+	if r := ask(t, "udp", addr, question("ext.default.svc.cluster.local.", dns.TypeA)); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("without upstreams: rcode %s, %d answers; want the CNAME alone", dns.RcodeToString[r.Rcode], len(r.Answer))
+	}
+	s.SetForwarding(&Forwarding{Stubs: map[string][]string{"example.com.": {u.addr}}})
+	r := ask(t, "udp", addr, question("ext.default.svc.cluster.local.", dns.TypeA))
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 2 || r.Answer[0].(*dns.CNAME).Target != "example.com." || !slices.Equal(answerData(r), []string{"192.0.2.1", "example.com."}) {
+		t.Errorf("ext A: rcode %s, answer %v; want the CNAME, then example.com's A", dns.RcodeToString[r.Rcode], r.Answer)
+	}
+	if r := ask(t, "udp", addr, question("gone.default.svc.cluster.local.", dns.TypeA)); r.Rcode != dns.RcodeNameError || len(r.Answer) != 1 {
+		t.Errorf("gone A: rcode %s, %d answers; want NXDOMAIN (the target's) with the CNAME", dns.RcodeToString[r.Rcode], len(r.Answer))
+	}
+	before := u.queries.Load()
+	if r := ask(t, "udp", addr, question("ext.default.svc.cluster.local.", dns.TypeCNAME)); len(r.Answer) != 1 || u.queries.Load() != before {
+		t.Errorf("ext CNAME: %d answers, upstream asked %d times; want the CNAME alone, nothing forwarded", len(r.Answer), u.queries.Load()-before)
 	}
 }
