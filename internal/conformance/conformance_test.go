@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -149,4 +150,22 @@ func TestCompare(t *testing.T) {
 			t.Errorf("problems %q, output:\n%s", v.Problems, out.String())
 		}
 	})
+}
+
+// TestCheckedInList: the node tier's list of known differences parses.
+func TestCheckedInList(t *testing.T) {
+	f, err := os.Open("../../test/node/conformance/differences.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	es, err := ParseDifferences(f, "test/node/conformance/differences.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if strings.TrimSpace(e.Cause) == "" || !strings.Contains(e.Cause, "\n") {
+			t.Errorf("entry %q (line %d): no cause given below its heading", e.Pattern, e.Line)
+		}
+	}
 }
