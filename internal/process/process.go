@@ -119,7 +119,13 @@ func LogTail(path string, n int) string {
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return LastLines(string(b), n)
+}
+
+// LastLines returns the last n lines of s (a child's output), without the
+// final newline: all of s when it has n lines or fewer.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -96,6 +96,24 @@ func TestLogTail(t *testing.T) {
 	}
 }
 
+func TestLastLines(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"a\nb\nc\n", 2, "b\nc"},
+		{"a\nb\nc", 1, "c"},
+		{"a\nb\n\n", 5, "a\nb"},
+		{"", 3, ""},
+		{"/out/dir\n", 1, "/out/dir"},
+	} {
+		if got := LastLines(tc.s, tc.n); got != tc.want {
+			t.Errorf("LastLines(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestStatTicks(t *testing.T) {
 	// A command name with spaces and a parenthesis; utime 1234, stime 56.
 	stat := "4242 (kube proxy) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 56 0 0 20 0 12 0 100 1000 200"
