@@ -96,6 +96,30 @@ func TestLogTail(t *testing.T) {
 	}
 }
 
+func TestCheckExecutable(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "exe")
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckExecutable(exe); err != nil {
+		t.Errorf("%s: %v", exe, err)
+	}
+	for p, want := range map[string]string{
+		plain:                        "not an executable file",
+		dir:                          "not an executable file",
+		filepath.Join(dir, "absent"): "no such file",
+	} {
+		if err := CheckExecutable(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", p, err, want)
+		}
+	}
+}
+
 func TestLastLines(t *testing.T) {
 	for _, tc := range []struct {
 		s    string
