@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/svcnet/svcnet/internal/cni/cnitest"
 	"github.com/svcnet/svcnet/internal/cni/install"
 	"github.com/svcnet/svcnet/internal/kubetest"
+	"github.com/svcnet/svcnet/internal/logtest"
 )
 
 // cniNode is a node's CNI directories under a test's directory, and the
@@ -261,7 +261,7 @@ func TestCNIInstallWatchKube(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan error, 1)
-	var out, stderr syncBuffer
+	var out, stderr logtest.Buffer
 	go func() {
 		cmd := newRootCommand()
 		cmd.SetArgs(n.args(env.Kubeconfig, "node4", "--watch", "--resync-period", "200ms"))
@@ -302,25 +302,6 @@ func TestCNIInstallWatchKube(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(n.conf, install.ManifestName)); err != nil {
 		t.Errorf("manifest: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a command writes from its goroutine while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestCNIDeployArgs: deploy/cni/daemonset.yaml's command lines parse with
