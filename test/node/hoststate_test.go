@@ -3,11 +3,12 @@ package node
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 // hostPaths are the fixed paths a node's containerd, runc, kubelet and CNI
@@ -35,13 +36,7 @@ var hostSysctls = []string{
 func hostState(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	for _, argv := range [][]string{{"ip", "-br", "addr"}, {"ip", "route", "show", "table", "all"}, {"ip", "rule"}, {"nft", "list", "ruleset"}} {
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %v: %s", argv, err, out)
-		}
-		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
-	}
+	b.WriteString(netnstest.HostNetworkState(t))
 	mounts, err := procfs.GetMounts()
 	if err != nil {
 		t.Fatal(err)
