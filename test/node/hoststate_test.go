@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/nodecluster/nodetest"
 )
 
 // hostPaths are the fixed paths a node's containerd, runc, kubelet and CNI
@@ -75,5 +76,18 @@ func checkHostState(t *testing.T, before string) {
 	t.Helper()
 	if after := hostState(t); after != before {
 		t.Errorf("the host's state changed:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+}
+
+// checkClusterGone fails t for what of cluster name (state directory dir) is
+// left after what (nodetest.CheckGone), and for each of pids (the cluster's
+// processes, listed before) that still runs.
+func checkClusterGone(t *testing.T, name, dir string, pids []int, after string) {
+	t.Helper()
+	nodetest.CheckGone(t, name, dir, after)
+	for _, p := range pids {
+		if c := commOf(p); c != "" {
+			t.Errorf("process %d (%s) of the cluster still runs after %s", p, c, after)
+		}
 	}
 }
