@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,12 +25,65 @@ var systemPriority = map[string]int32{
 	"system-cluster-critical": 2000000000,
 }
 
+// readObjects returns the objects under dir (readManifests): every manifest
+// but the kustomization.yaml files, which their own checks read.
+func readObjects(t *testing.T, dir string) []manifest {
+	t.Helper()
+	var out []manifest
+	for _, m := range readManifests(t, dir) {
+		if m.obj.GetKind() != "Kustomization" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // checkNamespace fails t for each namespaced object of ms outside namespace.
 func checkNamespace(t *testing.T, ms []manifest, namespace string) {
 	t.Helper()
 	for _, m := range ms {
 		if ns := m.obj.GetNamespace(); ns != "" && ns != namespace {
 			t.Errorf("%v: namespace %q, want %q", m, ns, namespace)
+		}
+	}
+}
+
+// checkClusterRole: role grants exactly want, verbs by "group/resource"
+// (core group: "/services"), in rules without aggregation, wildcards,
+// resourceNames or nonResourceURLs.
+func checkClusterRole(t *testing.T, role *rbacv1.ClusterRole, want map[string][]string) {
+	t.Helper()
+	if role.AggregationRule != nil {
+		t.Errorf("ClusterRole %s: aggregationRule %+v: it would gain other roles' rules", role.Name, role.AggregationRule)
+	}
+	got := map[string][]string{}
+	for i, r := range role.Rules {
+		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+			t.Errorf("ClusterRole %s rule %d: nonResourceURLs %v resourceNames %v, want none", role.Name, i, r.NonResourceURLs, r.ResourceNames)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				gr := g + "/" + res
+				for _, v := range r.Verbs {
+					if strings.Contains(gr, "*") || v == "*" {
+						t.Errorf("ClusterRole %s rule %d: wildcard (%s %s)", role.Name, i, v, gr)
+					}
+					if !slices.Contains(got[gr], v) {
+						got[gr] = append(got[gr], v)
+					}
+				}
+			}
+		}
+	}
+	for _, gr := range slices.Sorted(maps.Keys(want)) {
+		verbs := slices.Sorted(slices.Values(want[gr]))
+		if slices.Sort(got[gr]); !slices.Equal(got[gr], verbs) {
+			t.Errorf("ClusterRole %s: %s verbs %v, want %v", role.Name, gr, got[gr], verbs)
+		}
+	}
+	for _, gr := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[gr]; !ok {
+			t.Errorf("ClusterRole %s: grants %v on %s, want none", role.Name, got[gr], gr)
 		}
 	}
 }

@@ -27,19 +27,6 @@ const (
 // and conf dirs, at the same paths inside (the command's defaults), writable.
 var cniHostPaths = []string{"/etc/cni/net.d", "/opt/cni/bin"}
 
-// readCNIManifests returns the objects under deploy/cni: every manifest but
-// kustomization.yaml, which checkKustomization checks.
-func readCNIManifests(t *testing.T) []manifest {
-	t.Helper()
-	var out []manifest
-	for _, m := range readManifests(t, deployCNIDir) {
-		if m.obj.GetKind() != "Kustomization" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestDeployCNIManifests holds deploy/cni to what its README and comments
 // promise, without an apiserver: kustomization.yaml lists every file; the
 // objects live in kube-system; RBAC is get on nodes only; the DaemonSet runs
@@ -47,7 +34,7 @@ func readCNIManifests(t *testing.T) []manifest {
 // files with --watch in its one container, unprivileged, with no capability
 // and no host path but the two CNI directories.
 func TestDeployCNIManifests(t *testing.T) {
-	ms := readCNIManifests(t)
+	ms := readObjects(t, deployCNIDir)
 	checkKustomization(t, deployCNIDir)
 	idx := indexManifests(t, ms)
 	checkNamespace(t, ms, cniNamespace)
@@ -55,12 +42,7 @@ func TestDeployCNIManifests(t *testing.T) {
 	idx.get(t, "ServiceAccount", cniNamespace, cniName, &sa)
 	var role rbacv1.ClusterRole
 	if idx.get(t, "ClusterRole", "", cniName, &role) {
-		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
-		if role.AggregationRule != nil || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want[0].APIGroups) ||
-			!slices.Equal(role.Rules[0].Resources, want[0].Resources) || !slices.Equal(role.Rules[0].Verbs, want[0].Verbs) ||
-			len(role.Rules[0].ResourceNames) > 0 || len(role.Rules[0].NonResourceURLs) > 0 {
-			t.Errorf("ClusterRole %s: rules %+v aggregation %+v, want exactly %+v", cniName, role.Rules, role.AggregationRule, want)
-		}
+		checkClusterRole(t, &role, map[string][]string{"/nodes": {"get"}})
 	}
 	checkClusterRoleBinding(t, idx, cniName, cniNamespace, cniName)
 	var ds appsv1.DaemonSet
@@ -151,7 +133,7 @@ func checkCNIMounts(t *testing.T, spec corev1.PodSpec, c corev1.Container) {
 // a Pod from the DaemonSet's template, which Pod admission must accept with
 // system-node-critical's priority.
 func TestDeployCNIDryRun(t *testing.T) {
-	ms := readCNIManifests(t)
+	ms := readObjects(t, deployCNIDir)
 	dr := startDryRun(t, ms, cniNamespace, kubetest.Options{})
 	if t.Failed() {
 		return

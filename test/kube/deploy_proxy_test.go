@@ -137,17 +137,11 @@ func readManifests(t *testing.T, dir string) []manifest {
 	return out
 }
 
-// readProxyManifests returns the objects under deploy/proxy: every manifest
-// but the kustomization.yaml files, which TestDeployProxyKustomizations checks.
+// readProxyManifests returns the objects under deploy/proxy (readObjects);
+// TestDeployProxyKustomizations checks the kustomization.yaml files.
 func readProxyManifests(t *testing.T) []manifest {
 	t.Helper()
-	var out []manifest
-	for _, m := range readManifests(t, deployProxyDir) {
-		if m.obj.GetKind() != "Kustomization" {
-			out = append(out, m)
-		}
-	}
-	return out
+	return readObjects(t, deployProxyDir)
 }
 
 // TestDeployProxyKustomizations: `kubectl apply -k deploy/proxy` installs
@@ -244,56 +238,18 @@ func TestDeployProxyManifests(t *testing.T) {
 
 // checkProxyClusterRole: get/list/watch on exactly services, nodes and
 // endpointslices; create/patch on events (core and events.k8s.io); nothing else,
-// no wildcards, no write verb on anything but events.
+// so no write verb on anything but events.
 func checkProxyClusterRole(t *testing.T, role *rbacv1.ClusterRole) {
+	t.Helper()
 	read := []string{"get", "list", "watch"}
 	write := []string{"create", "patch"}
-	want := map[string][]string{
+	checkClusterRole(t, role, map[string][]string{
 		"/services":                       read,
 		"/nodes":                          read,
 		"discovery.k8s.io/endpointslices": read,
 		"/events":                         write,
 		"events.k8s.io/events":            write,
-	}
-	got := map[string][]string{}
-	if role.AggregationRule != nil {
-		t.Errorf("ClusterRole %s: aggregationRule %+v: it would gain other roles' rules", role.Name, role.AggregationRule)
-	}
-	for i, r := range role.Rules {
-		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-			t.Errorf("ClusterRole %s rule %d: nonResourceURLs %v resourceNames %v, want none", role.Name, i, r.NonResourceURLs, r.ResourceNames)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				gr := g + "/" + res
-				for _, v := range r.Verbs {
-					if strings.Contains(gr, "*") || v == "*" {
-						t.Errorf("ClusterRole %s rule %d: wildcard (%s %s)", role.Name, i, v, gr)
-					}
-					if !slices.Contains(read, v) && res != "events" {
-						t.Errorf("ClusterRole %s rule %d: write verb %q on %s; only events may be written", role.Name, i, v, gr)
-					}
-					if !slices.Contains(got[gr], v) {
-						got[gr] = append(got[gr], v)
-					}
-				}
-			}
-		}
-	}
-	for gr := range got {
-		slices.Sort(got[gr])
-	}
-	for gr, verbs := range want {
-		verbs = slices.Sorted(slices.Values(verbs))
-		if !slices.Equal(got[gr], verbs) {
-			t.Errorf("ClusterRole %s: %s verbs %v, want %v", role.Name, gr, got[gr], verbs)
-		}
-	}
-	for gr, verbs := range got {
-		if _, ok := want[gr]; !ok {
-			t.Errorf("ClusterRole %s: grants %v on %s, which svcnet proxy does not use", role.Name, verbs, gr)
-		}
-	}
+	})
 }
 
 // checkProxyDaemonSet checks one DaemonSet's Pod template, and the proxy.yaml it
