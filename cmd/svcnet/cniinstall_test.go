@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,15 +84,6 @@ func setRuntimeVersion(t *testing.T, env *kubetest.Env, node, version string) {
 	}
 }
 
-func inodeOf(t *testing.T, path string) uint64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
-}
-
 // TestCNIInstallKube (kube tier): `svcnet cni install` reads a dual-stack
 // Node from a real apiserver and installs the plugin, loopback and the
 // conflist in the version its runtime takes; a second run writes nothing;
@@ -149,7 +139,7 @@ func TestCNIInstallKube(t *testing.T) {
 	before := cnitest.Snapshot(t, n.root)
 	inodes := map[string]uint64{}
 	for _, f := range want {
-		inodes[f] = inodeOf(t, filepath.Join(n.root, f))
+		inodes[f] = cnitest.Inode(t, filepath.Join(n.root, f))
 	}
 	out, errOut, code = run(t, n.args(env.Kubeconfig, "node1")...)
 	if code != 0 || strings.Contains(out, "wrote") {
@@ -159,7 +149,7 @@ func TestCNIInstallKube(t *testing.T) {
 		t.Errorf("second install changed:\n%s", strings.Join(d, "\n"))
 	}
 	for f, ino := range inodes {
-		if inodeOf(t, filepath.Join(n.root, f)) != ino {
+		if cnitest.Inode(t, filepath.Join(n.root, f)) != ino {
 			t.Errorf("%s: inode changed", f)
 		}
 	}
