@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/svcnet/svcnet/internal/cni/cnitest"
 	"github.com/svcnet/svcnet/internal/cni/install"
 	"github.com/svcnet/svcnet/internal/kubetest"
+	"github.com/svcnet/svcnet/internal/logtest"
 )
 
 // cniNode is a node's CNI directories under a test's directory, and the
@@ -85,15 +84,6 @@ func setRuntimeVersion(t *testing.T, env *kubetest.Env, node, version string) {
 	}
 }
 
-func inodeOf(t *testing.T, path string) uint64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
-}
-
 // TestCNIInstallKube (kube tier): `svcnet cni install` reads a dual-stack
 // Node from a real apiserver and installs the plugin, loopback and the
 // conflist in the version its runtime takes; a second run writes nothing;
@@ -149,7 +139,7 @@ func TestCNIInstallKube(t *testing.T) {
 	before := cnitest.Snapshot(t, n.root)
 	inodes := map[string]uint64{}
 	for _, f := range want {
-		inodes[f] = inodeOf(t, filepath.Join(n.root, f))
+		inodes[f] = cnitest.Inode(t, filepath.Join(n.root, f))
 	}
 	out, errOut, code = run(t, n.args(env.Kubeconfig, "node1")...)
 	if code != 0 || strings.Contains(out, "wrote") {
@@ -159,7 +149,7 @@ func TestCNIInstallKube(t *testing.T) {
 		t.Errorf("second install changed:\n%s", strings.Join(d, "\n"))
 	}
 	for f, ino := range inodes {
-		if inodeOf(t, filepath.Join(n.root, f)) != ino {
+		if cnitest.Inode(t, filepath.Join(n.root, f)) != ino {
 			t.Errorf("%s: inode changed", f)
 		}
 	}
@@ -261,7 +251,7 @@ func TestCNIInstallWatchKube(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan error, 1)
-	var out, stderr syncBuffer
+	var out, stderr logtest.Buffer
 	go func() {
 		cmd := newRootCommand()
 		cmd.SetArgs(n.args(env.Kubeconfig, "node4", "--watch", "--resync-period", "200ms"))
@@ -302,25 +292,6 @@ func TestCNIInstallWatchKube(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(n.conf, install.ManifestName)); err != nil {
 		t.Errorf("manifest: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a command writes from its goroutine while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestCNIDeployArgs: deploy/cni/daemonset.yaml's command lines parse with

@@ -1,13 +1,16 @@
 // Package httpserve runs svcnet's small HTTP endpoints (healthz, health
 // check node ports, metrics) with one set of server settings and one
-// shutdown rule.
+// shutdown rule, and checks such an endpoint from the client side (CheckOK).
 package httpserve
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -41,4 +44,29 @@ func Until(ctx context.Context, srv *http.Server, l net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// checkBodyLimit bounds how much of a failed answer's body CheckOK reads
+// into its error.
+const checkBodyLimit = 512
+
+// CheckOK GETs url with hc (bounded by ctx) and returns nil when the answer
+// is 200 OK, else an error naming url and, for another status, the status
+// and the start of the body: one poll of a health endpoint (a kubelet's
+// /healthz, a Pod's readiness probe) until it is ready.
+func CheckOK(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, checkBodyLimit))
+		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }

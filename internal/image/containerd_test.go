@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/process"
 	"github.com/svcnet/svcnet/internal/testbin"
 )
 
@@ -96,7 +97,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 		if t.Failed() {
-			t.Logf("containerd log:\n%s", tail(filepath.Join(dir, "containerd.log"), 30))
+			t.Logf("containerd log:\n%s", process.LogTail(filepath.Join(dir, "containerd.log"), 30))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -105,7 +106,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 			return c
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("containerd not serving on %s after 30s:\n%s", c.socket, tail(filepath.Join(dir, "containerd.log"), 20))
+			t.Fatalf("containerd not serving on %s after 30s:\n%s", c.socket, process.LogTail(filepath.Join(dir, "containerd.log"), 20))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // rootfsVersion is part of a Debian tree's cache key: bump it when the steps
@@ -108,7 +110,7 @@ func (b *Builder) DebianRootfs(ctx context.Context, d Debian) (string, error) {
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C")
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: debootstrap %s: %w; last lines of %s:\n%s", what, stage, err, logPath, tail(logPath, 15))
+			return fmt.Errorf("%s: debootstrap %s: %w; last lines of %s:\n%s", what, stage, err, logPath, process.LogTail(logPath, 15))
 		}
 		return nil
 	}
@@ -197,17 +199,4 @@ func removeTree(dir string) error {
 		return err
 	}
 	return os.RemoveAll(abs)
-}
-
-// tail returns the last n lines of file p.
-func tail(p string, n int) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // The environment variables the test tiers already use to hand in prebuilt
@@ -31,9 +33,9 @@ func scriptDir(ctx context.Context, root, script string, args []string, want ...
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %w\n%s", script, strings.Join(args, " "), err, lastLines(stderr.String(), 20))
+		return "", fmt.Errorf("%s %s: %w\n%s", script, strings.Join(args, " "), err, process.LastLines(stderr.String(), 20))
 	}
-	dir := strings.TrimSpace(lastLines(stdout.String(), 1))
+	dir := strings.TrimSpace(process.LastLines(stdout.String(), 1))
 	if err := executables(dir, want...); err != nil {
 		return "", fmt.Errorf("%s printed %q: %w", script, dir, err)
 	}
@@ -63,19 +65,11 @@ func k8sModuleDir(ctx context.Context, root string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go list -m k8s.io/kubernetes in tools/k8s: %w\n%s", err, lastLines(stderr.String(), 10))
+		return "", fmt.Errorf("go list -m k8s.io/kubernetes in tools/k8s: %w\n%s", err, process.LastLines(stderr.String(), 10))
 	}
 	dir := strings.TrimSpace(string(out))
 	if dir == "" {
 		return "", fmt.Errorf("go list -m k8s.io/kubernetes in tools/k8s: module not downloaded")
 	}
 	return dir, nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // Ports are the TCP ports of the components. Zero means "pick a free one on the
@@ -164,7 +166,7 @@ func (o Options) forStart() (*config, error) {
 		bins = append(bins, filepath.Join(o.BinDir, "kube-scheduler"))
 	}
 	for _, b := range bins {
-		if err := checkExecutable(b); err != nil {
+		if err := process.CheckExecutable(b); err != nil {
 			return nil, fmt.Errorf("options: %w", err)
 		}
 	}
@@ -230,17 +232,6 @@ func firstServiceIPs(ranges string) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("service cluster IP range %q: empty", ranges)
 	}
 	return out, nil
-}
-
-func checkExecutable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("binary: %w", err)
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("binary %s: not an executable file", path)
-	}
-	return nil
 }
 
 // EnvEtcd overrides the etcd binary FindEtcd returns.

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // Probe timing: each check gets probeTimeout; checks are probeEvery apart.
@@ -117,10 +119,7 @@ func freePort() (int, error) {
 
 // lastLines returns the last n lines of s, each cut to 400 bytes.
 func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
+	lines := strings.Split(process.LastLines(s, n), "\n")
 	for i, l := range lines {
 		if len(l) > 400 {
 			lines[i] = l[:400] + "…"

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/kubecluster"
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 const (
@@ -135,9 +136,9 @@ func k8sBinDir(cmds ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("tools/k8s/build.sh %s: %w\n%s", key, err, lastLines(stderr.String(), 30))
+		return "", fmt.Errorf("tools/k8s/build.sh %s: %w\n%s", key, err, process.LastLines(stderr.String(), 30))
 	}
-	dir := strings.TrimSpace(lastLines(stdout.String(), 1))
+	dir := strings.TrimSpace(process.LastLines(stdout.String(), 1))
 	if err := checkBinaries(dir, cmds); err != nil {
 		return "", fmt.Errorf("tools/k8s/build.sh %s printed %q: %w", key, dir, err)
 	}
@@ -159,12 +160,4 @@ func checkBinaries(dir string, cmds []string) error {
 		}
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,5 +1,6 @@
-// Package logtest collects log lines written through a logr.Logger, for tests
-// that assert what was logged.
+// Package logtest collects what code under test logs or prints, for tests
+// that assert it: log lines written through a logr.Logger (Sink), and the
+// output of a child process or of a command run in a goroutine (Buffer).
 package logtest
 
 import (

@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/svcnet/svcnet/internal/kubecluster"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -91,12 +88,7 @@ func (c *Cluster) attach(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	c.cp = cp
-	c.Kubeconfig = cp.Kubeconfig
-	c.Config = rest.CopyConfig(cp.Config)
-	c.Config.UserAgent = "nodecluster"
-	c.Client, err = kubernetes.NewForConfig(c.Config)
-	return err
+	return c.useControlPlane(cp)
 }
 
 func readPid(path string) (int, error) {

@@ -233,10 +233,17 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.useControlPlane(cp)
+}
+
+// useControlPlane makes cp the cluster's control plane (started or attached
+// to): its kubeconfig, and a client of the cluster's own user agent.
+func (c *Cluster) useControlPlane(cp *kubecluster.Cluster) error {
 	c.cp = cp
 	c.Kubeconfig = cp.Kubeconfig
 	c.Config = rest.CopyConfig(cp.Config)
 	c.Config.UserAgent = "nodecluster"
+	var err error
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/cni/install"
+	"github.com/svcnet/svcnet/internal/httpserve"
 	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -164,20 +163,7 @@ func (c *Cluster) startKubelet(ctx context.Context, n *node) error {
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(n.ns), DisableKeepAlives: true}}
 	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthzPort)
 	return waitUntil(ctx, c.o.ReadyTimeout, "node "+n.Name+": kubelet /healthz", d, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
-		}
-		return nil
+		return httpserve.CheckOK(ctx, hc, url)
 	})
 }
 

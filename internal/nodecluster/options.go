@@ -12,6 +12,7 @@ import (
 	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/kubecluster"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // Options configures Up.
@@ -134,7 +135,7 @@ func (o Options) withDefaults() (Options, error) {
 		bins = append(bins, o.CNIPlugin)
 	}
 	for _, b := range bins {
-		if err := executable(b); err != nil {
+		if err := process.CheckExecutable(b); err != nil {
 			return o, fmt.Errorf("options: %w", err)
 		}
 		if err := notCovered("binary", b); err != nil {
@@ -171,17 +172,6 @@ func notCovered(what, path string) error {
 		if abs == c || strings.HasPrefix(abs, c+"/") {
 			return fmt.Errorf("%s %s: under %s, which every node replaces with its own", what, path, c)
 		}
-	}
-	return nil
-}
-
-func executable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("binary: %w", err)
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("binary %s: not an executable file", path)
 	}
 	return nil
 }

@@ -112,6 +112,19 @@ func (p *Process) Kill(wait time.Duration) error {
 	}
 }
 
+// CheckExecutable returns nil when path names an executable file, else an
+// error saying why not: what to check of a child's binary before starting it.
+func CheckExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("binary: %w", err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("binary %s: not an executable file", path)
+	}
+	return nil
+}
+
 // LogTail returns the last n lines of the log file at path, for error
 // messages about a child; when the file cannot be read, the error's text.
 func LogTail(path string, n int) string {
@@ -119,7 +132,13 @@ func LogTail(path string, n int) string {
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return LastLines(string(b), n)
+}
+
+// LastLines returns the last n lines of s (a child's output), without the
+// final newline: all of s when it has n lines or fewer.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -96,6 +96,48 @@ func TestLogTail(t *testing.T) {
 	}
 }
 
+func TestCheckExecutable(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "exe")
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckExecutable(exe); err != nil {
+		t.Errorf("%s: %v", exe, err)
+	}
+	for p, want := range map[string]string{
+		plain:                        "not an executable file",
+		dir:                          "not an executable file",
+		filepath.Join(dir, "absent"): "no such file",
+	} {
+		if err := CheckExecutable(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", p, err, want)
+		}
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"a\nb\nc\n", 2, "b\nc"},
+		{"a\nb\nc", 1, "c"},
+		{"a\nb\n\n", 5, "a\nb"},
+		{"", 3, ""},
+		{"/out/dir\n", 1, "/out/dir"},
+	} {
+		if got := LastLines(tc.s, tc.n); got != tc.want {
+			t.Errorf("LastLines(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestStatTicks(t *testing.T) {
 	// A command name with spaces and a parenthesis; utime 1234, stime 56.
 	stat := "4242 (kube proxy) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 56 0 0 20 0 12 0 100 1000 200"

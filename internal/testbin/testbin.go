@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // ModuleRoot walks up from the working directory to the directory of go.mod.
@@ -68,12 +70,8 @@ func FromEnv(env, dir string) (string, error) {
 // Executable returns path when it names an executable file, else an error
 // saying why not.
 func Executable(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("binary: %w", err)
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("binary %s: not an executable file", path)
+	if err := process.CheckExecutable(path); err != nil {
+		return "", err
 	}
 	return path, nil
 }

@@ -15,20 +15,6 @@ import (
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
-// hostState is what the lab must never change in the host's namespace.
-func hostState(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	for _, argv := range [][]string{{"ip", "-br", "addr"}, {"ip", "route", "show", "table", "all"}, {"ip", "rule"}, {"nft", "list", "ruleset"}} {
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %v: %s", argv, err, out)
-		}
-		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
-	}
-	return b.String()
-}
-
 // labPids returns the processes living in the lab's namespaces.
 func labPids(t *testing.T, name string) []int {
 	t.Helper()
@@ -82,7 +68,7 @@ func TestDownAfterKilledDemo(t *testing.T) {
 	netnstest.RequireRoot(t)
 	name := fmt.Sprintf("kill%d", os.Getpid()%100000)
 	t.Cleanup(func() { _ = lab.Down(name) })
-	before := hostState(t)
+	before := netnstest.HostNetworkState(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -122,7 +108,7 @@ func TestDownAfterKilledDemo(t *testing.T) {
 			t.Errorf("%s left after lab down", path)
 		}
 	}
-	if after := hostState(t); after != before {
+	if after := netnstest.HostNetworkState(t); after != before {
 		t.Errorf("the host's network state changed:\n--- before\n%s\n--- after\n%s", before, after)
 	}
 	// Idempotent.

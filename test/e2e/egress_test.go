@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -123,48 +122,27 @@ func egressScenarios(t *testing.T, e *env) {
 		}
 	})
 	t.Run("trace --verify", func(t *testing.T) {
-		snap, tnet, err := e.l.TraceNetwork(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := trace.Verify(e.ctx, snap, tnet, trace.Ask{From: "client-1", To: fmt.Sprintf("client:%d", egressPort)}, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out strings.Builder
-		_ = trace.WriteText(&out, rep.Trace)
-		_ = rep.Write(&out)
-		if !rep.OK() {
-			t.Fatalf("the kernel disagrees: %v\n%s", rep.Differences, out.String())
-		}
-		tr := rep.Trace
+		tr, out := verifyTrace(t, e, trace.Ask{From: "client-1", To: fmt.Sprintf("client:%d", egressPort)})
 		if tr.Verdict.Kind != trace.Delivered || tr.Summary.Rewrites != 1 || len(tr.Reply) == 0 {
-			t.Fatalf("verdict %s, %d rewrites, %d reply hops; want delivered, 1 (the egress SNAT), a reply\n%s", tr.Verdict.Kind, tr.Summary.Rewrites, len(tr.Reply), out.String())
+			t.Fatalf("verdict %s, %d rewrites, %d reply hops; want delivered, 1 (the egress SNAT), a reply\n%s", tr.Verdict.Kind, tr.Summary.Rewrites, len(tr.Reply), out)
 		}
 		for _, h := range tr.Hops {
 			for _, rw := range h.Rewrites {
 				if rw.Kind != trace.RewriteSNAT || !strings.Contains(rw.By, "egress-masquerading") || rw.After.Src.Addr() != lab.NodeAddr(1) {
-					t.Errorf("rewrite %s by %s to %s: want the egress masquerade to node1's address\n%s", rw.Kind, rw.By, rw.After, out.String())
+					t.Errorf("rewrite %s by %s to %s: want the egress masquerade to node1's address\n%s", rw.Kind, rw.By, rw.After, out)
 				}
 			}
 		}
-		if !strings.Contains(out.String(), "egress masquerade: a pod's traffic leaving the cluster leaves with the node's address") {
-			t.Errorf("the text does not explain the egress masquerade:\n%s", out.String())
+		if !strings.Contains(out, "egress masquerade: a pod's traffic leaving the cluster leaves with the node's address") {
+			t.Errorf("the text does not explain the egress masquerade:\n%s", out)
 		}
 	})
 	t.Run("svcnet lab trace --verify", func(t *testing.T) {
 		name, reopen := e.release(t)
 		defer reopen()
 		to := netip.AddrPortFrom(lab.ClientAddr, egressPort).String()
-		out, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client-1", to, "--verify").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "verify: the kernel took the same chains, rules and rewrites") {
-			t.Fatalf("svcnet lab trace client-1 %s --verify: %v\n%s", to, err, out)
-		}
-		for _, want := range []string{"egress-masquerading", "SNAT ", "un-SNAT", "summary: 1 rewrite on the way in (SNAT at node1)"} {
-			if !strings.Contains(string(out), want) {
-				t.Errorf("lab trace output lacks %q:\n%s", want, out)
-			}
-		}
+		out := labTraceVerify(t, e, name, "client-1", to,
+			"egress-masquerading", "SNAT ", "un-SNAT", "summary: 1 rewrite on the way in (SNAT at node1)")
 		t.Logf("svcnet lab trace client-1 %s --verify:\n%s", to, out)
 	})
 }

@@ -45,7 +45,7 @@ const (
 
 func supervision(t *testing.T, controlPlane string) {
 	netnstest.RequireRoot(t)
-	before := hostState(t)
+	before := netnstest.HostNetworkState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	name := labtest.Name("sup") + "-" + controlPlane
@@ -323,7 +323,7 @@ func downLeavesNothing(t *testing.T, e *env, before string) {
 	if _, err := os.Stat(e.l.Names().Dir()); err == nil {
 		t.Errorf("%s left after lab down", e.l.Names().Dir())
 	}
-	if after := hostState(t); after != before {
+	if after := netnstest.HostNetworkState(t); after != before {
 		t.Errorf("the host's network state changed:\n--- before\n%s\n--- after\n%s", before, after)
 	}
 }

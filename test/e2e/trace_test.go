@@ -47,44 +47,71 @@ func traceScenarios(t *testing.T, e *env) {
 		{"LoadBalancer IP outside loadBalancerSourceRanges: filtered", "client", "default/web-lb-ranges", "", trace.Filtered, 0, false},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
-			snap, net, err := e.l.TraceNetwork(e.ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := trace.Verify(e.ctx, snap, net, trace.Ask{From: tc.from, To: tc.to, Proto: tc.proto}, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			_ = trace.WriteText(&out, rep.Trace)
-			_ = rep.Write(&out)
-			if !rep.OK() {
-				t.Fatalf("the kernel disagrees: %v\n%s", rep.Differences, out.String())
-			}
-			tr := rep.Trace
+			tr, out := verifyTrace(t, e, trace.Ask{From: tc.from, To: tc.to, Proto: tc.proto})
 			if req := tr.Request; !req.EphemeralPort || req.EphemeralNetNS == "" {
 				t.Errorf("source port %d: ephemeral %v, picked in netns %q; want one the sender's kernel picked and held for the probe", req.Packet.Src.Port(), req.EphemeralPort, req.EphemeralNetNS)
 			}
-			if w := fmt.Sprintf("source port %d is ephemeral: picked by the kernel of netns %s", tr.Request.Packet.Src.Port(), tr.Request.EphemeralNetNS); !strings.Contains(out.String(), w) {
-				t.Errorf("the text lacks %q\n%s", w, out.String())
+			if w := fmt.Sprintf("source port %d is ephemeral: picked by the kernel of netns %s", tr.Request.Packet.Src.Port(), tr.Request.EphemeralNetNS); !strings.Contains(out, w) {
+				t.Errorf("the text lacks %q\n%s", w, out)
 			}
 			if tr.Verdict.Kind != tc.want {
-				t.Fatalf("verdict %s (%s), want %s\n%s", tr.Verdict.Kind, tr.Verdict.Reason, tc.want, out.String())
+				t.Fatalf("verdict %s (%s), want %s\n%s", tr.Verdict.Kind, tr.Verdict.Reason, tc.want, out)
 			}
 			if tc.rewrites >= 0 && tr.Summary.Rewrites != tc.rewrites {
-				t.Errorf("%d rewrites on the way in, want %d\n%s", tr.Summary.Rewrites, tc.rewrites, out.String())
+				t.Errorf("%d rewrites on the way in, want %d\n%s", tr.Summary.Rewrites, tc.rewrites, out)
 			}
 			if tc.want == trace.Delivered {
 				if len(tr.Reply) == 0 {
-					t.Errorf("no reply path\n%s", out.String())
+					t.Errorf("no reply path\n%s", out)
 				}
 				last := tr.Hops[len(tr.Hops)-1]
 				if kept := last.Arrive.Src.Addr() == tr.Request.Packet.Src.Addr(); kept != tc.clientKept && tc.rewrites >= 0 {
-					t.Errorf("client address kept at the receiver: %v, want %v\n%s", kept, tc.clientKept, out.String())
+					t.Errorf("client address kept at the receiver: %v, want %v\n%s", kept, tc.clientKept, out)
 				}
 			}
 		})
 	}
+}
+
+// verifyTrace traces ask over the lab and checks it against the kernel's own
+// trace of a real probe (trace.Verify): a disagreement fails t. It returns
+// the trace and its text (the trace, then the comparison) for the caller's
+// checks and messages.
+func verifyTrace(t *testing.T, e *env, ask trace.Ask) (*trace.Trace, string) {
+	t.Helper()
+	snap, tnet, err := e.l.TraceNetwork(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := trace.Verify(e.ctx, snap, tnet, ask, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	_ = trace.WriteText(&out, rep.Trace)
+	_ = rep.Write(&out)
+	if !rep.OK() {
+		t.Fatalf("the kernel disagrees: %v\n%s", rep.Differences, out.String())
+	}
+	return rep.Trace, out.String()
+}
+
+// labTraceVerify runs `svcnet lab trace --name name from to --verify` as a
+// user does, through the binary (the caller has released the lab's lock,
+// env.release), and fails t unless the kernel agreed and the output holds
+// each of wants. It returns the output.
+func labTraceVerify(t *testing.T, e *env, name, from, to string, wants ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, from, to, "--verify").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "verify: the kernel took the same chains, rules and rewrites") {
+		t.Fatalf("svcnet lab trace %s %s --verify: %v\n%s", from, to, err, out)
+	}
+	for _, want := range wants {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("lab trace output lacks %q:\n%s", want, out)
+		}
+	}
+	return string(out)
 }
 
 // traceCommand runs the acceptance commands as a
@@ -94,15 +121,8 @@ func traceScenarios(t *testing.T, e *env) {
 func traceCommand(t *testing.T, e *env) {
 	name, reopen := e.release(t)
 	defer reopen()
-	out, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "--verify").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "verify: the kernel took the same chains, rules and rewrites") {
-		t.Fatalf("svcnet lab trace --verify: %v\n%s", err, out)
-	}
-	for _, want := range []string{"(Service default/web-np, NodePort)", "DNAT ", "endpoint  default/web-np:80/tcp", "un-DNAT", "summary: 2 rewrites"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("lab trace output lacks %q", want)
-		}
-	}
+	labTraceVerify(t, e, name, "client", "default/web-np",
+		"(Service default/web-np, NodePort)", "DNAT ", "endpoint  default/web-np:80/tcp", "un-DNAT", "summary: 2 rewrites")
 	svg, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "-o", "svg").Output()
 	if err != nil {
 		t.Fatalf("svcnet lab trace -o svg: %v", err)

@@ -1,16 +1,12 @@
 package kube
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
 )
@@ -31,19 +27,6 @@ const (
 // and conf dirs, at the same paths inside (the command's defaults), writable.
 var cniHostPaths = []string{"/etc/cni/net.d", "/opt/cni/bin"}
 
-// readCNIManifests returns the objects under deploy/cni: every manifest but
-// kustomization.yaml, which checkKustomization checks.
-func readCNIManifests(t *testing.T) []manifest {
-	t.Helper()
-	var out []manifest
-	for _, m := range readManifests(t, deployCNIDir) {
-		if m.obj.GetKind() != "Kustomization" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestDeployCNIManifests holds deploy/cni to what its README and comments
 // promise, without an apiserver: kustomization.yaml lists every file; the
 // objects live in kube-system; RBAC is get on nodes only; the DaemonSet runs
@@ -51,33 +34,17 @@ func readCNIManifests(t *testing.T) []manifest {
 // files with --watch in its one container, unprivileged, with no capability
 // and no host path but the two CNI directories.
 func TestDeployCNIManifests(t *testing.T) {
-	ms := readCNIManifests(t)
+	ms := readObjects(t, deployCNIDir)
 	checkKustomization(t, deployCNIDir)
 	idx := indexManifests(t, ms)
-	for _, m := range ms {
-		if ns := m.obj.GetNamespace(); ns != "" && ns != cniNamespace {
-			t.Errorf("%v: namespace %q, want %q", m, ns, cniNamespace)
-		}
-	}
+	checkNamespace(t, ms, cniNamespace)
 	var sa corev1.ServiceAccount
 	idx.get(t, "ServiceAccount", cniNamespace, cniName, &sa)
 	var role rbacv1.ClusterRole
 	if idx.get(t, "ClusterRole", "", cniName, &role) {
-		want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
-		if role.AggregationRule != nil || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want[0].APIGroups) ||
-			!slices.Equal(role.Rules[0].Resources, want[0].Resources) || !slices.Equal(role.Rules[0].Verbs, want[0].Verbs) ||
-			len(role.Rules[0].ResourceNames) > 0 || len(role.Rules[0].NonResourceURLs) > 0 {
-			t.Errorf("ClusterRole %s: rules %+v aggregation %+v, want exactly %+v", cniName, role.Rules, role.AggregationRule, want)
-		}
+		checkClusterRole(t, &role, map[string][]string{"/nodes": {"get"}})
 	}
-	var binding rbacv1.ClusterRoleBinding
-	if idx.get(t, "ClusterRoleBinding", "", cniName, &binding) {
-		wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cniName}
-		wantSubj := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: cniName, Namespace: cniNamespace}}
-		if binding.RoleRef != wantRef || !slices.Equal(binding.Subjects, wantSubj) {
-			t.Errorf("ClusterRoleBinding %s: roleRef %+v subjects %+v, want %+v %+v", cniName, binding.RoleRef, binding.Subjects, wantRef, wantSubj)
-		}
-	}
+	checkClusterRoleBinding(t, idx, cniName, cniNamespace, cniName)
 	var ds appsv1.DaemonSet
 	if idx.get(t, "DaemonSet", cniNamespace, cniName, &ds) {
 		checkCNIDaemonSet(t, &ds)
@@ -86,9 +53,7 @@ func TestDeployCNIManifests(t *testing.T) {
 
 func checkCNIDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	spec := ds.Spec.Template.Spec
-	if ds.Spec.Selector == nil || !labelsMatch(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels) || len(ds.Spec.Selector.MatchExpressions) > 0 {
-		t.Errorf("selector %+v does not select template labels %v", ds.Spec.Selector, ds.Spec.Template.Labels)
-	}
+	checkSelector(t, ds.Spec.Selector, ds.Spec.Template.Labels)
 	// The network plugin cannot need the network it installs, and must run
 	// on NotReady and tainted nodes.
 	if !spec.HostNetwork || spec.HostPID || spec.HostIPC {
@@ -111,10 +76,7 @@ func checkCNIDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 		{spec.Containers[0], []string{"svcnet", "cni", "install", "--watch"}},
 	} {
 		t.Run(c.c.Name, func(t *testing.T) {
-			if c.c.Image != cniImage || c.c.ImagePullPolicy != corev1.PullIfNotPresent {
-				t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
-					c.c.Image, c.c.ImagePullPolicy, cniImage, corev1.PullIfNotPresent)
-			}
+			checkImage(t, c.c, cniImage)
 			if argv := append(slices.Clone(c.c.Command), c.c.Args...); !slices.Equal(argv, c.argv) {
 				t.Errorf("command %q, want %q", argv, c.argv)
 			}
@@ -128,21 +90,16 @@ func checkCNIDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	}
 }
 
-// checkCNISecurity: not privileged, no escalation, every capability dropped
-// and none added, read-only root filesystem, UID 0 (the owner of the host's
-// CNI directories).
+// checkCNISecurity: not privileged, no escalation, read-only root
+// filesystem (checkUnprivileged), every capability dropped and none added,
+// UID 0 (the owner of the host's CNI directories).
 func checkCNISecurity(t *testing.T, sc *corev1.SecurityContext) {
-	if sc == nil {
-		t.Fatalf("no securityContext")
-	}
-	if (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Errorf("privileged %s allowPrivilegeEscalation %s, want false false", fmtPtr(sc.Privileged), fmtPtr(sc.AllowPrivilegeEscalation))
-	}
+	checkUnprivileged(t, sc)
 	if sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("capabilities %+v, want drop ALL, add none", sc.Capabilities)
 	}
-	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
-		t.Errorf("readOnlyRootFilesystem %s runAsUser %s, want true 0", fmtPtr(sc.ReadOnlyRootFilesystem), fmtPtr(sc.RunAsUser))
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("runAsUser %s, want 0", fmtPtr(sc.RunAsUser))
 	}
 	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("seccompProfile %+v, want RuntimeDefault", sc.SeccompProfile)
@@ -176,31 +133,13 @@ func checkCNIMounts(t *testing.T, spec corev1.PodSpec, c corev1.Container) {
 // a Pod from the DaemonSet's template, which Pod admission must accept with
 // system-node-critical's priority.
 func TestDeployCNIDryRun(t *testing.T) {
-	ms := readCNIManifests(t)
-	env := kubetest.Start(t, kubetest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kubetest.Eventually(t, 30*time.Second, "namespace "+cniNamespace, func() (bool, string) {
-		_, err := env.Client.CoreV1().Namespaces().Get(ctx, cniNamespace, metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
-	dr := kubetest.NewDryRunner(t, ctx, env.Config)
-	for _, m := range ms {
-		dr.Create(fmt.Sprint(m), m.obj)
-	}
+	ms := readObjects(t, deployCNIDir)
+	dr := startDryRun(t, ms, cniNamespace, kubetest.Options{})
 	if t.Failed() {
 		return
 	}
 	var ds appsv1.DaemonSet
-	if !indexManifests(t, ms).get(t, "DaemonSet", cniNamespace, cniName, &ds) {
-		return
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: cniName + "-dry-run", Namespace: cniNamespace, Labels: ds.Spec.Template.Labels},
-		Spec:       ds.Spec.Template.Spec,
-	}
-	got := dr.CreatePod(fmt.Sprintf("DaemonSet %s: a Pod from its template", cniName), pod)
-	if got != nil && (got.Spec.Priority == nil || *got.Spec.Priority != 2000001000) {
-		t.Errorf("DaemonSet %s: Pod priority %s, want system-node-critical's 2000001000", cniName, fmtPtr(got.Spec.Priority))
+	if indexManifests(t, ms).get(t, "DaemonSet", cniNamespace, cniName, &ds) {
+		dryRunTemplatePod(t, dr, "DaemonSet", ds.ObjectMeta, ds.Spec.Template, "system-node-critical")
 	}
 }

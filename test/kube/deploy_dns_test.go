@@ -1,19 +1,15 @@
 package kube
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
@@ -26,13 +22,12 @@ const deployDNSDir = "../../deploy/dns"
 // The objects deploy/dns must contain, and the properties the tests below hold
 // them to.
 const (
-	dnsNamespace      = "kube-system"
-	dnsName           = "svcnet-dns" // Deployment, ServiceAccount, ClusterRole(Binding)
-	dnsServiceName    = "kube-dns"
-	dnsClusterIP      = "10.96.0.10"
-	dnsImage          = kubetest.SvcnetImage
-	dnsMetricsPort    = 9153
-	systemClusterCrit = 2000000000 // system-cluster-critical's value
+	dnsNamespace   = "kube-system"
+	dnsName        = "svcnet-dns" // Deployment, ServiceAccount, ClusterRole(Binding)
+	dnsServiceName = "kube-dns"
+	dnsClusterIP   = "10.96.0.10"
+	dnsImage       = kubetest.SvcnetImage
+	dnsMetricsPort = 9153
 )
 
 // dnsArgv is the Deployment's command line.
@@ -63,25 +58,14 @@ func TestDeployDNSManifests(t *testing.T) {
 	ms, _ := readDNSManifests(t)
 	checkKustomization(t, deployDNSDir)
 	idx := indexManifests(t, ms)
-	for _, m := range ms {
-		if ns := m.obj.GetNamespace(); ns != "" && ns != dnsNamespace {
-			t.Errorf("%v: namespace %q, want %q", m, ns, dnsNamespace)
-		}
-	}
+	checkNamespace(t, ms, dnsNamespace)
 	var sa corev1.ServiceAccount
 	idx.get(t, "ServiceAccount", dnsNamespace, dnsName, &sa)
 	var role rbacv1.ClusterRole
 	if idx.get(t, "ClusterRole", "", dnsName, &role) {
 		checkDNSClusterRole(t, &role)
 	}
-	var binding rbacv1.ClusterRoleBinding
-	if idx.get(t, "ClusterRoleBinding", "", dnsName, &binding) {
-		wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: dnsName}
-		wantSubj := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: dnsName, Namespace: dnsNamespace}}
-		if binding.RoleRef != wantRef || !slices.Equal(binding.Subjects, wantSubj) {
-			t.Errorf("ClusterRoleBinding %s: roleRef %+v subjects %+v, want %+v %+v", dnsName, binding.RoleRef, binding.Subjects, wantRef, wantSubj)
-		}
-	}
+	checkClusterRoleBinding(t, idx, dnsName, dnsNamespace, dnsName)
 	var d appsv1.Deployment
 	var svc corev1.Service
 	okD := idx.get(t, "Deployment", dnsNamespace, dnsName, &d)
@@ -116,41 +100,14 @@ func checkKustomization(t *testing.T, dir string) {
 }
 
 // checkDNSClusterRole: list and watch on exactly services, pods, namespaces,
-// nodes and endpointslices; nothing else, no wildcard, no other verb.
+// nodes and endpointslices; nothing else, no other verb.
 func checkDNSClusterRole(t *testing.T, role *rbacv1.ClusterRole) {
-	want := []string{"/namespaces", "/nodes", "/pods", "/services", "discovery.k8s.io/endpointslices"}
-	got := map[string][]string{}
-	if role.AggregationRule != nil {
-		t.Errorf("ClusterRole %s: aggregationRule %+v: it would gain other roles' rules", role.Name, role.AggregationRule)
+	t.Helper()
+	want := map[string][]string{}
+	for _, gr := range []string{"/namespaces", "/nodes", "/pods", "/services", "discovery.k8s.io/endpointslices"} {
+		want[gr] = []string{"list", "watch"}
 	}
-	for i, r := range role.Rules {
-		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-			t.Errorf("ClusterRole %s rule %d: nonResourceURLs %v resourceNames %v, want none", role.Name, i, r.NonResourceURLs, r.ResourceNames)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					gr := g + "/" + res
-					if strings.Contains(gr, "*") || v == "*" {
-						t.Errorf("ClusterRole %s rule %d: wildcard (%s %s)", role.Name, i, v, gr)
-					}
-					if !slices.Contains(got[gr], v) {
-						got[gr] = append(got[gr], v)
-					}
-				}
-			}
-		}
-	}
-	var grs []string
-	for gr, verbs := range got {
-		grs = append(grs, gr)
-		if slices.Sort(verbs); !slices.Equal(verbs, []string{"list", "watch"}) {
-			t.Errorf("ClusterRole %s: %s verbs %v, want exactly list and watch", role.Name, gr, verbs)
-		}
-	}
-	if slices.Sort(grs); !slices.Equal(grs, want) {
-		t.Errorf("ClusterRole %s: grants on %q, want %q", role.Name, grs, want)
-	}
+	checkClusterRole(t, role, want)
 }
 
 // checkDNSDeployment: two replicas of `svcnet dns` on :53, metrics and
@@ -161,10 +118,10 @@ func checkDNSDeployment(t *testing.T, d *appsv1.Deployment) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %s, want 2", fmtPtr(d.Spec.Replicas))
 	}
-	if d.Spec.Selector == nil || !labelsMatch(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) || len(d.Spec.Selector.MatchExpressions) > 0 {
-		t.Errorf("selector %+v does not select template labels %v", d.Spec.Selector, d.Spec.Template.Labels)
-	} else if _, ok := d.Spec.Selector.MatchLabels["k8s-app"]; ok {
-		t.Errorf("selector %v uses k8s-app, which CoreDNS's Deployment selects too", d.Spec.Selector.MatchLabels)
+	if checkSelector(t, d.Spec.Selector, d.Spec.Template.Labels) {
+		if _, ok := d.Spec.Selector.MatchLabels["k8s-app"]; ok {
+			t.Errorf("selector %v uses k8s-app, which CoreDNS's Deployment selects too", d.Spec.Selector.MatchLabels)
+		}
 	}
 	if d.Spec.Template.Labels["k8s-app"] != "kube-dns" {
 		t.Errorf("template labels %v lack k8s-app: kube-dns", d.Spec.Template.Labels)
@@ -178,10 +135,7 @@ func checkDNSDeployment(t *testing.T, d *appsv1.Deployment) {
 		t.Fatalf("%d containers, %d init containers: want exactly one container", len(spec.Containers), len(spec.InitContainers))
 	}
 	c := spec.Containers[0]
-	if c.Image != dnsImage || c.ImagePullPolicy != corev1.PullIfNotPresent {
-		t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
-			c.Image, c.ImagePullPolicy, dnsImage, corev1.PullIfNotPresent)
-	}
+	checkImage(t, c, dnsImage)
 	if argv := append(slices.Clone(c.Command), c.Args...); !slices.Equal(argv, dnsArgv) {
 		t.Errorf("command %q, want %q", argv, dnsArgv)
 	}
@@ -206,15 +160,7 @@ func checkDNSSecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1.S
 	} else if v, err := strconv.Atoi(pod.Sysctls[i].Value); err != nil || v > 53 {
 		t.Errorf("sysctl net.ipv4.ip_unprivileged_port_start=%q, want at most 53", pod.Sysctls[i].Value)
 	}
-	if sc == nil {
-		t.Fatalf("container has no securityContext")
-	}
-	if (sc.Privileged != nil && *sc.Privileged) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Errorf("privileged %s allowPrivilegeEscalation %s, want false false", fmtPtr(sc.Privileged), fmtPtr(sc.AllowPrivilegeEscalation))
-	}
-	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Errorf("readOnlyRootFilesystem %s, want true", fmtPtr(sc.ReadOnlyRootFilesystem))
-	}
+	checkUnprivileged(t, sc)
 	if sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || !slices.Contains(sc.Capabilities.Drop, "ALL") {
 		t.Errorf("capabilities %+v, want drop ALL and add none", sc.Capabilities)
 	}
@@ -261,33 +207,12 @@ func mapKeys(m map[string]string) []string {
 // admission the same way (its priority class resolves).
 func TestDeployDNSDryRun(t *testing.T) {
 	ms, _ := readDNSManifests(t)
-	env := kubetest.Start(t, kubetest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kubetest.Eventually(t, 30*time.Second, "namespace "+dnsNamespace, func() (bool, string) {
-		_, err := env.Client.CoreV1().Namespaces().Get(ctx, dnsNamespace, metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
-	dr := kubetest.NewDryRunner(t, ctx, env.Config)
-	for _, m := range ms {
-		dr.Create(fmt.Sprint(m), m.obj)
-	}
+	dr := startDryRun(t, ms, dnsNamespace, kubetest.Options{})
 	if t.Failed() {
 		return
 	}
 	var d appsv1.Deployment
-	if !indexManifests(t, ms).get(t, "Deployment", dnsNamespace, dnsName, &d) {
-		return
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: dnsName + "-dry-run", Namespace: dnsNamespace, Labels: d.Spec.Template.Labels},
-		Spec:       d.Spec.Template.Spec,
-	}
-	got := dr.CreatePod(fmt.Sprintf("Deployment %s: a Pod from its template", dnsName), pod)
-	if got == nil {
-		return
-	}
-	if got.Spec.Priority == nil || *got.Spec.Priority != systemClusterCrit {
-		t.Errorf("Deployment %s: Pod priority %s, want system-cluster-critical's %d", dnsName, fmtPtr(got.Spec.Priority), systemClusterCrit)
+	if indexManifests(t, ms).get(t, "Deployment", dnsNamespace, dnsName, &d) {
+		dryRunTemplatePod(t, dr, "Deployment", d.ObjectMeta, d.Spec.Template, "system-cluster-critical")
 	}
 }

@@ -3,7 +3,6 @@ package kube
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -138,17 +137,11 @@ func readManifests(t *testing.T, dir string) []manifest {
 	return out
 }
 
-// readProxyManifests returns the objects under deploy/proxy: every manifest
-// but the kustomization.yaml files, which TestDeployProxyKustomizations checks.
+// readProxyManifests returns the objects under deploy/proxy (readObjects);
+// TestDeployProxyKustomizations checks the kustomization.yaml files.
 func readProxyManifests(t *testing.T) []manifest {
 	t.Helper()
-	var out []manifest
-	for _, m := range readManifests(t, deployProxyDir) {
-		if m.obj.GetKind() != "Kustomization" {
-			out = append(out, m)
-		}
-	}
-	return out
+	return readObjects(t, deployProxyDir)
 }
 
 // TestDeployProxyKustomizations: `kubectl apply -k deploy/proxy` installs
@@ -217,11 +210,7 @@ func (idx manifestIndex) get(t *testing.T, kind, namespace, name string, into an
 func TestDeployProxyManifests(t *testing.T) {
 	ms := readProxyManifests(t)
 	idx := indexManifests(t, ms)
-	for _, m := range ms {
-		if ns := m.obj.GetNamespace(); ns != "" && ns != proxyNamespace {
-			t.Errorf("%v: namespace %q, want %q", m, ns, proxyNamespace)
-		}
-	}
+	checkNamespace(t, ms, proxyNamespace)
 	var sa corev1.ServiceAccount
 	idx.get(t, "ServiceAccount", proxyNamespace, proxyServiceAccount, &sa)
 
@@ -229,14 +218,7 @@ func TestDeployProxyManifests(t *testing.T) {
 	if idx.get(t, "ClusterRole", "", "svcnet-proxy", &role) {
 		checkProxyClusterRole(t, &role)
 	}
-	var binding rbacv1.ClusterRoleBinding
-	if idx.get(t, "ClusterRoleBinding", "", "svcnet-proxy", &binding) {
-		wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "svcnet-proxy"}
-		wantSubj := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: proxyServiceAccount, Namespace: proxyNamespace}}
-		if binding.RoleRef != wantRef || !slices.Equal(binding.Subjects, wantSubj) {
-			t.Errorf("ClusterRoleBinding svcnet-proxy: roleRef %+v subjects %+v, want %+v %+v", binding.RoleRef, binding.Subjects, wantRef, wantSubj)
-		}
-	}
+	checkClusterRoleBinding(t, idx, "svcnet-proxy", proxyNamespace, proxyServiceAccount)
 	selectors := map[string]string{}
 	for _, want := range proxyDaemonSets {
 		t.Run(want.name, func(t *testing.T) {
@@ -256,65 +238,25 @@ func TestDeployProxyManifests(t *testing.T) {
 
 // checkProxyClusterRole: get/list/watch on exactly services, nodes and
 // endpointslices; create/patch on events (core and events.k8s.io); nothing else,
-// no wildcards, no write verb on anything but events.
+// so no write verb on anything but events.
 func checkProxyClusterRole(t *testing.T, role *rbacv1.ClusterRole) {
+	t.Helper()
 	read := []string{"get", "list", "watch"}
 	write := []string{"create", "patch"}
-	want := map[string][]string{
+	checkClusterRole(t, role, map[string][]string{
 		"/services":                       read,
 		"/nodes":                          read,
 		"discovery.k8s.io/endpointslices": read,
 		"/events":                         write,
 		"events.k8s.io/events":            write,
-	}
-	got := map[string][]string{}
-	if role.AggregationRule != nil {
-		t.Errorf("ClusterRole %s: aggregationRule %+v: it would gain other roles' rules", role.Name, role.AggregationRule)
-	}
-	for i, r := range role.Rules {
-		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-			t.Errorf("ClusterRole %s rule %d: nonResourceURLs %v resourceNames %v, want none", role.Name, i, r.NonResourceURLs, r.ResourceNames)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				gr := g + "/" + res
-				for _, v := range r.Verbs {
-					if strings.Contains(gr, "*") || v == "*" {
-						t.Errorf("ClusterRole %s rule %d: wildcard (%s %s)", role.Name, i, v, gr)
-					}
-					if !slices.Contains(read, v) && res != "events" {
-						t.Errorf("ClusterRole %s rule %d: write verb %q on %s; only events may be written", role.Name, i, v, gr)
-					}
-					if !slices.Contains(got[gr], v) {
-						got[gr] = append(got[gr], v)
-					}
-				}
-			}
-		}
-	}
-	for gr := range got {
-		slices.Sort(got[gr])
-	}
-	for gr, verbs := range want {
-		verbs = slices.Sorted(slices.Values(verbs))
-		if !slices.Equal(got[gr], verbs) {
-			t.Errorf("ClusterRole %s: %s verbs %v, want %v", role.Name, gr, got[gr], verbs)
-		}
-	}
-	for gr, verbs := range got {
-		if _, ok := want[gr]; !ok {
-			t.Errorf("ClusterRole %s: grants %v on %s, which svcnet proxy does not use", role.Name, verbs, gr)
-		}
-	}
+	})
 }
 
 // checkProxyDaemonSet checks one DaemonSet's Pod template, and the proxy.yaml it
 // mounts from ConfigMap configMap.
 func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, configMap, proxyName string, kubeProxyPorts, announce bool) {
 	spec := ds.Spec.Template.Spec
-	if ds.Spec.Selector == nil || !labelsMatch(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels) || len(ds.Spec.Selector.MatchExpressions) > 0 {
-		t.Errorf("selector %+v does not select template labels %v", ds.Spec.Selector, ds.Spec.Template.Labels)
-	}
+	checkSelector(t, ds.Spec.Selector, ds.Spec.Template.Labels)
 	if u := ds.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
 		u.RollingUpdate.MaxUnavailable == nil || (*u.RollingUpdate.MaxUnavailable != intstr.FromInt32(1) && *u.RollingUpdate.MaxUnavailable != intstr.FromString("10%")) {
 		t.Errorf("updateStrategy %+v, want RollingUpdate with maxUnavailable 1 or 10%%", u)
@@ -347,10 +289,7 @@ func checkProxyDaemonSet(t *testing.T, idx manifestIndex, ds *appsv1.DaemonSet, 
 	if wantInit == 1 {
 		checkProxyInitContainer(t, spec, spec.InitContainers[0], c)
 	}
-	if c.Image != proxyImage || c.ImagePullPolicy != corev1.PullIfNotPresent {
-		t.Errorf("image %q pull policy %q, want %q %q (an image imported on the node needs no registry)",
-			c.Image, c.ImagePullPolicy, proxyImage, corev1.PullIfNotPresent)
-	}
+	checkImage(t, c, proxyImage)
 	checkProxySecurity(t, spec.SecurityContext, c.SecurityContext, announce)
 	checkProxyCommand(t, c, proxyName, announce)
 	checkProxyResources(t, c.Resources)
@@ -455,18 +394,7 @@ func containerPort(c corev1.Container, p intstr.IntOrString) int {
 // one added, and NET_RAW too with the layer-2 speaker (announce); read-only root
 // filesystem; no privilege escalation.
 func checkProxySecurity(t *testing.T, pod *corev1.PodSecurityContext, sc *corev1.SecurityContext, announce bool) {
-	if sc == nil {
-		t.Fatalf("container has no securityContext")
-	}
-	if sc.Privileged != nil && *sc.Privileged {
-		t.Errorf("container is privileged")
-	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Errorf("allowPrivilegeEscalation %v, want false", fmtPtr(sc.AllowPrivilegeEscalation))
-	}
-	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Errorf("readOnlyRootFilesystem %v, want true", fmtPtr(sc.ReadOnlyRootFilesystem))
-	}
+	checkUnprivileged(t, sc)
 	wantCaps := []corev1.Capability{"NET_ADMIN"}
 	if announce {
 		wantCaps = append(wantCaps, "NET_RAW")
@@ -833,46 +761,16 @@ func TestDeployProxyDryRun(t *testing.T) {
 	ms := readProxyManifests(t)
 	// --allow-privileged as on every kubeadm cluster (kube-proxy's own
 	// DaemonSet is privileged): the proxy's init container is.
-	env := kubetest.Start(t, kubetest.Options{APIServerFlags: []string{"--allow-privileged=true"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kubetest.Eventually(t, 30*time.Second, "namespace "+proxyNamespace, func() (bool, string) {
-		_, err := env.Client.CoreV1().Namespaces().Get(ctx, proxyNamespace, metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
-
-	dr := kubetest.NewDryRunner(t, ctx, env.Config)
-	for _, m := range ms {
-		dr.Create(fmt.Sprint(m), m.obj)
-	}
+	dr := startDryRun(t, ms, proxyNamespace, kubetest.Options{APIServerFlags: []string{"--allow-privileged=true"}})
 	dr.Create("the Secret README.md creates", memberlistSecretObject(t))
-	if !t.Failed() {
-		dryRunProxyPods(t, dr, indexManifests(t, ms))
+	if t.Failed() {
+		return
 	}
-}
-
-// dryRunProxyPods puts a Pod made from each DaemonSet's template through Pod
-// validation and admission (dry run), which a DaemonSet create does not: the
-// priority class must exist and be allowed in the namespace. (kubetest's
-// apiserver runs without the ServiceAccount admission plugin, so the
-// ServiceAccount's existence is TestDeployProxyManifests's to check.)
-func dryRunProxyPods(t *testing.T, dr *kubetest.DryRunner, idx manifestIndex) {
+	idx := indexManifests(t, ms)
 	for _, want := range proxyDaemonSets {
 		var ds appsv1.DaemonSet
-		if !idx.get(t, "DaemonSet", proxyNamespace, want.name, &ds) {
-			continue
-		}
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-dry-run", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
-			Spec:       ds.Spec.Template.Spec,
-		}
-		got := dr.CreatePod(fmt.Sprintf("DaemonSet %s: a Pod from its template", ds.Name), pod)
-		if got == nil {
-			continue
-		}
-		// The Priority admission plugin resolved the class to its value.
-		if got.Spec.Priority == nil || *got.Spec.Priority != 2000001000 {
-			t.Errorf("DaemonSet %s: Pod priority %s, want system-node-critical's 2000001000", ds.Name, fmtPtr(got.Spec.Priority))
+		if idx.get(t, "DaemonSet", proxyNamespace, want.name, &ds) {
+			dryRunTemplatePod(t, dr, "DaemonSet", ds.ObjectMeta, ds.Spec.Template, "system-node-critical")
 		}
 	}
 }

@@ -64,13 +64,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("down in %v", time.Since(start).Round(100*time.Millisecond))
-		left, err := nodecluster.Leftovers(c.Name, c.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range left {
-			t.Errorf("left after down: %s", l)
-		}
+		nodetest.CheckGone(t, c.Name, c.Dir, "down")
 		checkHostState(t, before)
 	})
 }

@@ -52,12 +52,6 @@ func TestUpFailsCleanly(t *testing.T) {
 			t.Errorf("Up's error lacks %q:\n%v", want, err)
 		}
 	}
-	left, lerr := nodecluster.Leftovers(o.Name, o.Dir)
-	if lerr != nil {
-		t.Fatal(lerr)
-	}
-	for _, l := range left {
-		t.Errorf("left after a failed Up: %s", l)
-	}
+	nodetest.CheckGone(t, o.Name, o.Dir, "a failed Up")
 	checkHostState(t, before)
 }

@@ -3,11 +3,13 @@ package node
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/nodecluster/nodetest"
 )
 
 // hostPaths are the fixed paths a node's containerd, runc, kubelet and CNI
@@ -35,13 +37,7 @@ var hostSysctls = []string{
 func hostState(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	for _, argv := range [][]string{{"ip", "-br", "addr"}, {"ip", "route", "show", "table", "all"}, {"ip", "rule"}, {"nft", "list", "ruleset"}} {
-		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%v: %v: %s", argv, err, out)
-		}
-		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
-	}
+	b.WriteString(netnstest.HostNetworkState(t))
 	mounts, err := procfs.GetMounts()
 	if err != nil {
 		t.Fatal(err)
@@ -80,5 +76,18 @@ func checkHostState(t *testing.T, before string) {
 	t.Helper()
 	if after := hostState(t); after != before {
 		t.Errorf("the host's state changed:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+}
+
+// checkClusterGone fails t for what of cluster name (state directory dir) is
+// left after what (nodetest.CheckGone), and for each of pids (the cluster's
+// processes, listed before) that still runs.
+func checkClusterGone(t *testing.T, name, dir string, pids []int, after string) {
+	t.Helper()
+	nodetest.CheckGone(t, name, dir, after)
+	for _, p := range pids {
+		if c := commOf(p); c != "" {
+			t.Errorf("process %d (%s) of the cluster still runs after %s", p, c, after)
+		}
 	}
 }

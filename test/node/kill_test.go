@@ -150,18 +150,7 @@ func TestDownAfterKill(t *testing.T) {
 				t.Fatalf("down: %v", err)
 			}
 			t.Logf("down in %v", time.Since(start).Round(100*time.Millisecond))
-			left, err := nodecluster.Leftovers(o.Name, o.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range left {
-				t.Errorf("left after down: %s", l)
-			}
-			for _, p := range pids {
-				if c := commOf(p); c != "" {
-					t.Errorf("process %d (%s) of the cluster still runs after down", p, c)
-				}
-			}
+			checkClusterGone(t, o.Name, o.Dir, pids, "down")
 			checkHostState(t, before)
 			if err := nodecluster.Down(o.Name, o.Dir); err != nil {
 				t.Errorf("second down: %v", err)

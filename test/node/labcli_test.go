@@ -60,17 +60,6 @@ func TestLabUpKubelet(t *testing.T) {
 	if out, err := down.CombinedOutput(); err != nil {
 		t.Fatalf("lab down: %v\n%s", err, out)
 	}
-	left, err := nodecluster.Leftovers(name, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range left {
-		t.Errorf("left after lab down: %s", l)
-	}
-	for _, p := range pids {
-		if c := commOf(p); c != "" {
-			t.Errorf("process %d (%s) of the cluster still runs after lab down", p, c)
-		}
-	}
+	checkClusterGone(t, name, dir, pids, "lab down")
 	checkHostState(t, before)
 }

@@ -1,41 +1,22 @@
 package proxy_test
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/logtest"
 	proc "github.com/svcnet/svcnet/internal/process"
 )
-
-// syncBuffer is a bytes.Buffer safe for a process writing and a test reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // proxyProc is one run of `svcnet proxy` in the node namespace.
 type proxyProc struct {
 	args []string
-	log  *syncBuffer
+	log  *logtest.Buffer
 	*proc.Process
 }
 
@@ -75,7 +56,7 @@ func (c *cluster) startProxy(extra ...string) *proxyProc {
 func (c *cluster) spawn(args ...string) *proxyProc {
 	t := c.t
 	t.Helper()
-	p := &proxyProc{args: args, log: &syncBuffer{}}
+	p := &proxyProc{args: args, log: &logtest.Buffer{}}
 	// `ip netns exec` execs svcnet in place: the PID is svcnet's own.
 	cmd := c.node.Command(append([]string{svcnetBin}, args...)...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log

@@ -1,6 +1,6 @@
 // Package cnitest holds helpers of the CNI plugin's tests: a snapshot of a
 // directory tree, to assert that hostile input created, changed or removed
-// nothing in it.
+// nothing in it, and a file's inode, to assert how an install wrote it.
 package cnitest
 
 import (

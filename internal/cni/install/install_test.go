@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/cni/cnitest"
@@ -75,15 +74,6 @@ func (n *testNode) uninstall() UninstallResult {
 	return res
 }
 
-func inode(t *testing.T, path string) uint64 {
-	t.Helper()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
-}
-
 // Install writes the binary, loopback as its hard link, the conflist and the
 // manifest; a second install writes nothing (same inodes, same mtimes);
 // uninstall removes exactly those four and leaves the files of others.
@@ -101,7 +91,7 @@ func TestInstallIdempotentUninstallExact(t *testing.T) {
 	if n.read(bin) != "svcnet binary v1" || n.read(conf) != "conflist v1\n" {
 		t.Fatalf("contents %q %q", n.read(bin), n.read(conf))
 	}
-	if inode(t, bin) != inode(t, lo) {
+	if cnitest.Inode(t, bin) != cnitest.Inode(t, lo) {
 		t.Errorf("loopback is not a hard link of svcnet")
 	}
 	for path, mode := range map[string]os.FileMode{bin: 0o755, conf: 0o644, manifest: 0o644} {
@@ -116,7 +106,7 @@ func TestInstallIdempotentUninstallExact(t *testing.T) {
 	before := cnitest.Snapshot(t, n.root)
 	inodes := map[string]uint64{}
 	for _, p := range []string{bin, lo, conf, manifest} {
-		inodes[p] = inode(t, p)
+		inodes[p] = cnitest.Inode(t, p)
 	}
 	res = n.install("conflist v1\n")
 	if len(res.Written) > 0 || len(res.Removed) > 0 || !slices.Equal(res.Unchanged, []string{bin, lo, conf}) {
@@ -126,7 +116,7 @@ func TestInstallIdempotentUninstallExact(t *testing.T) {
 		t.Fatalf("second install changed files:\n%s", strings.Join(d, "\n"))
 	}
 	for p, ino := range inodes {
-		if inode(t, p) != ino {
+		if cnitest.Inode(t, p) != ino {
 			t.Errorf("%s: inode changed", p)
 		}
 	}
@@ -200,7 +190,7 @@ func TestInstallUpgrade(t *testing.T) {
 	n.setSource("svcnet binary v2")
 	res := n.install("c\n")
 	bin, lo := filepath.Join(n.bin, "svcnet"), filepath.Join(n.bin, "loopback")
-	if !slices.Contains(res.Written, bin) || !slices.Contains(res.Written, lo) || n.read(lo) != "svcnet binary v2" || inode(t, bin) != inode(t, lo) {
+	if !slices.Contains(res.Written, bin) || !slices.Contains(res.Written, lo) || n.read(lo) != "svcnet binary v2" || cnitest.Inode(t, bin) != cnitest.Inode(t, lo) {
 		t.Fatalf("written %v; loopback %q", res.Written, n.read(lo))
 	}
 	files, ok, err := New(n.opts).readManifest()

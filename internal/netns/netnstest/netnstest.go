@@ -5,6 +5,8 @@ package netnstest
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -52,4 +54,21 @@ func New(t testing.TB, role string) *netns.NS {
 		}
 	})
 	return ns
+}
+
+// HostNetworkState is what a test that makes namespaces must leave as it
+// found it in the host's network namespace: its addresses, routes (every
+// table), rules and nftables ruleset, as ip and nft print them. Compare a
+// call before with one after.
+func HostNetworkState(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, argv := range [][]string{{"ip", "-br", "addr"}, {"ip", "route", "show", "table", "all"}, {"ip", "rule"}, {"nft", "list", "ruleset"}} {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v: %s", argv, err, out)
+		}
+		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(argv, " "), out)
+	}
+	return b.String()
 }

@@ -146,13 +146,7 @@ func Up(t *testing.T, ctx context.Context, o nodecluster.Options) *nodecluster.C
 		if err := down(); err != nil {
 			t.Errorf("node cluster down: %v", err)
 		}
-		left, err := nodecluster.Leftovers(o.Name, o.Dir)
-		if err != nil {
-			t.Errorf("node cluster leftovers: %v", err)
-		}
-		for _, l := range left {
-			t.Errorf("left after node cluster down: %s", l)
-		}
+		CheckGone(t, o.Name, o.Dir, "node cluster down")
 	})
 	start := time.Now()
 	var err error
@@ -161,6 +155,21 @@ func Up(t *testing.T, ctx context.Context, o nodecluster.Options) *nodecluster.C
 	}
 	t.Logf("node cluster %s: %d nodes Ready in %v", o.Name, len(c.Nodes), time.Since(start).Round(100*time.Millisecond))
 	return c
+}
+
+// CheckGone fails t for each thing of cluster name (state directory dir)
+// that is left after what (e.g. "down"): nodecluster.Leftovers' namespaces,
+// cgroups, processes, mounts and files.
+func CheckGone(t testing.TB, name, dir, after string) {
+	t.Helper()
+	left, err := nodecluster.Leftovers(name, dir)
+	if err != nil {
+		t.Errorf("node cluster %s: leftovers: %v", name, err)
+		return
+	}
+	for _, l := range left {
+		t.Errorf("left after %s: %s", after, l)
+	}
 }
 
 var testImages struct {
