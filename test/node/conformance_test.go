@@ -13,6 +13,7 @@ import (
 	"github.com/svcnet/svcnet/internal/conformance"
 	"github.com/svcnet/svcnet/internal/nodecluster"
 	"github.com/svcnet/svcnet/internal/nodecluster/nodetest"
+	"github.com/svcnet/svcnet/internal/process"
 )
 
 // Environment of the side-by-side run (`make conformance`).
@@ -93,7 +94,7 @@ func runSuite(t *testing.T, ctx context.Context, c *nodecluster.Cluster, side st
 		logf.Close()
 		f, err := os.Open(report)
 		if err != nil {
-			t.Fatalf("%s %s pass: no report (%v; ginkgo: %v); its output:\n%s", side, pass.name, err, runErr, tail(logPath, 60))
+			t.Fatalf("%s %s pass: no report (%v; ginkgo: %v); its output:\n%s", side, pass.name, err, runErr, process.LogTail(logPath, 60))
 		}
 		rs, err := conformance.ParseReport(f, report)
 		f.Close()
@@ -103,7 +104,7 @@ func runSuite(t *testing.T, ctx context.Context, c *nodecluster.Cluster, side st
 		selected := conformance.Merge(pass.sel, rs)
 		t.Logf("%s %s pass: %d specs in %v (ginkgo: %v)", side, pass.name, len(selected), time.Since(start).Round(time.Second), runErr)
 		if t.Failed() || runErr != nil {
-			t.Logf("%s %s pass, the end of ginkgo's output:\n%s", side, pass.name, tail(logPath, 80))
+			t.Logf("%s %s pass, the end of ginkgo's output:\n%s", side, pass.name, process.LogTail(logPath, 80))
 		}
 		reports = append(reports, selected)
 	}
@@ -124,14 +125,6 @@ func andSerial(focus string) string {
 		return `\[Serial\]`
 	}
 	return `(` + focus + `).*\[Serial\]|\[Serial\].*(` + focus + `)`
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	return lastLines(string(b), n)
 }
 
 // deployUpstream deploys the side svcnet is judged against: svcnet's CNI

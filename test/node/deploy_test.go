@@ -17,6 +17,7 @@ import (
 	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/nodecluster"
 	"github.com/svcnet/svcnet/internal/nodecluster/nodetest"
+	"github.com/svcnet/svcnet/internal/process"
 	"github.com/svcnet/svcnet/internal/testbin"
 )
 
@@ -154,7 +155,7 @@ func rollout(t *testing.T, ctx context.Context, c *nodecluster.Cluster, workload
 		if err != nil {
 			pods, _ := c.Kubectl(ctx, "-n", "kube-system", "get", "pods", "-o", "wide").CombinedOutput()
 			events, _ := c.Kubectl(ctx, "-n", "kube-system", "get", "events", "--sort-by=.lastTimestamp").CombinedOutput()
-			t.Fatalf("rollout status %s: %v\n%s\npods:\n%s\nevents:\n%s\nlogs:\n%s", w, err, out, pods, lastLines(string(events), 40), workloadLogs(ctx, c, w))
+			t.Fatalf("rollout status %s: %v\n%s\npods:\n%s\nevents:\n%s\nlogs:\n%s", w, err, out, pods, process.LastLines(string(events), 40), workloadLogs(ctx, c, w))
 		}
 		t.Logf("%s rolled out in %v", w, time.Since(start).Round(100*time.Millisecond))
 	}
@@ -171,11 +172,6 @@ func kubectl(t *testing.T, ctx context.Context, c *nodecluster.Cluster, args ...
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // repoPath is a path of this repository, from its root.
