@@ -21,10 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
-	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
-	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // dnsServeTimeout bounds the wait for the Deployment's process to report
@@ -60,15 +58,8 @@ func TestDeployDNSServes(t *testing.T) {
 		!idx.get(t, "RoleBinding", dnsNamespace, dnsName, &cmBind) {
 		t.FailNow()
 	}
-	bin := filepath.Join(t.TempDir(), "svcnet")
-	if err := testbin.Build(bin); err != nil {
-		t.Fatal(err)
-	}
-	env := kubetest.Start(t, kubetest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	bin, env, ctx := startForPod(t, dnsNamespace)
 	c := env.Client
-	waitNamespace(ctx, t, c, dnsNamespace)
 	createAll(ctx, t, c, &sa, &role, &binding, &svc, &cmRole, &cmBind)
 	ns := netnstest.New(t, "dnsdeploy")
 	podEnv, secrets := podCredentials(ctx, t, env, ns, dnsNamespace, dnsName)

@@ -24,7 +24,6 @@ import (
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
-	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // The node of TestDeployProxyServes: its name, its address on an
@@ -65,15 +64,8 @@ func TestDeployProxyServes(t *testing.T) {
 		!idx.get(t, "DaemonSet", proxyNamespace, proxyServiceAccount, &ds) {
 		t.FailNow()
 	}
-	bin := filepath.Join(t.TempDir(), "svcnet")
-	if err := testbin.Build(bin); err != nil {
-		t.Fatal(err)
-	}
-	env := kubetest.Start(t, kubetest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	bin, env, ctx := startForPod(t, proxyNamespace)
 	c := env.Client
-	waitNamespace(ctx, t, c, proxyNamespace)
 	createAll(ctx, t, c, &sa, &role, &binding)
 	kubetest.CreateNode(t, c, kubetest.Node{Name: runNodeName, InternalIPs: []string{runNodeAddr}, PodCIDRs: []string{"192.168.1.0/24"}, Ready: true})
 	ns := netnstest.New(t, "proxydeploy")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // waitNamespace waits for the apiserver to have created namespace (kube-system
@@ -121,4 +122,20 @@ func waitReady(t *testing.T, proc *podProcess, ns *netns.NS, container corev1.Co
 		}
 		return nil
 	})
+}
+
+// startForPod builds svcnet (the image's binary), starts a control plane
+// and waits for namespace; it returns the binary, the control plane and a
+// context bounding the test's waits, cancelled when the test ends.
+func startForPod(t *testing.T, namespace string) (bin string, env *kubetest.Env, ctx context.Context) {
+	t.Helper()
+	bin = filepath.Join(t.TempDir(), "svcnet")
+	if err := testbin.Build(bin); err != nil {
+		t.Fatal(err)
+	}
+	env = kubetest.Start(t, kubetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	waitNamespace(ctx, t, env.Client, namespace)
+	return bin, env, ctx
 }
