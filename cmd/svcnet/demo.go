@@ -12,7 +12,7 @@ func newDemoCommand() *cobra.Command {
 	o := lab.DemoOptions{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Seed 001 on a 3-node lab: a LoadBalancer Service through ClusterIP and NodePort, externalTrafficPolicy Cluster then Local",
+		Short: "The article \"Demystifying Kubernetes Services Packet Path\" on a 3-node lab: a LoadBalancer Service through ClusterIP and NodePort, externalTrafficPolicy Cluster then Local",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd)

@@ -89,7 +89,7 @@ func freePort(t *testing.T) int {
 }
 
 // TestDNSServesStateFile runs `svcnet dns --state` in-process: it answers
-// the seed's Service from the manifests and serves /healthz and /metrics.
+// the article's Service from the manifests and serves /healthz and /metrics.
 func TestDNSServesStateFile(t *testing.T) {
 	dir := seedCopy(t)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))

@@ -53,7 +53,7 @@ func TestGetServicesSeed001(t *testing.T) {
 	}
 	m := seedLine.FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("no my-nginx line like the seed's in:\n%s", out)
+		t.Fatalf("no my-nginx line like the article's in:\n%s", out)
 	}
 	ip, err := netip.ParseAddr(m[1])
 	if err != nil || !netip.MustParsePrefix("10.96.0.0/12").Contains(ip) {
