@@ -57,7 +57,7 @@ func start(t *testing.T, cfg Config) *harness {
 	}
 	cfg.DriftCheckPeriod = 20 * time.Millisecond
 	p, err := New(cfg, Deps{
-		Store: h.store, Conn: h.kernel,
+		Store: h.store, DataPlane: nftables.New(h.kernel, ipfamily.IPv4),
 		InterfaceAddrs: func() ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("172.26.236.177")}, nil
 		},
