@@ -11,6 +11,7 @@ import (
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -118,7 +119,7 @@ func TestBenchDatapath(t *testing.T) {
 	targets := []target{
 		{path: pathClusterIPRemote, directNS: cliNS, directAddr: direct, serviceNS: cliNS, svcAddr: hostPort(addrs.clusterIP, 80)},
 		{path: pathClusterIPLocal, directNS: cliNS, directAddr: hostPort(localIP, 80), serviceNS: cliNS, svcAddr: hostPort(addrs.localClusterIP, 80)},
-		{path: pathNodePort, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(lab.NodeAddr(1), int(addrs.nodePort))},
+		{path: pathNodePort, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(topology.NodeAddr(1), int(addrs.nodePort))},
 		{path: pathLB, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(addrs.lbIP, 80)},
 	}
 	if err := waitTargets(ctx, targets, settleLimit); err != nil {

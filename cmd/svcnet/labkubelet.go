@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/nodecluster"
 )
 
@@ -90,7 +91,7 @@ func upKubeletLab(ctx context.Context, out io.Writer, name string, nodes int, k8
 
 // downKubeletLab removes the node cluster of lab name, if there is one.
 func downKubeletLab(name string) error {
-	if err := lab.ValidateName(name); err != nil {
+	if err := topology.ValidateName(name); err != nil {
 		return err
 	}
 	dir := kubeletLabDir(name)

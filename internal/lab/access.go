@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -27,8 +28,8 @@ func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
 	switch {
 	case where == "client":
 		return Place{NS: l.names.Client()}, nil
-	case NodeIndex(where) > 0:
-		i := NodeIndex(where)
+	case topology.NodeIndex(where) > 0:
+		i := topology.NodeIndex(where)
 		if i > l.info.Nodes {
 			return Place{}, fmt.Errorf("%s: not in this lab (node1..node%d)", where, l.info.Nodes)
 		}
@@ -60,7 +61,7 @@ func (l *Lab) Command(p Place, argv ...string) *exec.Cmd {
 // CommandContext is Command, killed when ctx ends.
 func (l *Lab) CommandContext(ctx context.Context, p Place, argv ...string) *exec.Cmd {
 	if p.Pod != nil {
-		argv = podCommand(podHostname(p.Pod), argv...)
+		argv = topology.PodCommand(topology.PodHostname(p.Pod), argv...)
 	}
 	return netns.CommandIn(ctx, p.NS, argv...)
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -65,10 +66,10 @@ func isAgentPod(p *corev1.Pod) bool {
 // nodeAgentPod is the Pod of node i's agent a.
 func nodeAgentPod(i int, a agent) *corev1.Pod {
 	container, image := "svcnet-proxy", svcnetImage
-	if agentKind(a.argv, NodeName(i)) == kubeProxyBinary {
+	if agentKind(a.argv, topology.NodeName(i)) == kubeProxyBinary {
 		container, image = kubeProxyBinary, kubeProxyBinary
 	}
-	return agentPod(container+"-"+NodeName(i), a.what, container, image, NodeName(i), a.argv)
+	return agentPod(container+"-"+topology.NodeName(i), a.what, container, image, topology.NodeName(i), a.argv)
 }
 
 // processNamespace is the namespace that Pod namespace/name's process runs
@@ -80,7 +81,7 @@ func (l *Lab) processNamespace(namespace, name string) string {
 			return l.names.Control()
 		}
 		for i := 1; i <= l.info.Nodes; i++ {
-			if strings.HasSuffix(name, "-"+NodeName(i)) &&
+			if strings.HasSuffix(name, "-"+topology.NodeName(i)) &&
 				(strings.HasPrefix(name, "svcnet-proxy-") || strings.HasPrefix(name, kubeProxyBinary+"-")) {
 				return l.names.Node(i)
 			}
@@ -99,9 +100,9 @@ func (l *Lab) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a agent) 
 		return 0, err
 	}
 	s := supervision{pod: pod, argv: a.argv,
-		readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(NodeAddr(i), uint16(a.healthzPort)))}}
+		readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.NodeAddr(i), uint16(a.healthzPort)))}}
 	if a.healthzPort == kubeProxyHealthzPort {
-		s.node = NodeName(i)
+		s.node = topology.NodeName(i)
 	}
 	return l.startSupervised(ns, a.log, s)
 }
@@ -154,7 +155,7 @@ func (l *Lab) stopNodeAgents(i int) error {
 	for round := 0; ; round++ {
 		sups, err := supervisorsIn(l.names.Node(i))
 		if err != nil {
-			return fmt.Errorf("node %s: %w", NodeName(i), err)
+			return fmt.Errorf("node %s: %w", topology.NodeName(i), err)
 		}
 		pids, err := l.agentPids(i)
 		if err != nil {
@@ -166,11 +167,11 @@ func (l *Lab) stopNodeAgents(i int) error {
 		if len(pids) == 0 {
 			return nil
 		}
-		if round == stopRounds {
-			return fmt.Errorf("node %s: agents %v still running after %d stops", NodeName(i), pids, stopRounds)
+		if round == topology.StopRounds {
+			return fmt.Errorf("node %s: agents %v still running after %d stops", topology.NodeName(i), pids, topology.StopRounds)
 		}
-		if err := stopPids(pids, agentStopGrace); err != nil {
-			return fmt.Errorf("node %s: stop agents: %w", NodeName(i), err)
+		if err := topology.StopPids(pids, agentStopGrace); err != nil {
+			return fmt.Errorf("node %s: stop agents: %w", topology.NodeName(i), err)
 		}
 	}
 }
@@ -184,7 +185,7 @@ func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string
 	if err := l.recordAgentPod(ctx, pod); err != nil {
 		return err
 	}
-	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(ControlAddr, lbHealthzPort))
+	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.ControlAddr, lbHealthzPort))
 	log := l.names.Path("logs", "lb-controller.log")
 	sup, err := l.startSupervised(cp, log, supervision{pod: pod, argv: argv, readiness: []string{url}})
 	if err != nil {
@@ -195,20 +196,20 @@ func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string
 	deadline := time.Now().Add(lbControllerReady)
 	for {
 		if w.ended() {
-			return fmt.Errorf("svcnet lb controller exited:\n%s", logTail(log, 10))
+			return fmt.Errorf("svcnet lb controller exited:\n%s", topology.LogTail(log, 10))
 		}
 		_, err := getOK(hc, url, 4<<10)
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("svcnet lb controller: %s not answering after %s: %w:\n%s", url, lbControllerReady, err, logTail(log, 10))
+			return fmt.Errorf("svcnet lb controller: %s not answering after %s: %w:\n%s", url, lbControllerReady, err, topology.LogTail(log, 10))
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
-	return l.agentRunning(ctx, pod, ControlAddr)
+	return l.agentRunning(ctx, pod, topology.ControlAddr)
 }
 
 // errAgentPod refuses to apply or delete the Pod of one of the lab's agents.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -31,13 +32,13 @@ import (
 // requests, every proxy's own control plane arrives at the same allocations
 // whatever it saw before.
 type fileCluster struct {
-	names Names
+	names topology.Names
 	cfg   controlplane.Config
 }
 
-func newFileCluster(n Names) *fileCluster {
+func newFileCluster(n topology.Names) *fileCluster {
 	return &fileCluster{names: n, cfg: controlplane.Config{
-		ServiceCIDRs:  []netip.Prefix{ServiceRange},
+		ServiceCIDRs:  []netip.Prefix{topology.ServiceRange},
 		NodePortRange: controlplane.PortRange{First: 30000, Last: 32767},
 	}}
 }
@@ -60,7 +61,7 @@ func (c *fileCluster) objectPath(kind, namespace, name string) (string, error) {
 	if namespace != "" {
 		parts = []string{kind, namespace, name}
 	}
-	return filepath.Join(c.objectsDir(), nameKey(maxObjectKey, parts...)+".yaml"), nil
+	return filepath.Join(c.objectsDir(), topology.NameKey(topology.MaxObjectKey, parts...)+".yaml"), nil
 }
 
 func (c *fileCluster) pathOf(obj runtime.Object) (string, error) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/kubecluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/source/kube"
@@ -40,31 +41,31 @@ type kubeCluster struct {
 	client kubernetes.Interface
 }
 
-func (n Names) kubeDir() string { return n.Path("kube") }
+func kubeDir(n topology.Names) string { return n.Path("kube") }
 
-func kubeOptions(n Names, cp *netns.NS) kubecluster.Options {
+func kubeOptions(n topology.Names, cp *netns.NS) kubecluster.Options {
 	return kubecluster.Options{
-		Dir:     n.kubeDir(),
+		Dir:     kubeDir(n),
 		Detach:  true,
 		Dial:    kubecluster.DialFunc(netns.Dialer(cp)),
 		Command: func(name string, args ...string) *exec.Cmd { return cp.Command(append([]string{name}, args...)...) },
 	}
 }
 
-func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string) (*kubeCluster, error) {
+func startKubeCluster(ctx context.Context, n topology.Names, fabric *netns.NS, bin string) (*kubeCluster, error) {
 	// cp stays open as long as the cluster value: its dialer enters it.
-	cp, err := Attach(fabric, n.Control(), "cp", ControlAddr, false)
+	cp, err := topology.Attach(fabric, n.Control(), "cp", topology.ControlAddr, false)
 	if err != nil {
 		return nil, err
 	}
 	o := kubeOptions(n, cp)
 	o.BinDir = bin
 	o.ControllerManager = true
-	o.ServiceClusterIPRange = ServiceRange.String()
-	o.AdvertiseAddress = ControlAddr.String()
-	o.BindAddress = ControlAddr.String()
+	o.ServiceClusterIPRange = topology.ServiceRange.String()
+	o.AdvertiseAddress = topology.ControlAddr.String()
+	o.BindAddress = topology.ControlAddr.String()
 	o.Ports = kubecluster.DefaultPorts
-	o.ServerURL = fmt.Sprintf("https://%s:%d", ControlAddr, kubecluster.DefaultPorts.APIServer)
+	o.ServerURL = fmt.Sprintf("https://%s:%d", topology.ControlAddr, kubecluster.DefaultPorts.APIServer)
 	c, err := kubecluster.Start(ctx, o)
 	if err != nil {
 		cp.Close()
@@ -73,7 +74,7 @@ func startKubeCluster(ctx context.Context, n Names, fabric *netns.NS, bin string
 	return newKubeCluster(c)
 }
 
-func attachKubeCluster(ctx context.Context, n Names) (cluster, error) {
+func attachKubeCluster(ctx context.Context, n topology.Names) (cluster, error) {
 	cp, err := netns.Open(n.Control())
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: control plane: %w", n.Lab, err)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/printers"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
@@ -74,7 +75,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 	}
 	nodePort, hcPort := svc.Spec.Ports[0].NodePort, int32(0)
 
-	d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods; when it picks the asking pod itself (hairpin), it also masquerades, so that pod sees its node's gateway address %s.", pods[0].Name, svc.Spec.ClusterIP, Gateway4(NodeIndex(pods[0].Spec.NodeName)))
+	d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods; when it picks the asking pod itself (hairpin), it also masquerades, so that pod sees its node's gateway address %s.", pods[0].Name, svc.Spec.ClusterIP, topology.Gateway4(topology.NodeIndex(pods[0].Spec.NodeName)))
 	from, err := l.Resolve(ctx, pods[0].Namespace+"/"+pods[0].Name)
 	if err != nil {
 		return err
@@ -94,15 +95,15 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 	}
 
 	client := Place{NS: l.names.Client()}
-	node1 := fmt.Sprintf("http://%s:%d/", NodeAddr(1), nodePort)
-	d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so it forwards to node2 and node3, about 50/50, and masquerades the client's address as its own.", ClientAddr, nodePort)
+	node1 := fmt.Sprintf("http://%s:%d/", topology.NodeAddr(1), nodePort)
+	d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so it forwards to node2 and node3, about 50/50, and masquerades the client's address as its own.", topology.ClientAddr, nodePort)
 	hits, err = l.Curl(ctx, client, node1, 20, 2*time.Second)
 	if err != nil {
 		return err
 	}
 	d.hits(node1, hits)
 	d.check(answeredBy(hits, pods[0].Name, pods[1].Name), "every request answered, by both pods")
-	d.check(allClients(hits, NodeAddr(1).String()), "the pods saw node1's address %s, not the client's", NodeAddr(1))
+	d.check(allClients(hits, topology.NodeAddr(1).String()), "the pods saw node1's address %s, not the client's", topology.NodeAddr(1))
 	if err := d.loadBalancer(ctx, l, svc, pods, client); err != nil {
 		return err
 	}
@@ -136,15 +137,15 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 	d.hits(node1, hits)
 	d.check(allFailed(hits), "node1 answered nothing")
 	for i, p := range pods {
-		node := NodeIndex(p.Spec.NodeName)
-		u := fmt.Sprintf("http://%s:%d/", NodeAddr(node), nodePort)
-		d.say("From the client to %s's NodePort: answered by its own pod, which sees the client's real address %s.", p.Spec.NodeName, ClientAddr)
+		node := topology.NodeIndex(p.Spec.NodeName)
+		u := fmt.Sprintf("http://%s:%d/", topology.NodeAddr(node), nodePort)
+		d.say("From the client to %s's NodePort: answered by its own pod, which sees the client's real address %s.", p.Spec.NodeName, topology.ClientAddr)
 		hits, err = l.Curl(ctx, client, u, 5, 2*time.Second)
 		if err != nil {
 			return err
 		}
 		d.hits(u, hits)
-		d.check(answeredBy(hits, pods[i].Name) && allClients(hits, ClientAddr.String()), "answered by %s, client %s kept", pods[i].Name, ClientAddr)
+		d.check(answeredBy(hits, pods[i].Name) && allClients(hits, topology.ClientAddr.String()), "answered by %s, client %s kept", pods[i].Name, topology.ClientAddr)
 	}
 	if err := d.loadBalancer(ctx, l, svc, pods, client); err != nil {
 		return err
@@ -160,7 +161,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 			compact.Reset()
 			compact.WriteString(strings.TrimSpace(body))
 		}
-		fmt.Fprintf(d.out, "    GET http://%s:%d/ -> %d %s\n", NodeAddr(i), hcPort, code, compact.String())
+		fmt.Fprintf(d.out, "    GET http://%s:%d/ -> %d %s\n", topology.NodeAddr(i), hcPort, code, compact.String())
 		want := http.StatusOK
 		if i == 1 {
 			want = http.StatusServiceUnavailable
@@ -346,5 +347,5 @@ func waitHealth(ctx context.Context, l *Lab, from Place, i int, port int32, want
 
 // healthGet GETs node i's healthCheckNodePort from the place.
 func healthGet(ctx context.Context, l *Lab, from Place, i int, port int32) (int, string, error) {
-	return l.HTTPGet(ctx, from, fmt.Sprintf("http://%s:%d/", NodeAddr(i), port))
+	return l.HTTPGet(ctx, from, fmt.Sprintf("http://%s:%d/", topology.NodeAddr(i), port))
 }

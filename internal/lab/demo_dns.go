@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // clusterDNS shows a pod resolving my-nginx by its short name: `svcnet resolve`
@@ -16,7 +18,7 @@ import (
 // Service's ClusterIP.
 func (d *demo) clusterDNS(ctx context.Context, l *Lab, from Place, svc *corev1.Service) error {
 	d.say("From pod %s, resolve my-nginx by its short name: the pod's resolv.conf sends the query to the cluster DNS %s (kube-system/kube-dns, served by svcnet dns in pod %s/%s on %s), through its node's proxy like any Service traffic.",
-		from.Pod.Name, ClusterDNS, DNSNamespace, DNSPod, NodeName(1))
+		from.Pod.Name, topology.ClusterDNS, DNSNamespace, DNSPod, topology.NodeName(1))
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := l.CommandContext(ctx, from, l.info.Binary, "resolve", "my-nginx")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // DemoLBIP is the external IP svcnet lb gives my-nginx in the demo: the first
@@ -49,15 +51,15 @@ func (d *demo) loadBalancer(ctx context.Context, l *Lab, svc *corev1.Service, po
 	fmt.Fprintf(d.out, "    the client's neighbour table: %s is at node%d's MAC\n", ip, owner)
 	if !local {
 		d.check(answeredBy(hits, pods[0].Name, pods[1].Name), "every request answered, by both pods")
-		d.check(clientsIn(hits, NodeAddr(owner).String(), Gateway4(owner).String()),
+		d.check(clientsIn(hits, topology.NodeAddr(owner).String(), topology.Gateway4(owner).String()),
 			"the pods saw node%d's addresses (masquerade), not the client's", owner)
 		return nil
 	}
-	i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return NodeIndex(p.Spec.NodeName) == owner })
+	i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return topology.NodeIndex(p.Spec.NodeName) == owner })
 	d.check(i >= 0, "the owner node%d has a my-nginx pod", owner)
 	if i >= 0 {
-		d.check(answeredBy(hits, pods[i].Name) && allClients(hits, ClientAddr.String()),
-			"answered by %s only, client %s kept", pods[i].Name, ClientAddr)
+		d.check(answeredBy(hits, pods[i].Name) && allClients(hits, topology.ClientAddr.String()),
+			"answered by %s only, client %s kept", pods[i].Name, topology.ClientAddr)
 	}
 	return nil
 }

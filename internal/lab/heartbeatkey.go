@@ -4,16 +4,13 @@ import (
 	"fmt"
 
 	"github.com/svcnet/svcnet/internal/atomicfile"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/lb/members"
 )
 
-// HeartbeatKey is the lab's speaker key file: every node's svcnet proxy
-// signs and verifies its heartbeats with it (--announce-key-file).
-func (n Names) HeartbeatKey() string { return n.Path("heartbeat.key") }
-
 // writeHeartbeatKey writes a new random key to the lab's key file, readable by
 // root only: whoever holds it can move the lab's LoadBalancer IPs.
-func writeHeartbeatKey(n Names) error {
+func writeHeartbeatKey(n topology.Names) error {
 	key, err := members.GenerateKey()
 	if err != nil {
 		return fmt.Errorf("lab %s: %w", n.Lab, err)

@@ -2,25 +2,20 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // Lab is one lab that is up, opened by a lab command. Methods that change it run
 // under the lab's lock, taken by Open and Up and released by Close.
 type Lab struct {
-	names   Names
+	names   topology.Names
 	info    *Info
 	cluster cluster
 	unlock  func()
@@ -50,10 +45,10 @@ type Options struct {
 
 // Open opens a lab that is up, taking its lock until Close.
 func Open(ctx context.Context, name string) (*Lab, error) {
-	if err := ValidateName(name); err != nil {
+	if err := topology.ValidateName(name); err != nil {
 		return nil, err
 	}
-	n := Names{Lab: name}
+	n := topology.Names{Lab: name}
 	unlock, err := lock(n)
 	if err != nil {
 		return nil, err
@@ -83,9 +78,9 @@ func (l *Lab) Close() {
 func (l *Lab) Info() Info { return *l.info }
 
 // Names returns the lab's names.
-func (l *Lab) Names() Names { return l.names }
+func (l *Lab) Names() topology.Names { return l.names }
 
-func openCluster(ctx context.Context, n Names, info *Info) (cluster, error) {
+func openCluster(ctx context.Context, n topology.Names, info *Info) (cluster, error) {
 	switch info.ControlPlane {
 	case ControlPlaneFile, "":
 		return newFileCluster(n), nil
@@ -101,11 +96,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if o.Name == "" {
 		o.Name = "svcnet"
 	}
-	if err := ValidateName(o.Name); err != nil {
+	if err := topology.ValidateName(o.Name); err != nil {
 		return nil, err
 	}
-	if o.Nodes < 1 || o.Nodes > MaxNodes {
-		return nil, fmt.Errorf("lab %s: --nodes %d: want 1 to %d", o.Name, o.Nodes, MaxNodes)
+	if o.Nodes < 1 || o.Nodes > topology.MaxNodes {
+		return nil, fmt.Errorf("lab %s: --nodes %d: want 1 to %d", o.Name, o.Nodes, topology.MaxNodes)
 	}
 	if o.ControlPlane == "" {
 		o.ControlPlane = ControlPlaneFile
@@ -137,7 +132,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			fmt.Fprintf(o.Progress, format+"\n", args...)
 		}
 	}
-	n := Names{Lab: o.Name}
+	n := topology.Names{Lab: o.Name}
 	unlock, err := lock(n)
 	if err != nil {
 		return nil, err
@@ -145,13 +140,13 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	defer func() {
 		if err != nil {
 			progress("failed: %v; removing what was built", err)
-			_ = down(n)
+			_ = topology.Remove(n)
 			unlock()
 		}
 	}()
-	if left, _ := leftovers(n); left {
+	if left, _ := topology.Leftovers(n); left {
 		progress("removing the leftover lab %q", n.Lab)
-		if err := down(n); err != nil {
+		if err := topology.Remove(n); err != nil {
 			return nil, err
 		}
 	}
@@ -170,34 +165,34 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	l := &Lab{names: n, info: info, unlock: unlock}
 
-	progress("fabric: namespace %s, bridge %s for the node network %s", n.Fabric(), fabricBridge, NodeNetwork)
-	fabric, err := MakeFabric(n.Fabric())
+	progress("fabric: namespace %s, bridge %s for the node network %s", n.Fabric(), topology.FabricBridge, topology.NodeNetwork)
+	fabric, err := topology.MakeFabric(n.Fabric())
 	if err != nil {
 		return nil, err
 	}
 	defer fabric.Close()
-	progress("client: namespace %s, %s", n.Client(), ClientAddr)
-	client, err := Attach(fabric, n.Client(), "client", ClientAddr, false)
+	progress("client: namespace %s, %s", n.Client(), topology.ClientAddr)
+	client, err := topology.Attach(fabric, n.Client(), "client", topology.ClientAddr, false)
 	if err != nil {
 		return nil, err
 	}
 	client.Close()
 	for i := 1; i <= o.Nodes; i++ {
-		progress("node %s: namespace %s, %s, pods %s", NodeName(i), n.Node(i), NodeAddr(i), PodCIDR(i))
-		ns, err := Attach(fabric, n.Node(i), NodeName(i), NodeAddr(i), true)
+		progress("node %s: namespace %s, %s, pods %s", topology.NodeName(i), n.Node(i), topology.NodeAddr(i), topology.PodCIDR(i))
+		ns, err := topology.Attach(fabric, n.Node(i), topology.NodeName(i), topology.NodeAddr(i), true)
 		if err != nil {
 			return nil, err
 		}
 		ns.Close()
-		if err := writeNodeEtc(n, i); err != nil {
+		if err := topology.WriteNodeEtc(n, i); err != nil {
 			return nil, err
 		}
 	}
-	if err := installCNI(n, o.Binary, o.Nodes); err != nil {
+	if err := topology.InstallCNI(n, o.Binary, o.Nodes); err != nil {
 		return nil, err
 	}
 	if o.ControlPlane == ControlPlaneKube {
-		progress("control plane: etcd, kube-apiserver and kube-controller-manager in %s at %s", n.Control(), ControlAddr)
+		progress("control plane: etcd, kube-apiserver and kube-controller-manager in %s at %s", n.Control(), topology.ControlAddr)
 		kc, err := startKubeCluster(ctx, n, fabric, o.K8sBin)
 		if err != nil {
 			return nil, err
@@ -205,7 +200,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		l.cluster = kc
 		// Pods reach the API server directly (svcnet dns watches it), as in a
 		// cluster whose control plane is routed to the pod network.
-		if err := routePodCIDRs(n.Control(), o.Nodes); err != nil {
+		if err := topology.RoutePodCIDRs(n.Control(), o.Nodes); err != nil {
 			return nil, err
 		}
 		progress("control plane: svcnet lb controller in %s", n.Control())
@@ -227,7 +222,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.applyDefaultPool(ctx); err != nil {
 		return nil, err
 	}
-	progress("cluster DNS: Service %s/%s at %s, svcnet dns in pod %s/%s on %s", DNSNamespace, DNSService, ClusterDNS, DNSNamespace, DNSPod, NodeName(1))
+	progress("cluster DNS: Service %s/%s at %s, svcnet dns in pod %s/%s on %s", DNSNamespace, DNSService, topology.ClusterDNS, DNSNamespace, DNSPod, topology.NodeName(1))
 	if err := l.startClusterDNS(ctx); err != nil {
 		return nil, err
 	}
@@ -237,21 +232,21 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.waitClusterDNS(ctx); err != nil {
 		return nil, err
 	}
-	progress("lab %q is up: %d nodes, client %s", n.Lab, o.Nodes, ClientAddr)
+	progress("lab %q is up: %d nodes, client %s", n.Lab, o.Nodes, topology.ClientAddr)
 	return l, nil
 }
 
 // labNode is node i as a kubelet registers it.
 func labNode(i int) *corev1.Node {
-	name := NodeName(i)
+	name := topology.NodeName(i)
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
 		}},
-		Spec: corev1.NodeSpec{PodCIDR: PodCIDR(i).String(), PodCIDRs: []string{PodCIDR(i).String()}},
+		Spec: corev1.NodeSpec{PodCIDR: topology.PodCIDR(i).String(), PodCIDRs: []string{topology.PodCIDR(i).String()}},
 		Status: corev1.NodeStatus{
 			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: NodeAddr(i).String()},
+				{Type: corev1.NodeInternalIP, Address: topology.NodeAddr(i).String()},
 				{Type: corev1.NodeHostName, Address: name},
 			},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
@@ -260,74 +255,18 @@ func labNode(i int) *corev1.Node {
 	}
 }
 
-// leftovers reports whether anything of the lab exists.
-func leftovers(n Names) (bool, error) {
-	if _, err := os.Stat(n.Dir()); err == nil {
-		return true, nil
-	}
-	names, err := netns.Names()
-	if err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(names, n.Owns), nil
-}
-
 // Down removes the lab named name: every process in its namespaces, the
 // namespaces, its /etc/netns files and its state. It is idempotent and needs
 // nothing but the names, so it works after a crash.
 func Down(name string) error {
-	if err := ValidateName(name); err != nil {
+	if err := topology.ValidateName(name); err != nil {
 		return err
 	}
-	n := Names{Lab: name}
+	n := topology.Names{Lab: name}
 	unlock, err := lock(n)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return down(n)
-}
-
-func down(n Names) error {
-	var errs []error
-	all, err := netns.Names()
-	if err != nil {
-		return err
-	}
-	var mine []string
-	for _, s := range all {
-		if n.Owns(s) {
-			mine = append(mine, s)
-		}
-	}
-	// Pods first, so their servers end before the nodes' proxies; the fabric last.
-	slices.SortFunc(mine, func(a, b string) int { return downOrder(n, a) - downOrder(n, b) })
-	for _, s := range mine {
-		if err := stopNamespaceProcesses(s, 5*time.Second); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, s := range mine {
-		if err := netns.DeleteNamed(s); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	etc, _ := filepath.Glob(filepath.Join(EtcNetns, n.Lab+".*"))
-	for _, d := range etc {
-		errs = append(errs, os.RemoveAll(d))
-	}
-	errs = append(errs, os.RemoveAll(n.Dir()))
-	return errors.Join(errs...)
-}
-
-func downOrder(n Names, s string) int {
-	switch {
-	case strings.HasPrefix(s, n.prefix()+"pod."):
-		return 0
-	case s == n.Fabric():
-		return 3
-	case s == n.Control():
-		return 2
-	}
-	return 1
+	return topology.Remove(n)
 }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -102,8 +102,8 @@ func (l *Lab) agents(i int) []agent {
 // and metrics off kube-proxy's ports.
 func svcnetProxyArgv(binary string, state []string, i int, proxy, keyFile string, extra []string) []string {
 	argv := append([]string{binary, "proxy"}, state...)
-	argv = append(argv, "--hostname-override", NodeName(i), "--pod-routes",
-		"--cluster-cidr", PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
+	argv = append(argv, "--hostname-override", topology.NodeName(i), "--pod-routes",
+		"--cluster-cidr", topology.PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
 	if kubeProxyMode(proxy) != "" {
 		argv = append(argv, "--data-plane", "none",
 			"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", helperHealthzPort), "--metrics-bind-address", helperMetricsAddr)
@@ -116,14 +116,16 @@ func svcnetProxyArgv(binary string, state []string, i int, proxy, keyFile string
 // the node's primary address, as svcnet proxy does by default.
 func kubeProxyArgv(bin string, state []string, i int, proxy string) []string {
 	argv := append([]string{bin}, state...)
-	return append(argv, "--proxy-mode", kubeProxyMode(proxy), "--hostname-override", NodeName(i),
-		"--cluster-cidr", PodNetwork.String(), "--nodeport-addresses", kubeProxyNodePortAddrs, kubeProxyConntrackFlags,
+	return append(argv, "--proxy-mode", kubeProxyMode(proxy), "--hostname-override", topology.NodeName(i),
+		"--cluster-cidr", topology.PodNetwork.String(), "--nodeport-addresses", kubeProxyNodePortAddrs, kubeProxyConntrackFlags,
 		"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", kubeProxyHealthzPort), "--metrics-bind-address", kubeProxyMetricsAddr,
 		kubeProxyVerbosity)
 }
 
-func (l *Lab) proxyLog(i int) string     { return l.names.Path("logs", NodeName(i)+".proxy.log") }
-func (l *Lab) kubeProxyLog(i int) string { return l.names.Path("logs", NodeName(i)+".kube-proxy.log") }
+func (l *Lab) proxyLog(i int) string { return l.names.Path("logs", topology.NodeName(i)+".proxy.log") }
+func (l *Lab) kubeProxyLog(i int) string {
+	return l.names.Path("logs", topology.NodeName(i)+".kube-proxy.log")
+}
 
 // ProxyLog is the log file of node i's svcnet proxy.
 func (l *Lab) ProxyLog(i int) string { return l.proxyLog(i) }
@@ -158,12 +160,12 @@ func (l *Lab) waitAgent(ctx context.Context, i int, a agent, w *childWatch) erro
 	}
 	defer ns.Close()
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns)}, Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://%s:%d/healthz", NodeAddr(i), a.healthzPort)
+	url := fmt.Sprintf("http://%s:%d/healthz", topology.NodeAddr(i), a.healthzPort)
 	deadline := time.Now().Add(a.readyTimeout)
 	var last error
 	for time.Now().Before(deadline) {
 		if w.ended() {
-			return fmt.Errorf("node %s: %s exited:\n%s", NodeName(i), a.what, logTail(a.log, 10))
+			return fmt.Errorf("node %s: %s exited:\n%s", topology.NodeName(i), a.what, topology.LogTail(a.log, 10))
 		}
 		if last = healthzSynced(hc, url); last == nil && a.metricsAddr != "" {
 			last = metricsSynced(hc, "http://"+a.metricsAddr+"/metrics")
@@ -177,7 +179,7 @@ func (l *Lab) waitAgent(ctx context.Context, i int, a agent, w *childWatch) erro
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("node %s: %s not synced after %s: %v:\n%s", NodeName(i), a.what, a.readyTimeout, last, logTail(a.log, 10))
+	return fmt.Errorf("node %s: %s not synced after %s: %v:\n%s", topology.NodeName(i), a.what, a.readyTimeout, last, topology.LogTail(a.log, 10))
 }
 
 // healthzSynced returns nil when url answers 200 with a health body that reports at
@@ -267,27 +269,18 @@ func (l *Lab) AgentPids() ([]int, error) {
 func (l *Lab) agentPids(i int) ([]int, error) {
 	pids, err := netns.PidsIn(netns.RunDir + "/" + l.names.Node(i))
 	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", NodeName(i), err)
+		return nil, fmt.Errorf("node %s: %w", topology.NodeName(i), err)
 	}
 	var out []int
 	for _, p := range pids {
-		if !alive(p) {
+		if !topology.Alive(p) {
 			continue
 		}
-		if agentKind(cmdline(p), NodeName(i)) != "" {
+		if agentKind(topology.Cmdline(p), topology.NodeName(i)) != "" {
 			out = append(out, p)
 		}
 	}
 	return out, nil
-}
-
-// cmdline returns the command line of pid, or nil when it is gone.
-func cmdline(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 // agentKind names the node agent argv is for node (ProxySvcnet for any

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 func TestCheckProxy(t *testing.T) {
@@ -43,7 +45,7 @@ func TestCheckKubeProxyBinary(t *testing.T) {
 
 func TestAgentArgv(t *testing.T) {
 	state := []string{"--kubeconfig", "/run/kc"}
-	key := Names{Lab: "x"}.HeartbeatKey()
+	key := topology.Names{Lab: "x"}.HeartbeatKey()
 	got := svcnetProxyArgv("/bin/svcnet", state, 2, ProxySvcnet, key, []string{"--min-sync-period", "0s"})
 	want := []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node2", "--pod-routes",
 		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1", "--min-sync-period", "0s"}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -32,24 +32,6 @@ func (l *Lab) podArgv(pod *corev1.Pod, ip netip.Addr) []string {
 	return argv
 }
 
-// hostnameMax is the longest host name: HOST_NAME_MAX, 64 bytes with the
-// terminating NUL.
-const hostnameMax = 63
-
-// podHostname is the host name a pod sees, as the kubelet gives it: its
-// spec.hostname, else its name, cut to 63 bytes without a trailing '-' or '.'
-// (a Pod name may be 253 bytes; sethostname refuses more than 64).
-func podHostname(pod *corev1.Pod) string {
-	h := pod.Name
-	if pod.Spec.Hostname != "" {
-		h = pod.Spec.Hostname
-	}
-	if len(h) > hostnameMax {
-		h = strings.TrimRight(h[:hostnameMax], "-.")
-	}
-	return h
-}
-
 // waitPodReady waits until the pod's process (supervised by sup) serves on
 // ip: every TCP containerPort accepts (bounded by readyTimeout), and a DNS pod
 // also answers a query from synced state (bounded by dnsReadyTimeout). It
@@ -65,11 +47,11 @@ func (l *Lab) waitPodReady(ctx context.Context, ns *netns.NS, pod *corev1.Pod, i
 	w := newChildWatch(sup, logPath)
 	gone := func() error {
 		if w.ended() {
-			return fmt.Errorf("svcnet dns exited:\n%s", logTail(logPath, 10))
+			return fmt.Errorf("svcnet dns exited:\n%s", topology.LogTail(logPath, 10))
 		}
 		return nil
 	}
-	name := fmt.Sprintf("%s.%s.svc.%s.", DNSService, DNSNamespace, DNSZone)
+	name := fmt.Sprintf("%s.%s.svc.%s.", DNSService, DNSNamespace, topology.DNSZone)
 	server := netip.AddrPortFrom(ip, dnsPort)
 	if err := pollDNS(ctx, dnsReadyTimeout, netns.Dialer(ns), server, name, synced, gone); err != nil {
 		return fmt.Errorf("svcnet dns at %s: %w", server, err)

@@ -2,12 +2,9 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -17,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -82,60 +80,34 @@ func containerPorts(p *corev1.Pod) [][]corev1.ContainerPort {
 // next in round-robin order.
 func (l *Lab) schedule(pod *corev1.Pod) (string, error) {
 	if n := pod.Spec.NodeName; n != "" {
-		if i := NodeIndex(n); i < 1 || i > l.info.Nodes {
+		if i := topology.NodeIndex(n); i < 1 || i > l.info.Nodes {
 			return "", fmt.Errorf("spec.nodeName: node %q is not in this lab (node1..node%d)", n, l.info.Nodes)
 		}
 		return n, nil
 	}
-	node := NodeName(l.info.NextNode%l.info.Nodes + 1)
+	node := topology.NodeName(l.info.NextNode%l.info.Nodes + 1)
 	l.info.NextNode++
 	return node, writeInfo(l.names, l.info)
 }
 
 func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	id := pod.Namespace + "/" + pod.Name
-	nsName := l.names.Pod(pod.Namespace, pod.Name)
-	if netns.Exists(nsName) { // left over from a failed attempt
-		if err := l.stopPod(ctx, pod); err != nil {
-			return err
-		}
-	}
-	nodeNS, err := netns.Open(l.names.Node(NodeIndex(pod.Spec.NodeName)))
-	if err != nil {
-		return fmt.Errorf("Pod %s: node %s: %w", id, pod.Spec.NodeName, err)
-	}
-	defer nodeNS.Close()
-	podNS, err := netns.Create(nsName)
-	if err != nil {
-		return fmt.Errorf("Pod %s: %w", id, err)
-	}
-	defer podNS.Close()
-	rt := cniRuntime{names: l.names, node: pod.Spec.NodeName, ns: nodeNS}
-	ips, err := rt.add(ctx, pod, nsName)
+	podNS, ips, err := topology.WirePod(ctx, l.names, pod)
 	if err != nil {
 		return err
 	}
-	if err := writePodEtc(nsName, pod, ips[0]); err != nil {
-		return fmt.Errorf("Pod %s: %w", id, err)
-	}
-	logPath := l.names.Path("logs", "pod."+podKey(pod.Namespace, pod.Name)+".log")
+	defer podNS.Close()
+	logPath := l.names.Path("logs", "pod."+topology.PodKey(pod.Namespace, pod.Name)+".log")
 	pid, err := l.startSupervised(podNS, logPath, supervision{pod: pod, readiness: podReadiness(pod, ips[0]),
-		argv: podCommand(podHostname(pod), l.podArgv(pod, ips[0])...)})
+		argv: topology.PodCommand(topology.PodHostname(pod), l.podArgv(pod, ips[0])...)})
 	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
 	if err := l.waitPodReady(ctx, podNS, pod, ips[0], pid, logPath); err != nil {
 		return fmt.Errorf("Pod %s: not ready: %w (log: %s)", id, err, logPath)
 	}
-	pod.Status = podStatus(ips, NodeAddr(NodeIndex(pod.Spec.NodeName)), pod)
+	pod.Status = podStatus(ips, topology.NodeAddr(topology.NodeIndex(pod.Spec.NodeName)), pod)
 	return l.cluster.SetPodStatus(ctx, pod)
-}
-
-// podCommand runs argv in a UTS namespace of its own whose host name is the
-// pod's (podHostname), so that `hostname` in a pod says what it says in
-// Kubernetes.
-func podCommand(hostname string, argv ...string) []string {
-	return append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
 }
 
 // serverPorts are the ports the pod's server listens on: every containerPort, by
@@ -209,44 +181,10 @@ func podStatus(ips []netip.Addr, hostIP netip.Addr, pod *corev1.Pod) corev1.PodS
 
 func ptrTo[T any](v T) *T { return &v }
 
-// writePodEtc writes the files `ip netns exec` binds over /etc for the pod: the
-// cluster DNS resolver as the kubelet configures it (ClusterFirst), its host name,
-// and /etc/hosts naming it.
-func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr) error {
-	dir := filepath.Join(EtcNetns, nsName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	files := map[string]string{
-		"resolv.conf": clusterResolvConf(pod.Namespace),
-		"hostname":    podHostname(pod) + "\n",
-		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, podHostname(pod)),
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// stopPod stops the pod's processes, unwires it (CNI DEL) and removes its
-// namespace and /etc files. It succeeds when there is nothing left.
+// stopPod stops the pod's processes and removes its sandbox (see
+// topology.UnwirePod). It succeeds when there is nothing left.
 func (l *Lab) stopPod(ctx context.Context, pod *corev1.Pod) error {
-	nsName := l.names.Pod(pod.Namespace, pod.Name)
-	var errs []error
-	errs = append(errs, stopNamespaceProcesses(nsName, 5*time.Second))
-	if i := NodeIndex(pod.Spec.NodeName); i > 0 {
-		if nodeNS, err := netns.Open(l.names.Node(i)); err == nil {
-			errs = append(errs, cniRuntime{names: l.names, node: pod.Spec.NodeName, ns: nodeNS}.del(ctx, pod, nsName))
-			nodeNS.Close()
-		}
-	}
-	if netns.Exists(nsName) {
-		errs = append(errs, netns.DeleteNamed(nsName))
-	}
-	errs = append(errs, os.RemoveAll(filepath.Join(EtcNetns, nsName)))
-	return errors.Join(errs...)
+	return topology.UnwirePod(ctx, l.names, pod)
 }
 
 // DeletePod deletes a Pod gracefully, as Kubernetes does: it is marked terminating

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/cni/hostport"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -38,7 +39,7 @@ func (l *Lab) startNodes(ctx context.Context, progress func(string, ...any)) err
 		for k, a := range all[i] {
 			names[k] = a.what
 		}
-		progress("node %s: starting %s", NodeName(i), strings.Join(names, " and "))
+		progress("node %s: starting %s", topology.NodeName(i), strings.Join(names, " and "))
 		var err error
 		if pids[i], err = l.startAgents(ctx, i, all[i]); err != nil {
 			return err
@@ -49,7 +50,7 @@ func (l *Lab) startNodes(ctx context.Context, progress func(string, ...any)) err
 			if err := l.waitAgent(ctx, i, a, newChildWatch(pids[i][k], a.log)); err != nil {
 				return err
 			}
-			if err := l.agentRunning(ctx, nodeAgentPod(i, a), NodeAddr(i)); err != nil {
+			if err := l.agentRunning(ctx, nodeAgentPod(i, a), topology.NodeAddr(i)); err != nil {
 				return err
 			}
 		}
@@ -111,7 +112,7 @@ func (l *Lab) cleanupNode(ctx context.Context, i int, proxy string) error {
 		argv = []string{filepath.Join(l.info.K8sBin, kubeProxyBinary), "--cleanup", "--v=1"}
 	}
 	if out, err := l.runInNode(ctx, i, argv...); err != nil {
-		return fmt.Errorf("node %s: %s cleanup: %w: %s", NodeName(i), proxy, err, out)
+		return fmt.Errorf("node %s: %s cleanup: %w: %s", topology.NodeName(i), proxy, err, out)
 	}
 	if kubeProxyMode(proxy) != "" {
 		if err := l.deleteIPTablesNFT(ctx, i); err != nil {
@@ -123,7 +124,7 @@ func (l *Lab) cleanupNode(ctx context.Context, i int, proxy string) error {
 		return err
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("node %s: after the %s cleanup, rules are left: %s", NodeName(i), proxy, strings.Join(left, "; "))
+		return fmt.Errorf("node %s: after the %s cleanup, rules are left: %s", topology.NodeName(i), proxy, strings.Join(left, "; "))
 	}
 	return nil
 }
@@ -140,7 +141,7 @@ func (l *Lab) deleteIPTablesNFT(ctx context.Context, i int) error {
 	}
 	for _, t := range iptablesNFTTables(tables) {
 		if out, err := l.runInNode(ctx, i, append([]string{"nft", "delete", "table"}, strings.Fields(t)...)...); err != nil {
-			return fmt.Errorf("node %s: nft delete table %s: %w: %s", NodeName(i), t, err, out)
+			return fmt.Errorf("node %s: nft delete table %s: %w: %s", topology.NodeName(i), t, err, out)
 		}
 	}
 	return nil
@@ -174,7 +175,7 @@ func (l *Lab) leftoverRules(ctx context.Context, i int) ([]string, error) {
 		}
 		out, err := l.runInNode(ctx, i, save)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %s: %w: %s", NodeName(i), save, err, out)
+			return nil, fmt.Errorf("node %s: %s: %w: %s", topology.NodeName(i), save, err, out)
 		}
 		left = append(left, kubeChains(out)...)
 	}
@@ -185,11 +186,11 @@ func (l *Lab) leftoverRules(ctx context.Context, i int) ([]string, error) {
 func (l *Lab) nodeTables(ctx context.Context, i int) ([]string, error) {
 	out, err := l.runInNode(ctx, i, "nft", "-j", "list", "tables")
 	if err != nil {
-		return nil, fmt.Errorf("node %s: nft list tables: %w: %s", NodeName(i), err, out)
+		return nil, fmt.Errorf("node %s: nft list tables: %w: %s", topology.NodeName(i), err, out)
 	}
 	t, err := foreignTables(out)
 	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", NodeName(i), err)
+		return nil, fmt.Errorf("node %s: %w", topology.NodeName(i), err)
 	}
 	return t, nil
 }

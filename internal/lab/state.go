@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/atomicfile"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // ControlPlane kinds.
@@ -37,13 +38,13 @@ type Info struct {
 	NextNode int `json:"nextNode"`
 }
 
-func (n Names) infoPath() string { return n.Path("lab.json") }
+func infoPath(n topology.Names) string { return n.Path("lab.json") }
 
 // ErrNoLab is returned by commands on a lab that is not up.
 var ErrNoLab = errors.New("lab is not up")
 
-func readInfo(n Names) (*Info, error) {
-	b, err := os.ReadFile(n.infoPath())
+func readInfo(n topology.Names) (*Info, error) {
+	b, err := os.ReadFile(infoPath(n))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("lab %s: %w (run `svcnet lab up --name %s`)", n.Lab, ErrNoLab, n.Lab)
 	}
@@ -52,17 +53,17 @@ func readInfo(n Names) (*Info, error) {
 	}
 	var in Info
 	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, fmt.Errorf("lab %s: %s: %w", n.Lab, n.infoPath(), err)
+		return nil, fmt.Errorf("lab %s: %s: %w", n.Lab, infoPath(n), err)
 	}
 	return &in, nil
 }
 
-func writeInfo(n Names, in *Info) error {
+func writeInfo(n topology.Names, in *Info) error {
 	b, err := json.MarshalIndent(in, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(n.infoPath(), append(b, '\n'))
+	return writeFileAtomic(infoPath(n), append(b, '\n'))
 }
 
 // writeFileAtomic writes a lab file (see package atomicfile).
@@ -70,7 +71,7 @@ func writeFileAtomic(path string, b []byte) error { return atomicfile.Write(path
 
 // lock takes the lab's exclusive lock (a file beside the state directory, so that
 // Down can remove the directory while holding it). The returned func releases it.
-func lock(n Names) (func(), error) {
+func lock(n topology.Names) (func(), error) {
 	f, err := openLock(n)
 	if err != nil {
 		return nil, err
@@ -83,11 +84,11 @@ func lock(n Names) (func(), error) {
 }
 
 // openLock opens the file of the lab's lock, creating it.
-func openLock(n Names) (*os.File, error) {
-	if err := os.MkdirAll(RunRoot, 0o755); err != nil {
+func openLock(n topology.Names) (*os.File, error) {
+	if err := os.MkdirAll(topology.RunRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
 	}
-	f, err := os.OpenFile(filepath.Join(RunRoot, n.Lab+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(topology.RunRoot, n.Lab+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
 	}

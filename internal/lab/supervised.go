@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -54,7 +55,7 @@ func (l *Lab) startSupervised(ns *netns.NS, logPath string, s supervision) (int,
 	if err := os.Remove(s.stateFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("start %s in %s: %w", s.argv[0], ns.Name(), err)
 	}
-	return startDaemon(ns, logPath, l.supervisorArgv(s)...)
+	return topology.StartDaemon(ns, logPath, l.supervisorArgv(s)...)
 }
 
 // isSupervisor reports whether argv is a supervisor's, and for which Pod
@@ -89,7 +90,7 @@ func supervisorsIn(nsName string) ([]supervisorProc, error) {
 	}
 	var out []supervisorProc
 	for _, p := range pids {
-		if pod, ok := isSupervisor(cmdline(p)); ok && alive(p) {
+		if pod, ok := isSupervisor(topology.Cmdline(p)); ok && topology.Alive(p) {
 			out = append(out, supervisorProc{pid: p, pod: pod})
 		}
 	}
@@ -103,7 +104,7 @@ func supervisorsIn(nsName string) ([]supervisorProc, error) {
 // pidfd, which exits at once.
 func childOf(pid int) int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	self := cmdline(pid)
+	self := topology.Cmdline(pid)
 	var kids []int
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
@@ -111,7 +112,7 @@ func childOf(pid int) int {
 			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil && alive(c) && !slices.Equal(cmdline(c), self) {
+			if c, err := strconv.Atoi(f); err == nil && topology.Alive(c) && !slices.Equal(topology.Cmdline(c), self) {
 				kids = append(kids, c)
 			}
 		}
@@ -150,7 +151,7 @@ func (w *childWatch) fromNow() *childWatch {
 }
 
 func (w *childWatch) ended() bool {
-	if !alive(w.sup) {
+	if !topology.Alive(w.sup) {
 		return true
 	}
 	st, err := readSupervisorState(w.state)

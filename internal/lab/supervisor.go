@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/lab/supervise"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/source/kube"
 )
 
@@ -114,7 +115,7 @@ func readSupervisorState(path string) (supervisorState, error) {
 // Supervise runs o.Argv as the supervised child of o.Pod until ctx ends (see
 // above), writing the child's output to this process's stdout and stderr.
 func Supervise(ctx context.Context, o SuperviseOptions, log klog.Logger) error {
-	if err := ValidateName(o.Lab); err != nil {
+	if err := topology.ValidateName(o.Lab); err != nil {
 		return err
 	}
 	namespace, name, ok := strings.Cut(o.Pod, "/")
@@ -135,7 +136,7 @@ func Supervise(ctx context.Context, o SuperviseOptions, log klog.Logger) error {
 		}
 		probes = append(probes, p)
 	}
-	n := Names{Lab: o.Lab}
+	n := topology.Names{Lab: o.Lab}
 	var sink statusSink = newFileCluster(n)
 	if o.Kubeconfig != "" {
 		client, err := kube.NewClient(o.Kubeconfig)

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // statusSink is where a supervisor writes what a kubelet writes: its Pod's
@@ -121,7 +123,7 @@ type nodeReady struct {
 // gives up what it has not written when its context ends (lab down, a pod's
 // deletion).
 type statusWriter struct {
-	names     Names
+	names     topology.Names
 	sink      statusSink
 	namespace string // the Pod's
 	pod       string
@@ -134,7 +136,7 @@ type statusWriter struct {
 	kick  chan struct{}
 }
 
-func newStatusWriter(n Names, sink statusSink, namespace, pod, node string, log klog.Logger) *statusWriter {
+func newStatusWriter(n topology.Names, sink statusSink, namespace, pod, node string, log klog.Logger) *statusWriter {
 	return &statusWriter{names: n, sink: sink, namespace: namespace, pod: pod, node: node, log: log, kick: make(chan struct{}, 1)}
 }
 
@@ -250,7 +252,7 @@ func (w *statusWriter) done(err error, same func() bool, forget func()) error {
 
 // lockContext takes the lab's lock like lock, waiting for it only until ctx
 // ends.
-func lockContext(ctx context.Context, n Names) (func(), error) {
+func lockContext(ctx context.Context, n topology.Names) (func(), error) {
 	f, err := openLock(n)
 	if err != nil {
 		return nil, err

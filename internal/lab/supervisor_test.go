@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
@@ -28,10 +29,10 @@ import (
 // again; the end of the context stops the child.
 func TestSupervisorOverFileControlPlane(t *testing.T) {
 	netnstest.RequireRoot(t)
-	n := Names{Lab: fmt.Sprintf("supt%d", os.Getpid()%100000)}
+	n := topology.Names{Lab: fmt.Sprintf("supt%d", os.Getpid()%100000)}
 	t.Cleanup(func() {
 		_ = os.RemoveAll(n.Dir())
-		_ = os.Remove(filepath.Join(RunRoot, n.Lab+".lock"))
+		_ = os.Remove(filepath.Join(topology.RunRoot, n.Lab+".lock"))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -40,11 +41,11 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	argv := []string{"sleep", "60"}
-	pod := agentPod("test-agent", "test agent", "agent", svcnetImage, NodeName(1), argv)
+	pod := agentPod("test-agent", "test agent", "agent", svcnetImage, topology.NodeName(1), argv)
 	if err := fc.CreatePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Status = podStatus([]netip.Addr{NodeAddr(1)}, NodeAddr(1), pod)
+	pod.Status = podStatus([]netip.Addr{topology.NodeAddr(1)}, topology.NodeAddr(1), pod)
 	if err := fc.SetPodStatus(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Supervise(sctx, SuperviseOptions{Lab: n.Lab, Pod: "kube-system/test-agent", Readiness: []string{srv.URL + "/healthz"},
-			Node: NodeName(1), StateFile: supervisorStateFile(logPath), Argv: argv}, klog.Background())
+			Node: topology.NodeName(1), StateFile: supervisorStateFile(logPath), Argv: argv}, klog.Background())
 	}()
 	stopped := false
 	stopSupervisor := func() {
@@ -156,7 +157,7 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	// 3. Stopped.
 	last := childOf(os.Getpid())
 	stopSupervisor()
-	if last != 0 && alive(last) {
+	if last != 0 && topology.Alive(last) {
 		t.Errorf("child %d still runs after the supervisor stopped", last)
 	}
 }
@@ -232,7 +233,7 @@ func readyOf(t *testing.T, fc *fileCluster) corev1.ConditionStatus {
 	}
 	for _, n := range r.Nodes {
 		for _, c := range n.Status.Conditions {
-			if n.Name == NodeName(1) && c.Type == corev1.NodeReady {
+			if n.Name == topology.NodeName(1) && c.Type == corev1.NodeReady {
 				return c.Status
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // A 2-node lab on the kube control plane whose nodes run upstream kube-proxy
@@ -53,8 +54,8 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 	if err := onlyKeys(pods, "web-2"); err != nil {
 		t.Fatal(err)
 	}
-	if clients[lab.ClientAddr.String()] > 0 {
-		t.Fatalf("externalTrafficPolicy Cluster: kube-proxy must masquerade, but the pod saw the client %s", lab.ClientAddr)
+	if clients[topology.ClientAddr.String()] > 0 {
+		t.Fatalf("externalTrafficPolicy Cluster: kube-proxy must masquerade, but the pod saw the client %s", topology.ClientAddr)
 	}
 	lb := fmt.Sprintf("http://%s:80/", e.lbIP("web"))
 	e.eventually("LoadBalancer IP from the client", func() error { return e.curl("client", lb, 1, time.Second)[0].Err })
@@ -110,7 +111,7 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 // included, where kube-proxy's leftovers would show as KUBE-* chains).
 func nodeRuleset(t *testing.T, l *lab.Lab, e *env, i int) string {
 	t.Helper()
-	out, err := l.Command(e.place(lab.NodeName(i)), "nft", "list", "ruleset").CombinedOutput()
+	out, err := l.Command(e.place(topology.NodeName(i)), "nft", "list", "ruleset").CombinedOutput()
 	if err != nil {
 		t.Fatalf("node%d: nft list ruleset: %v: %s", i, err, out)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/echo"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
@@ -122,7 +123,7 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 	svc := e.service("web")
 	np := svc.Spec.Ports[0].NodePort
 	client, clientK := e.dialer("client"), e.dialer(fmt.Sprintf("client-%d", node))
-	nodePort := netip.AddrPortFrom(lab.NodeAddr(node), uint16(np)).String()
+	nodePort := netip.AddrPortFrom(topology.NodeAddr(node), uint16(np)).String()
 	clusterIP := net.JoinHostPort(svc.Spec.ClusterIP, "80")
 	lb := netip.AddrPortFrom(lbIP, 80).String()
 	ctx, stop := context.WithCancel(e.ctx)
@@ -191,7 +192,7 @@ func proxyHealthzFails(t *testing.T, e *env, node int) {
 	if err != nil || pid == 0 {
 		t.Fatalf("node%d's proxy: %v", node, err)
 	}
-	nodeName := lab.NodeName(node)
+	nodeName := topology.NodeName(node)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

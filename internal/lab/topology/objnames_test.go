@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"strings"
@@ -16,8 +16,8 @@ func TestNameKeyPlain(t *testing.T) {
 		{[]string{"IPAddressPool", "lab"}, "IPAddressPool.lab"},
 	}
 	for _, tc := range cases {
-		if got := nameKey(maxObjectKey, tc.parts...); got != tc.want {
-			t.Errorf("nameKey(%q) = %q, want %q", tc.parts, got, tc.want)
+		if got := NameKey(MaxObjectKey, tc.parts...); got != tc.want {
+			t.Errorf("NameKey(%q) = %q, want %q", tc.parts, got, tc.want)
 		}
 	}
 }
@@ -34,18 +34,18 @@ func TestNameKeyInjective(t *testing.T) {
 		{"default", "a/b"}, {"default", "a_b"}, {"default", "a\x00b"}, {"default", "под"}, {"default", "pod"},
 		{"", "x"}, {"x", ""}, {"default", "x y"},
 	}
-	for _, max := range []int{maxPodKey, maxObjectKey} {
+	for _, max := range []int{maxPodKey, MaxObjectKey} {
 		seen := map[string][]string{}
 		for _, id := range ids {
-			k := nameKey(max, id...)
+			k := NameKey(max, id...)
 			if len(k) > max || len("."+k+".yaml.1234567890.tmp") > 255 {
-				t.Errorf("nameKey(%d, %q) = %d bytes, over the limit", max, id, len(k))
+				t.Errorf("NameKey(%d, %q) = %d bytes, over the limit", max, id, len(k))
 			}
 			if k == "" || strings.HasPrefix(k, ".") || strings.ContainsAny(k, "/\x00") {
-				t.Errorf("nameKey(%d, %q) = %q: not a safe file name", max, id, k)
+				t.Errorf("NameKey(%d, %q) = %q: not a safe file name", max, id, k)
 			}
 			if prev, dup := seen[k]; dup {
-				t.Errorf("nameKey(%d): %q and %q both map to %q", max, prev, id, k)
+				t.Errorf("NameKey(%d): %q and %q both map to %q", max, prev, id, k)
 			}
 			seen[k] = id
 		}

@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 	"github.com/svcnet/svcnet/internal/process"
 )
 
-// startDaemon starts argv inside ns as a daemon of the lab: in its own session (so
+// StartDaemon starts argv inside ns as a daemon of the lab: in its own session (so
 // it outlives the command that started it), stdin from /dev/null, stdout and
 // stderr appended to logPath. It returns the pid. Nothing waits for it; Down finds
 // it again by its namespace.
-func startDaemon(ns *netns.NS, logPath string, argv ...string) (int, error) {
+func StartDaemon(ns *netns.NS, logPath string, argv ...string) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns.Name(), err)
@@ -33,8 +33,8 @@ func startDaemon(ns *netns.NS, logPath string, argv ...string) (int, error) {
 	return pid, nil
 }
 
-// alive reports whether pid is running (and not a zombie).
-func alive(pid int) bool {
+// Alive reports whether pid is running (and not a zombie).
+func Alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
@@ -48,37 +48,37 @@ func alive(pid int) bool {
 	return false
 }
 
-// stopPids sends SIGTERM to every pid, waits up to grace for them to exit, then
+// StopPids sends SIGTERM to every pid, waits up to grace for them to exit, then
 // SIGKILLs the rest and waits up to a second more. It returns an error naming
-// the pids still alive after that.
-func stopPids(pids []int, grace time.Duration) error {
+// the pids still Alive after that.
+func StopPids(pids []int, grace time.Duration) error {
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGTERM)
 	}
-	if waitGone(pids, grace) {
+	if WaitGone(pids, grace) {
 		return nil
 	}
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
-	if waitGone(pids, time.Second) {
+	if WaitGone(pids, time.Second) {
 		return nil
 	}
 	var left []int
 	for _, p := range pids {
-		if alive(p) {
+		if Alive(p) {
 			left = append(left, p)
 		}
 	}
 	return fmt.Errorf("processes %v still running after SIGKILL", left)
 }
 
-func waitGone(pids []int, d time.Duration) bool {
+func WaitGone(pids []int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		gone := true
 		for _, p := range pids {
-			if alive(p) {
+			if Alive(p) {
 				gone = false
 				break
 			}
@@ -93,12 +93,12 @@ func waitGone(pids []int, d time.Duration) bool {
 	}
 }
 
-// stopNamespaceProcesses stops every process living in the named namespace,
+// StopNamespaceProcesses stops every process living in the named namespace,
 // looking again after each stop: a supervisor (see Supervise) may start a
 // child in the instant it is stopped (it then stops that child too before it
 // exits, unless it is killed first), so the namespace is empty only when a
-// look finds nothing. It gives up after stopRounds looks that found some.
-func stopNamespaceProcesses(name string, grace time.Duration) error {
+// look finds nothing. It gives up after StopRounds looks that found some.
+func StopNamespaceProcesses(name string, grace time.Duration) error {
 	if !netns.Exists(name) {
 		return nil
 	}
@@ -110,19 +110,28 @@ func stopNamespaceProcesses(name string, grace time.Duration) error {
 		if len(pids) == 0 {
 			return nil
 		}
-		if round == stopRounds {
-			return fmt.Errorf("namespace %s: processes %v still appear after %d stops", name, pids, stopRounds)
+		if round == StopRounds {
+			return fmt.Errorf("namespace %s: processes %v still appear after %d stops", name, pids, StopRounds)
 		}
-		if err := stopPids(pids, grace); err != nil {
+		if err := StopPids(pids, grace); err != nil {
 			return fmt.Errorf("namespace %s: %w", name, err)
 		}
 	}
 }
 
-// stopRounds bounds the stops of one namespace's processes.
-const stopRounds = 3
+// StopRounds bounds the stops of one namespace's processes.
+const StopRounds = 3
 
-// logTail returns the last n lines of a log file, indented, for error messages.
-func logTail(path string, n int) string {
+// LogTail returns the last n lines of a log file, indented, for error messages.
+func LogTail(path string, n int) string {
 	return "  " + strings.ReplaceAll(process.LogTail(path, n), "\n", "\n  ") + "\n  (log: " + path + ")"
+}
+
+// Cmdline returns the command line of pid, or nil when it is gone.
+func Cmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }

@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// fabricBridge is the bridge in the fabric namespace that carries the node network.
-const fabricBridge = "br0"
+// FabricBridge is the bridge in the fabric namespace that carries the node network.
+const FabricBridge = "br0"
 
 // mtu of the node network.
 const mtu = 1500
@@ -32,14 +32,14 @@ func MakeFabric(name string) (*netns.NS, error) {
 		if err := linkUp("lo"); err != nil {
 			return err
 		}
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: fabricBridge, MTU: mtu}}
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: FabricBridge, MTU: mtu}}
 		if err := netlink.LinkAdd(br); err != nil {
-			return fmt.Errorf("add bridge %s: %w", fabricBridge, err)
+			return fmt.Errorf("add bridge %s: %w", FabricBridge, err)
 		}
 		if err := netlink.AddrAdd(br, ipv4Addr(Gateway, NodeNetwork.Bits())); err != nil {
-			return fmt.Errorf("address %s on %s: %w", Gateway, fabricBridge, err)
+			return fmt.Errorf("address %s on %s: %w", Gateway, FabricBridge, err)
 		}
-		return linkUp(fabricBridge)
+		return linkUp(FabricBridge)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fabric %s: %w", name, err)
@@ -56,9 +56,9 @@ func Attach(fabric *netns.NS, name, port string, addr netip.Addr, forward bool) 
 		return nil, err
 	}
 	err = fabric.Do(func() error {
-		br, err := netlink.LinkByName(fabricBridge)
+		br, err := netlink.LinkByName(FabricBridge)
 		if err != nil {
-			return fmt.Errorf("bridge %s: %w", fabricBridge, err)
+			return fmt.Errorf("bridge %s: %w", FabricBridge, err)
 		}
 		veth := &netlink.Veth{
 			LinkAttrs:     netlink.LinkAttrs{Name: port, MTU: mtu, MasterIndex: br.Attrs().Index},

@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"crypto/sha256"
@@ -14,14 +14,14 @@ const (
 	// maxPodKey bounds the pod part of a pod's network namespace name
 	// (NAME.pod.KEY, at most 32 + 5 + 200 bytes) and of its log file.
 	maxPodKey = 200
-	// maxObjectKey bounds an object's file name in objects/ (KEY.yaml), which
+	// MaxObjectKey bounds an object's file name in objects/ (KEY.yaml), which
 	// is written through a temporary file named .KEY.yaml.NNNNNNNNNN.tmp.
-	maxObjectKey = 200
+	MaxObjectKey = 200
 	// hashedTail is the length of "~" and the hex digest ending a shortened key.
 	hashedTail = 1 + 32
 )
 
-// nameKey joins the parts of an object's identity (kind, namespace, name) with
+// NameKey joins the parts of an object's identity (kind, namespace, name) with
 // '.' into one file or namespace name of at most max bytes, injectively:
 //
 //   - parts that are valid Kubernetes names (bytes [a-z0-9.-], as
@@ -37,9 +37,9 @@ const (
 // The result never contains '/' or NUL, never starts with '.' (a hidden file
 // is not read as a manifest) and is never "." or "..", whatever the
 // parts: callers validate names first (with the apiserver's rules, for an
-// error the user can act on), and nameKey keeps paths safe even if one did
+// error the user can act on), and NameKey keeps paths safe even if one did
 // not.
-func nameKey(max int, parts ...string) string {
+func NameKey(max int, parts ...string) string {
 	joined := strings.Join(parts, ".")
 	if len(joined) <= max && plainParts(parts) {
 		return joined
@@ -62,7 +62,7 @@ func nameKey(max int, parts ...string) string {
 	return string(readable) + "~" + hex.EncodeToString(sum[:16])
 }
 
-// plainParts reports whether parts can be joined as they are (see nameKey).
+// plainParts reports whether parts can be joined as they are (see NameKey).
 func plainParts(parts []string) bool {
 	for i, p := range parts {
 		if p == "" || p[0] == '.' {

@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"fmt"
@@ -84,17 +84,21 @@ func (n Names) Path(p ...string) string {
 
 // Pod is the network namespace of pod namespace/name: NAME.pod.NAMESPACE.POD,
 // or a shortened, hashed form of it where that is too long or the names are not
-// valid (see nameKey); distinct pods always get distinct namespaces.
+// valid (see NameKey); distinct pods always get distinct namespaces.
 func (n Names) Pod(namespace, name string) string {
-	return n.prefix() + "pod." + podKey(namespace, name)
+	return n.prefix() + "pod." + PodKey(namespace, name)
 }
 
-// podKey is the pod's part of the names the lab makes for it (its network
+// PodKey is the pod's part of the names the lab makes for it (its network
 // namespace, its /etc/netns directory, its log file).
-func podKey(namespace, name string) string { return nameKey(maxPodKey, namespace, name) }
+func PodKey(namespace, name string) string { return NameKey(maxPodKey, namespace, name) }
 
 // Owns reports whether a network namespace name belongs to this lab.
 func (n Names) Owns(netnsName string) bool { return strings.HasPrefix(netnsName, n.prefix()) }
 
 // Gateway4 is node i's pod gateway, the address of its cni0 bridge: 192.168.i.1.
 func Gateway4(i int) netip.Addr { return PodCIDR(i).Addr().Next() }
+
+// HeartbeatKey is the lab's speaker key file: every node's svcnet proxy
+// signs and verifies its heartbeats with it (--announce-key-file).
+func (n Names) HeartbeatKey() string { return n.Path("heartbeat.key") }

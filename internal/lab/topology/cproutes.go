@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// routePodCIDRs gives the named namespace on the node network a route to each
+// RoutePodCIDRs gives the named namespace on the node network a route to each
 // node's pod CIDR via that node (192.168.i.0/24 via node i), as --pod-routes
 // gives the nodes. The control plane needs them to answer pods: a pod's
 // connection to it is not masqueraded, and the fabric forwards nothing, so
 // without them its replies would go to the default gateway and be lost.
-func routePodCIDRs(nsName string, nodes int) error {
+func RoutePodCIDRs(nsName string, nodes int) error {
 	return netns.DoNamed(nsName, func() error {
 		eth0, err := netlink.LinkByName("eth0")
 		if err != nil {

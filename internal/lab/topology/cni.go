@@ -1,4 +1,4 @@
-package lab
+package topology
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/atomicfile"
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -27,9 +28,9 @@ const cniNetwork = "svcnet"
 func (n Names) cniBinDir() string             { return n.Path("cni", "bin") }
 func (n Names) cniNodeDir(node string) string { return n.Path("cni", node) }
 
-// installCNI links the svcnet binary into the lab's CNI_PATH and writes each
+// InstallCNI links the svcnet binary into the lab's CNI_PATH and writes each
 // node's conflist (its podCIDR, an IPAM store of its own).
-func installCNI(n Names, binary string, nodes int) error {
+func InstallCNI(n Names, binary string, nodes int) error {
 	if err := os.MkdirAll(n.cniBinDir(), 0o755); err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func installCNI(n Names, binary string, nodes int) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(dir, cniNetwork+".conflist"), b); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, cniNetwork+".conflist"), b, 0o644); err != nil {
 			return err
 		}
 	}
