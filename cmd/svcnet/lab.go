@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -84,9 +85,9 @@ func labUpCommand(name *string) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 3, "number of nodes")
-	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", lab.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
-	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy; with --kubelet: of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl (default $"+lab.EnvK8sBin+")")
-	cmd.Flags().StringVar(&o.Proxy, "proxy", lab.ProxySvcnet, `the nodes' Service proxy: "`+lab.ProxySvcnet+`", or upstream kube-proxy "`+lab.ProxyKubeProxyNFTables+`" or "`+lab.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
+	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", cluster.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
+	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy; with --kubelet: of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl (default $"+cluster.EnvK8sBin+")")
+	cmd.Flags().StringVar(&o.Proxy, "proxy", cluster.ProxySvcnet, `the nodes' Service proxy: "`+cluster.ProxySvcnet+`", or upstream kube-proxy "`+cluster.ProxyKubeProxyNFTables+`" or "`+cluster.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
 	cmd.Flags().StringSliceVar(&o.ProxyArgs, "proxy-arg", nil, "extra flag for every node's svcnet proxy (repeatable)")
 	k.addFlags(cmd)
 	return cmd
@@ -146,7 +147,7 @@ func labDeleteCommand(name *string) *cobra.Command {
 		Short: "Delete a Pod (gracefully), Service, EndpointSlice, Endpoints or Namespace",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := lab.CanonicalKind(args[0])
+			kind, err := cluster.CanonicalKind(args[0])
 			if err != nil {
 				return err
 			}

@@ -57,7 +57,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		l.Close()
 		if !o.Keep {
 			d.say("Tear the lab down.")
-			if derr := Down(l.names.Lab); derr != nil && err == nil {
+			if derr := Down(l.c.Names.Lab); derr != nil && err == nil {
 				err = derr
 			}
 		}
@@ -94,7 +94,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		return err
 	}
 
-	client := Place{NS: l.names.Client()}
+	client := Place{NS: l.c.Names.Client()}
 	node1 := fmt.Sprintf("http://%s:%d/", topology.NodeAddr(1), nodePort)
 	d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so it forwards to node2 and node3, about 50/50, and masquerades the client's address as its own.", topology.ClientAddr, nodePort)
 	hits, err = l.Curl(ctx, client, node1, 20, 2*time.Second)

@@ -21,7 +21,7 @@ func (d *demo) clusterDNS(ctx context.Context, l *Lab, from Place, svc *corev1.S
 		from.Pod.Name, topology.ClusterDNS, DNSNamespace, DNSPod, topology.NodeName(1))
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := l.CommandContext(ctx, from, l.info.Binary, "resolve", "my-nginx")
+	cmd := l.CommandContext(ctx, from, l.c.Info.Binary, "resolve", "my-nginx")
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))
 	fmt.Fprintf(d.out, "    $ svcnet resolve my-nginx\n    %s\n", strings.ReplaceAll(text, "\n", "\n    "))

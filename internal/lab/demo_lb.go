@@ -77,7 +77,7 @@ func (l *Lab) WaitAnnouncer(ctx context.Context, ip netip.Addr, ok func(node int
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%s: no acceptable node answers ARP after 10s (last: node%d, %v)", ip, node, err)
 		}
-		if _, err := l.Curl(ctx, Place{NS: l.names.Client()}, fmt.Sprintf("http://%s:80/", ip), 1, 200*time.Millisecond); err != nil {
+		if _, err := l.Curl(ctx, Place{NS: l.c.Names.Client()}, fmt.Sprintf("http://%s:80/", ip), 1, 200*time.Millisecond); err != nil {
 			return 0, err
 		}
 		select {

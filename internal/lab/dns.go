@@ -98,21 +98,12 @@ func isDNSPod(pod *corev1.Pod) bool {
 	return false
 }
 
-// dnsArgv is a DNS pod's command line: svcnet dns from the state the proxies
-// read (the published cluster.yaml, or the kubeconfig), on every address of
-// the pod.
-func (l *Lab) dnsArgv() []string {
-	argv := append([]string{l.info.Binary, "dns"}, l.cluster.ProxyArgs()...)
-	return append(argv, "--listen", fmt.Sprintf(":%d", dnsPort),
-		"--metrics-bind-address", fmt.Sprintf(":%d", dnsMetricsPort))
-}
-
 // startClusterDNS creates kube-dns and its pod, and returns once the pod
 // answers on its own address from synced state (see applyPod).
 func (l *Lab) startClusterDNS(ctx context.Context) error {
 	objs := []controlplane.Object{{Origin: "lab", Obj: kubeDNSService()}, {Origin: "lab", Obj: dnsPod()}}
 	if errs := l.Apply(ctx, objs); len(errs) > 0 {
-		return fmt.Errorf("lab %s: cluster DNS: %v", l.names.Lab, errs)
+		return fmt.Errorf("lab %s: cluster DNS: %v", l.c.Names.Lab, errs)
 	}
 	return nil
 }
@@ -121,7 +112,7 @@ func (l *Lab) startClusterDNS(ctx context.Context) error {
 // answers kube-dns's own name with ClusterDNS: the Service is programmed, its
 // endpoint is the DNS pod, and the pod serves.
 func (l *Lab) waitClusterDNS(ctx context.Context) error {
-	ns, err := netns.Open(l.names.Node(1))
+	ns, err := netns.Open(l.c.Names.Node(1))
 	if err != nil {
 		return err
 	}
@@ -135,7 +126,7 @@ func (l *Lab) waitClusterDNS(ctx context.Context) error {
 		return nil
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("lab %s: cluster DNS %s from node %s: %w", l.names.Lab, server, topology.NodeName(1), err)
+		return fmt.Errorf("lab %s: cluster DNS %s from node %s: %w", l.c.Names.Lab, server, topology.NodeName(1), err)
 	}
 	return nil
 }

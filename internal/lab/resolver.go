@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 
-
 	"github.com/svcnet/svcnet/internal/dns/resolv"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 )
@@ -79,7 +78,7 @@ type placeResolver struct {
 // resolverOf returns p's resolver, whose queries dial sends.
 func (l *Lab) resolverOf(p Place, dial dialFunc) placeResolver {
 	r := placeResolver{place: l.placeName(p), dial: dial}
-	if p.NS != l.names.Client() {
+	if p.NS != l.c.Names.Client() {
 		r.conf = topology.ResolvConfPath(p.NS)
 	}
 	return r
@@ -90,11 +89,11 @@ func (l *Lab) placeName(p Place) string {
 	switch {
 	case p.Pod != nil:
 		return "pod " + p.Pod.Namespace + "/" + p.Pod.Name
-	case p.NS == l.names.Client():
+	case p.NS == l.c.Names.Client():
 		return "the client"
 	}
-	for i := 1; i <= l.info.Nodes; i++ {
-		if p.NS == l.names.Node(i) {
+	for i := 1; i <= l.c.Info.Nodes; i++ {
+		if p.NS == l.c.Names.Node(i) {
 			return "node " + topology.NodeName(i)
 		}
 	}

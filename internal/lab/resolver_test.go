@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
@@ -83,7 +84,9 @@ func (d *placeDial) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return nil, errors.New("connection refused")
 }
 
-func testLab() *Lab { return &Lab{names: topology.Names{Lab: "t"}, info: &Info{Nodes: 3}} }
+func testLab() *Lab {
+	return &Lab{c: &cluster.Cluster{Names: topology.Names{Lab: "t"}, Info: &cluster.Info{Nodes: 3}}}
+}
 
 // writeResolvConf writes text as a place's resolv.conf and returns its path.
 func writeResolvConf(t *testing.T, text string) string {
@@ -186,19 +189,19 @@ func TestPlaceName(t *testing.T) {
 		p    Place
 		want string
 	}{
-		{Place{NS: l.names.Pod("other", "api-1"), Pod: pod}, "pod other/api-1"},
-		{Place{NS: l.names.Node(2)}, "node node2"},
-		{Place{NS: l.names.Client()}, "the client"},
+		{Place{NS: l.c.Names.Pod("other", "api-1"), Pod: pod}, "pod other/api-1"},
+		{Place{NS: l.c.Names.Node(2)}, "node node2"},
+		{Place{NS: l.c.Names.Client()}, "the client"},
 	} {
 		if got := l.placeName(tc.p); got != tc.want {
 			t.Errorf("placeName(%s) = %q, want %q", tc.p.NS, got, tc.want)
 		}
 	}
 	// The client has no resolver configuration; the others have their file.
-	if r := l.resolverOf(Place{NS: l.names.Client()}, nil); r.conf != "" {
+	if r := l.resolverOf(Place{NS: l.c.Names.Client()}, nil); r.conf != "" {
 		t.Errorf("client resolver %q, want none", r.conf)
 	}
-	if r := l.resolverOf(Place{NS: l.names.Node(1)}, nil); r.conf != "/etc/netns/t.node1/resolv.conf" {
+	if r := l.resolverOf(Place{NS: l.c.Names.Node(1)}, nil); r.conf != "/etc/netns/t.node1/resolv.conf" {
 		t.Errorf("node1 resolver %q", r.conf)
 	}
 }

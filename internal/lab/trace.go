@@ -20,13 +20,13 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 		return nil, nil, err
 	}
 	snap := file.FromResult(*res, "").Snapshot()
-	nsOf := map[string]string{"client": l.names.Client()}
-	for i := 1; i <= l.info.Nodes; i++ {
-		nsOf[topology.NodeName(i)] = l.names.Node(i)
+	nsOf := map[string]string{"client": l.c.Names.Client()}
+	for i := 1; i <= l.c.Info.Nodes; i++ {
+		nsOf[topology.NodeName(i)] = l.c.Names.Node(i)
 	}
 	for _, p := range snap.Pods() {
 		if !p.HostNetwork {
-			nsOf[p.Namespace+"/"+p.Name] = l.names.Pod(p.Namespace, p.Name)
+			nsOf[p.Namespace+"/"+p.Name] = l.c.Names.Pod(p.Namespace, p.Name)
 		}
 	}
 	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": topology.ClientAddr}, topology.Gateway, nsOf)

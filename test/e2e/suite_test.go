@@ -17,6 +17,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/echo"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
@@ -457,14 +458,14 @@ func suite(t *testing.T, controlPlane string) {
 	})
 }
 
-func TestServicesFileControlPlane(t *testing.T) { suite(t, lab.ControlPlaneFile) }
+func TestServicesFileControlPlane(t *testing.T) { suite(t, cluster.ControlPlaneFile) }
 
 // The same suite on a real kube-apiserver and kube-controller-manager: the lab
 // registers Nodes and reports Pod status as kubelets do; EndpointSlices come from
 // the controller manager.
 func TestServicesKubeControlPlane(t *testing.T) {
 	requireKubeTier(t)
-	suite(t, lab.ControlPlaneKube)
+	suite(t, cluster.ControlPlaneKube)
 }
 
 // requireKubeTier applies the house rule for the kube tier: root, and
@@ -473,10 +474,10 @@ func TestServicesKubeControlPlane(t *testing.T) {
 func requireKubeTier(t *testing.T) {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	if os.Getenv(lab.EnvK8sBin) == "" {
+	if os.Getenv(cluster.EnvK8sBin) == "" {
 		if os.Getenv(netnstest.EnvRequireRoot) == "" {
-			t.Skipf("kube tier: %s unset (make test sets it)", lab.EnvK8sBin)
+			t.Skipf("kube tier: %s unset (make test sets it)", cluster.EnvK8sBin)
 		}
-		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", lab.EnvK8sBin)
+		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", cluster.EnvK8sBin)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// ErrNoNeighbour is returned by ClientNeighbour (and so by Lab.Announcer) when the client has no
+// ErrNoNeighbour is returned by ClientNeighbour when the client has no
 // resolved neighbour entry for the address.
 var ErrNoNeighbour = errors.New("no resolved neighbour entry")
 

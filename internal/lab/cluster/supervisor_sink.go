@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -34,13 +34,13 @@ type statusSink interface {
 // The file control plane's objects are its manifests in objects/; a write
 // publishes cluster.yaml again, atomically. The caller holds the lab's lock.
 
-func (c *fileCluster) updatePod(ctx context.Context, namespace, name string, mutate func(*corev1.Pod) bool) error {
+func (c *File) updatePod(ctx context.Context, namespace, name string, mutate func(*corev1.Pod) bool) error {
 	p, err := c.Pod(ctx, namespace, name)
 	if err != nil {
 		return err
 	}
 	if p == nil {
-		return fmt.Errorf("Pod %s/%s: %w", namespace, name, errNotFound)
+		return fmt.Errorf("Pod %s/%s: %w", namespace, name, ErrNotFound)
 	}
 	if !mutate(p) {
 		return nil
@@ -48,14 +48,14 @@ func (c *fileCluster) updatePod(ctx context.Context, namespace, name string, mut
 	return c.SetPodStatus(ctx, p)
 }
 
-func (c *fileCluster) updateNode(_ context.Context, name string, mutate func(*corev1.Node) bool) error {
+func (c *File) updateNode(_ context.Context, name string, mutate func(*corev1.Node) bool) error {
 	path, err := c.objectPath("Node", "", name)
 	if err != nil {
 		return err
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("Node %s: %w", name, errNotFound)
+		return fmt.Errorf("Node %s: %w", name, ErrNotFound)
 	}
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (k kubeStatus) updatePod(ctx context.Context, namespace, name string, mutat
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("Pod %s/%s: %w", namespace, name, errNotFound)
+			return fmt.Errorf("Pod %s/%s: %w", namespace, name, ErrNotFound)
 		}
 		if err != nil || !mutate(p) {
 			return err
@@ -97,7 +97,7 @@ func (k kubeStatus) updateNode(ctx context.Context, name string, mutate func(*co
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("Node %s: %w", name, errNotFound)
+			return fmt.Errorf("Node %s: %w", name, ErrNotFound)
 		}
 		if err != nil || !mutate(n) {
 			return err
@@ -236,7 +236,7 @@ func (w *statusWriter) flush(ctx context.Context) error {
 // is gone, unless a newer one was queued meanwhile (same reports that it was
 // not); it returns the error worth a retry.
 func (w *statusWriter) done(err error, same func() bool, forget func()) error {
-	if err != nil && !errors.Is(err, errNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -57,8 +57,8 @@ func agentPod(name, what, container, image, node string, argv []string) *corev1.
 	}
 }
 
-// isAgentPod reports whether p is the Pod of one of the lab's agents.
-func isAgentPod(p *corev1.Pod) bool {
+// IsAgentPod reports whether p is the Pod of one of the lab's agents.
+func IsAgentPod(p *corev1.Pod) bool {
 	_, ok := p.Annotations[AgentAnnotation]
 	return ok
 }
@@ -75,73 +75,73 @@ func nodeAgentPod(i int, a agent) *corev1.Pod {
 // processNamespace is the namespace that Pod namespace/name's process runs
 // in: a node's or the control plane's for the lab's agents, else the pod's
 // own.
-func (l *Lab) processNamespace(namespace, name string) string {
+func (c *Cluster) processNamespace(namespace, name string) string {
 	if namespace == metav1.NamespaceSystem {
 		if name == LBControllerPod {
-			return l.names.Control()
+			return c.Names.Control()
 		}
-		for i := 1; i <= l.info.Nodes; i++ {
+		for i := 1; i <= c.Info.Nodes; i++ {
 			if strings.HasSuffix(name, "-"+topology.NodeName(i)) &&
 				(strings.HasPrefix(name, "svcnet-proxy-") || strings.HasPrefix(name, kubeProxyBinary+"-")) {
-				return l.names.Node(i)
+				return c.Names.Node(i)
 			}
 		}
 	}
-	return l.names.Pod(namespace, name)
+	return c.Names.Pod(namespace, name)
 }
 
 // startNodeAgent records node i's agent a as its Pod and starts it,
 // supervised, in the node's namespace ns; it returns the supervisor's pid.
 // The agent whose /healthz is on kube-proxy's port is the node's Service
 // proxy: its health is the Node's Ready condition.
-func (l *Lab) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a agent) (int, error) {
+func (c *Cluster) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a agent) (int, error) {
 	pod := nodeAgentPod(i, a)
-	if err := l.recordAgentPod(ctx, pod); err != nil {
+	if err := c.recordAgentPod(ctx, pod); err != nil {
 		return 0, err
 	}
-	s := supervision{pod: pod, argv: a.argv,
-		readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.NodeAddr(i), uint16(a.healthzPort)))}}
+	s := Supervision{Pod: pod, Argv: a.argv,
+		Readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.NodeAddr(i), uint16(a.healthzPort)))}}
 	if a.healthzPort == kubeProxyHealthzPort {
-		s.node = topology.NodeName(i)
+		s.Node = topology.NodeName(i)
 	}
-	return l.startSupervised(ns, a.log, s)
+	return c.StartSupervised(ns, a.log, s)
 }
 
 // recordAgentPod creates an agent's Pod, replacing one left by an earlier
 // run of the agent (a Pod's spec is immutable).
-func (l *Lab) recordAgentPod(ctx context.Context, pod *corev1.Pod) error {
+func (c *Cluster) recordAgentPod(ctx context.Context, pod *corev1.Pod) error {
 	id := pod.Namespace + "/" + pod.Name
-	old, err := l.cluster.Pod(ctx, pod.Namespace, pod.Name)
+	old, err := c.CP.Pod(ctx, pod.Namespace, pod.Name)
 	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
 	if old != nil {
-		if err := l.cluster.RemovePod(ctx, pod.Namespace, pod.Name); err != nil {
+		if err := c.CP.RemovePod(ctx, pod.Namespace, pod.Name); err != nil {
 			return fmt.Errorf("Pod %s: %w", id, err)
 		}
 	}
-	if err := l.cluster.CreatePod(ctx, pod); err != nil {
+	if err := c.CP.CreatePod(ctx, pod); err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
 	return nil
 }
 
-// agentRunning posts an agent's Pod running and ready at addr, as the
+// AgentRunning posts an agent's Pod running and ready at addr, as the
 // kubelet posts a started host-network Pod (its supervisor posts what
 // happens to it afterwards).
-func (l *Lab) agentRunning(ctx context.Context, pod *corev1.Pod, addr netip.Addr) error {
-	pod.Status = podStatus([]netip.Addr{addr}, addr, pod)
-	if err := l.cluster.SetPodStatus(ctx, pod); err != nil {
+func (c *Cluster) AgentRunning(ctx context.Context, pod *corev1.Pod, addr netip.Addr) error {
+	pod.Status = PodStatus([]netip.Addr{addr}, addr, pod)
+	if err := c.CP.SetPodStatus(ctx, pod); err != nil {
 		return fmt.Errorf("Pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
 }
 
 // removeNodeAgentPods removes the Pods of node i's agents (theirs stopped).
-func (l *Lab) removeNodeAgentPods(ctx context.Context, i int) error {
-	for _, a := range l.agents(i) {
+func (c *Cluster) removeNodeAgentPods(ctx context.Context, i int) error {
+	for _, a := range c.agents(i) {
 		p := nodeAgentPod(i, a)
-		if err := l.cluster.RemovePod(ctx, p.Namespace, p.Name); err != nil {
+		if err := c.CP.RemovePod(ctx, p.Namespace, p.Name); err != nil {
 			return fmt.Errorf("Pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
@@ -151,13 +151,13 @@ func (l *Lab) removeNodeAgentPods(ctx context.Context, i int) error {
 // stopNodeAgents stops node i's agents and their supervisors (each supervisor
 // stops its child; any child left is stopped after), and checks that none is
 // left.
-func (l *Lab) stopNodeAgents(i int) error {
+func (c *Cluster) stopNodeAgents(i int) error {
 	for round := 0; ; round++ {
-		sups, err := supervisorsIn(l.names.Node(i))
+		sups, err := supervisorsIn(c.Names.Node(i))
 		if err != nil {
 			return fmt.Errorf("node %s: %w", topology.NodeName(i), err)
 		}
-		pids, err := l.agentPids(i)
+		pids, err := c.agentPids(i)
 		if err != nil {
 			return err
 		}
@@ -180,22 +180,22 @@ func (l *Lab) stopNodeAgents(i int) error {
 // control plane's namespace cp as the Pod kube-system/svcnet-lb-controller,
 // and posts it running once its /healthz answers (bounded by
 // lbControllerReady).
-func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string) error {
+func (c *Cluster) startLBController(ctx context.Context, cp *netns.NS, argv []string) error {
 	pod := agentPod(LBControllerPod, "svcnet lb controller", "controller", svcnetImage, "", argv)
-	if err := l.recordAgentPod(ctx, pod); err != nil {
+	if err := c.recordAgentPod(ctx, pod); err != nil {
 		return err
 	}
 	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.ControlAddr, lbHealthzPort))
-	log := l.names.Path("logs", "lb-controller.log")
-	sup, err := l.startSupervised(cp, log, supervision{pod: pod, argv: argv, readiness: []string{url}})
+	log := c.Names.Path("logs", "lb-controller.log")
+	sup, err := c.StartSupervised(cp, log, Supervision{Pod: pod, Argv: argv, Readiness: []string{url}})
 	if err != nil {
 		return err
 	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(cp)}, Timeout: 2 * time.Second}
-	w := newChildWatch(sup, log)
+	w := NewChildWatch(sup, log)
 	deadline := time.Now().Add(lbControllerReady)
 	for {
-		if w.ended() {
+		if w.Ended() {
 			return fmt.Errorf("svcnet lb controller exited:\n%s", topology.LogTail(log, 10))
 		}
 		_, err := getOK(hc, url, 4<<10)
@@ -209,21 +209,10 @@ func (l *Lab) startLBController(ctx context.Context, cp *netns.NS, argv []string
 			return ctx.Err()
 		}
 	}
-	return l.agentRunning(ctx, pod, topology.ControlAddr)
+	return c.AgentRunning(ctx, pod, topology.ControlAddr)
 }
 
-// errAgentPod refuses to apply or delete the Pod of one of the lab's agents.
-func errAgentPod(p *corev1.Pod) error {
+// ErrAgentPod refuses to apply or delete the Pod of one of the lab's agents.
+func ErrAgentPod(p *corev1.Pod) error {
 	return fmt.Errorf("Pod %s/%s: runs the lab's %s; it comes and goes with the lab (svcnet lab up, down)", p.Namespace, p.Name, p.Annotations[AgentAnnotation])
-}
-
-// podReadiness are a lab pod's readiness probes: a tcpSocket probe of every
-// TCP containerPort on its address, the ports waitListening waits for.
-func podReadiness(pod *corev1.Pod, ip netip.Addr) []string {
-	tcp, _ := serverPorts(pod)
-	var out []string
-	for _, p := range tcp {
-		out = append(out, "tcp://"+netip.AddrPortFrom(ip, uint16(p)).String())
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ func TestPodServerPorts(t *testing.T) {
 		{Ports: []corev1.ContainerPort{{ContainerPort: 80}, {ContainerPort: 53, Protocol: corev1.ProtocolUDP}, {ContainerPort: 53, Protocol: corev1.ProtocolTCP, HostPort: 5353}}},
 		{Ports: []corev1.ContainerPort{{ContainerPort: 80}, {ContainerPort: 9, Protocol: corev1.ProtocolSCTP}}},
 	}}}
-	tcp, udp := serverPorts(pod)
+	tcp, udp := ServerPorts(pod)
 	if len(tcp) != 2 || tcp[0] != 53 || tcp[1] != 80 || len(udp) != 1 || udp[0] != 53 {
 		t.Errorf("serverPorts = %v %v; want [53 80] [53]", tcp, udp)
 	}

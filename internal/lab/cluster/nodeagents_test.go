@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"strings"
@@ -23,21 +23,21 @@ func TestCheckProxy(t *testing.T) {
 		{"kube-proxy-ipvs", ControlPlaneKube, `--proxy "kube-proxy-ipvs": want one of svcnet, kube-proxy-nftables, kube-proxy-iptables`},
 	}
 	for _, tt := range tests {
-		err := checkProxy("x", tt.proxy, tt.controlPlane)
+		err := CheckProxy("x", tt.proxy, tt.controlPlane)
 		switch {
 		case tt.wantErr == "" && err != nil:
-			t.Errorf("checkProxy(%s, %s): %v", tt.proxy, tt.controlPlane, err)
+			t.Errorf("CheckProxy(%s, %s): %v", tt.proxy, tt.controlPlane, err)
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("checkProxy(%s, %s): err = %v, want %q", tt.proxy, tt.controlPlane, err, tt.wantErr)
+			t.Errorf("CheckProxy(%s, %s): err = %v, want %q", tt.proxy, tt.controlPlane, err, tt.wantErr)
 		}
 	}
 }
 
 func TestCheckKubeProxyBinary(t *testing.T) {
-	if err := checkKubeProxyBinary("x", ProxySvcnet, ""); err != nil {
+	if err := CheckKubeProxyBinary("x", ProxySvcnet, ""); err != nil {
 		t.Errorf("svcnet needs no kube-proxy: %v", err)
 	}
-	err := checkKubeProxyBinary("x", ProxyKubeProxyNFTables, t.TempDir())
+	err := CheckKubeProxyBinary("x", ProxyKubeProxyNFTables, t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "no kube-proxy executable") || !strings.Contains(err.Error(), "tools/k8s/build.sh") {
 		t.Errorf("empty directory: err = %v, want one naming kube-proxy and tools/k8s/build.sh", err)
 	}
@@ -46,7 +46,7 @@ func TestCheckKubeProxyBinary(t *testing.T) {
 func TestAgentArgv(t *testing.T) {
 	state := []string{"--kubeconfig", "/run/kc"}
 	key := topology.Names{Lab: "x"}.HeartbeatKey()
-	got := svcnetProxyArgv("/bin/svcnet", state, 2, ProxySvcnet, key, []string{"--min-sync-period", "0s"})
+	got := svcnetProxyArgv(&Info{Binary: "/bin/svcnet", Proxy: ProxySvcnet, ProxyArgs: []string{"--min-sync-period", "0s"}}, state, 2, key)
 	want := []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node2", "--pod-routes",
 		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1", "--min-sync-period", "0s"}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -54,7 +54,7 @@ func TestAgentArgv(t *testing.T) {
 	}
 	// Beside kube-proxy: no Service data plane, off kube-proxy's ports; the
 	// lab's extra flags still last.
-	got = svcnetProxyArgv("/bin/svcnet", state, 2, ProxyKubeProxyIPTables, key, []string{"--v", "2"})
+	got = svcnetProxyArgv(&Info{Binary: "/bin/svcnet", Proxy: ProxyKubeProxyIPTables, ProxyArgs: []string{"--v", "2"}}, state, 2, key)
 	want = []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node2", "--pod-routes",
 		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1",
 		"--data-plane", "none", "--healthz-bind-address", "0.0.0.0:10266", "--metrics-bind-address", "127.0.0.1:10269", "--v", "2"}
@@ -62,7 +62,7 @@ func TestAgentArgv(t *testing.T) {
 		t.Errorf("svcnet proxy beside kube-proxy argv (-want +got):\n%s", diff)
 	}
 	for proxy, mode := range map[string]string{ProxyKubeProxyNFTables: "nftables", ProxyKubeProxyIPTables: "iptables"} {
-		got = kubeProxyArgv("/k8s/kube-proxy", state, 1, proxy)
+		got = kubeProxyArgv(&Info{K8sBin: "/k8s", Proxy: proxy}, state, 1)
 		want = []string{"/k8s/kube-proxy", "--kubeconfig", "/run/kc", "--proxy-mode", mode, "--hostname-override", "node1",
 			"--cluster-cidr", "192.168.0.0/16", "--nodeport-addresses", "primary", "--conntrack-max-per-core=0",
 			"--healthz-bind-address", "0.0.0.0:10256", "--metrics-bind-address", "127.0.0.1:10249", "--v=2"}
@@ -77,10 +77,10 @@ func TestAgentKind(t *testing.T) {
 		argv []string
 		want string
 	}{
-		{svcnetProxyArgv("/bin/svcnet", nil, 1, ProxySvcnet, "/k", nil), ProxySvcnet},
-		{svcnetProxyArgv("/bin/svcnet", nil, 1, ProxyKubeProxyNFTables, "/k", nil), ProxySvcnet},
-		{kubeProxyArgv("/k8s/kube-proxy", nil, 1, ProxyKubeProxyNFTables), kubeProxyBinary},
-		{kubeProxyArgv("/k8s/kube-proxy", nil, 2, ProxyKubeProxyNFTables), ""}, // another node's
+		{svcnetProxyArgv(&Info{Binary: "/bin/svcnet", Proxy: ProxySvcnet}, nil, 1, "/k"), ProxySvcnet},
+		{svcnetProxyArgv(&Info{Binary: "/bin/svcnet", Proxy: ProxyKubeProxyNFTables}, nil, 1, "/k"), ProxySvcnet},
+		{kubeProxyArgv(&Info{K8sBin: "/k8s", Proxy: ProxyKubeProxyNFTables}, nil, 1), kubeProxyBinary},
+		{kubeProxyArgv(&Info{K8sBin: "/k8s", Proxy: ProxyKubeProxyNFTables}, nil, 2), ""}, // another node's
 		{[]string{"/bin/svcnet", "echo", "--name", "node1"}, ""},
 		{[]string{"sleep", "100"}, ""},
 		{nil, ""},

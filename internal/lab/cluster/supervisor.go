@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -137,7 +137,7 @@ func Supervise(ctx context.Context, o SuperviseOptions, log klog.Logger) error {
 		probes = append(probes, p)
 	}
 	n := topology.Names{Lab: o.Lab}
-	var sink statusSink = newFileCluster(n)
+	var sink statusSink = NewFile(n)
 	if o.Kubeconfig != "" {
 		client, err := kube.NewClient(o.Kubeconfig)
 		if err != nil {

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// Node proxies (Options.Proxy): what programs the nodes' Service data plane.
+// Node proxies (Info.Proxy, from lab.Options.Proxy): what programs the
+// nodes' Service data plane.
 const (
 	ProxySvcnet             = "svcnet"              // svcnet proxy (default)
 	ProxyKubeProxyNFTables  = "kube-proxy-nftables" // upstream kube-proxy, --proxy-mode nftables
@@ -35,7 +36,7 @@ const (
 	kubeProxyConntrackFlags = "--conntrack-max-per-core=0" // nf_conntrack_max is read-only in a netns
 )
 
-// Proxies lists the values of Options.Proxy.
+// Proxies lists the values of Info.Proxy.
 var Proxies = []string{ProxySvcnet, ProxyKubeProxyNFTables, ProxyKubeProxyIPTables}
 
 // kubeProxyMode is kube-proxy's --proxy-mode for proxy, or "" for svcnet.
@@ -49,10 +50,10 @@ func kubeProxyMode(proxy string) string {
 	return ""
 }
 
-// checkProxy validates a node proxy for a lab on controlPlane: a known one,
+// CheckProxy validates a node proxy for a lab on controlPlane: a known one,
 // and kube-proxy only on the kube control plane (it reads a real
 // kube-apiserver; the embedded control plane has none).
-func checkProxy(lab, proxy, controlPlane string) error {
+func CheckProxy(lab, proxy, controlPlane string) error {
 	if !slices.Contains(Proxies, proxy) {
 		return fmt.Errorf("lab %s: --proxy %q: want one of %s", lab, proxy, strings.Join(Proxies, ", "))
 	}
@@ -81,66 +82,40 @@ type agent struct {
 // agents returns node i's agents for the lab's proxy. The first is always a
 // svcnet proxy: the node's Service proxy, or beside kube-proxy the pod routes
 // and layer-2 speaker only (--data-plane none).
-func (l *Lab) agents(i int) []agent {
-	state := l.cluster.ProxyArgs()
-	sv := agent{what: "svcnet proxy", log: l.proxyLog(i), healthzPort: kubeProxyHealthzPort, readyTimeout: svcnetReadyTimeout,
-		argv: svcnetProxyArgv(l.info.Binary, state, i, l.info.Proxy, l.names.HeartbeatKey(), l.info.ProxyArgs)}
-	if kubeProxyMode(l.info.Proxy) == "" {
+func (c *Cluster) agents(i int) []agent {
+	state := c.CP.ProxyArgs()
+	sv := agent{what: "svcnet proxy", log: c.proxyLog(i), healthzPort: kubeProxyHealthzPort, readyTimeout: svcnetReadyTimeout,
+		argv: svcnetProxyArgv(c.Info, state, i, c.Names.HeartbeatKey())}
+	if kubeProxyMode(c.Info.Proxy) == "" {
 		return []agent{sv}
 	}
 	sv.healthzPort = helperHealthzPort
-	kp := agent{what: "kube-proxy", log: l.kubeProxyLog(i), healthzPort: kubeProxyHealthzPort, metricsAddr: kubeProxyMetricsAddr, readyTimeout: kubeProxyReadyTimeout,
-		argv: kubeProxyArgv(filepath.Join(l.info.K8sBin, kubeProxyBinary), state, i, l.info.Proxy)}
+	kp := agent{what: "kube-proxy", log: c.kubeProxyLog(i), healthzPort: kubeProxyHealthzPort, metricsAddr: kubeProxyMetricsAddr, readyTimeout: kubeProxyReadyTimeout,
+		argv: kubeProxyArgv(c.Info, state, i)}
 	return []agent{sv, kp}
 }
 
-// svcnetProxyArgv is node i's svcnet proxy command line: state are the flags
-// naming the control plane, keyFile the lab's heartbeat key file, extra the
-// lab's Options.ProxyArgs. Every one runs the pod routes and the layer-2
-// speaker, so the pool's IPs are answered for on the node network; beside
-// kube-proxy it programs no Service (--data-plane none) and moves its health
-// and metrics off kube-proxy's ports.
-func svcnetProxyArgv(binary string, state []string, i int, proxy, keyFile string, extra []string) []string {
-	argv := append([]string{binary, "proxy"}, state...)
-	argv = append(argv, "--hostname-override", topology.NodeName(i), "--pod-routes",
-		"--cluster-cidr", topology.PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
-	if kubeProxyMode(proxy) != "" {
-		argv = append(argv, "--data-plane", "none",
-			"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", helperHealthzPort), "--metrics-bind-address", helperMetricsAddr)
-	}
-	return append(argv, extra...)
+func (c *Cluster) proxyLog(i int) string {
+	return c.Names.Path("logs", topology.NodeName(i)+".proxy.log")
 }
-
-// kubeProxyArgv is node i's upstream kube-proxy command line (bin is its
-// path, state the flags naming the control plane). NodePorts are served on
-// the node's primary address, as svcnet proxy does by default.
-func kubeProxyArgv(bin string, state []string, i int, proxy string) []string {
-	argv := append([]string{bin}, state...)
-	return append(argv, "--proxy-mode", kubeProxyMode(proxy), "--hostname-override", topology.NodeName(i),
-		"--cluster-cidr", topology.PodNetwork.String(), "--nodeport-addresses", kubeProxyNodePortAddrs, kubeProxyConntrackFlags,
-		"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", kubeProxyHealthzPort), "--metrics-bind-address", kubeProxyMetricsAddr,
-		kubeProxyVerbosity)
-}
-
-func (l *Lab) proxyLog(i int) string { return l.names.Path("logs", topology.NodeName(i)+".proxy.log") }
-func (l *Lab) kubeProxyLog(i int) string {
-	return l.names.Path("logs", topology.NodeName(i)+".kube-proxy.log")
+func (c *Cluster) kubeProxyLog(i int) string {
+	return c.Names.Path("logs", topology.NodeName(i)+".kube-proxy.log")
 }
 
 // ProxyLog is the log file of node i's svcnet proxy.
-func (l *Lab) ProxyLog(i int) string { return l.proxyLog(i) }
+func (c *Cluster) ProxyLog(i int) string { return c.proxyLog(i) }
 
 // startAgents starts node i's agents, supervised (startNodeAgent), and
 // returns their supervisors' pids, in agents order.
-func (l *Lab) startAgents(ctx context.Context, i int, agents []agent) ([]int, error) {
-	ns, err := netns.Open(l.names.Node(i))
+func (c *Cluster) startAgents(ctx context.Context, i int, agents []agent) ([]int, error) {
+	ns, err := netns.Open(c.Names.Node(i))
 	if err != nil {
 		return nil, err
 	}
 	defer ns.Close()
 	pids := make([]int, len(agents))
 	for k, a := range agents {
-		if pids[k], err = l.startNodeAgent(ctx, ns, i, a); err != nil {
+		if pids[k], err = c.startNodeAgent(ctx, ns, i, a); err != nil {
 			return nil, err
 		}
 	}
@@ -153,8 +128,8 @@ func (l *Lab) startAgents(ctx context.Context, i int, agents []agent) ([]int, er
 // a.metricsAddr its metrics show a completed sync of IPv4. It fails at once,
 // with the end of the agent's log, if the agent exits, and after
 // a.readyTimeout.
-func (l *Lab) waitAgent(ctx context.Context, i int, a agent, w *childWatch) error {
-	ns, err := netns.Open(l.names.Node(i))
+func (c *Cluster) waitAgent(ctx context.Context, i int, a agent, w *ChildWatch) error {
+	ns, err := netns.Open(c.Names.Node(i))
 	if err != nil {
 		return err
 	}
@@ -164,7 +139,7 @@ func (l *Lab) waitAgent(ctx context.Context, i int, a agent, w *childWatch) erro
 	deadline := time.Now().Add(a.readyTimeout)
 	var last error
 	for time.Now().Before(deadline) {
-		if w.ended() {
+		if w.Ended() {
 			return fmt.Errorf("node %s: %s exited:\n%s", topology.NodeName(i), a.what, topology.LogTail(a.log, 10))
 		}
 		if last = healthzSynced(hc, url); last == nil && a.metricsAddr != "" {
@@ -252,10 +227,10 @@ func lastSynced(text string) error {
 
 // AgentPids returns the pids of every node's agents (svcnet proxy and, beside
 // it, kube-proxy).
-func (l *Lab) AgentPids() ([]int, error) {
+func (c *Cluster) AgentPids() ([]int, error) {
 	var all []int
-	for i := 1; i <= l.info.Nodes; i++ {
-		pids, err := l.agentPids(i)
+	for i := 1; i <= c.Info.Nodes; i++ {
+		pids, err := c.agentPids(i)
 		if err != nil {
 			return nil, err
 		}
@@ -266,8 +241,8 @@ func (l *Lab) AgentPids() ([]int, error) {
 
 // agentPids returns the pids of node i's agents (svcnet proxy, kube-proxy)
 // running in its namespace, found by their command lines.
-func (l *Lab) agentPids(i int) ([]int, error) {
-	pids, err := netns.PidsIn(netns.RunDir + "/" + l.names.Node(i))
+func (c *Cluster) agentPids(i int) ([]int, error) {
+	pids, err := netns.PidsIn(netns.RunDir + "/" + c.Names.Node(i))
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", topology.NodeName(i), err)
 	}

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 
 var poolResource = pool.SchemeGroupVersion.WithResource(pool.Resource)
 
-// installLB installs what svcnet lb needs in the kube control plane: the
+// InstallLB installs what svcnet lb needs in the kube control plane: the
 // IPAddressPool CRD (waited for until Established, bounded by 30 s) and the
 // controller, `svcnet lb controller`, running supervised in the control
 // plane's namespace as the Pod kube-system/svcnet-lb-controller, as its
 // Deployment would (startLBController).
-func (l *Lab) installLB(ctx context.Context, k *kubeCluster) error {
+func (c *Cluster) InstallLB(ctx context.Context, k *Kube) error {
 	dyn, err := dynamic.NewForConfig(k.c.Config)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
@@ -32,16 +32,16 @@ func (l *Lab) installLB(ctx context.Context, k *kubeCluster) error {
 	if _, err := kubecluster.InstallCRD(ctx, dyn, lbdeploy.CRD, 30*time.Second); err != nil {
 		return err
 	}
-	cp, err := netns.Open(l.names.Control())
+	cp, err := netns.Open(c.Names.Control())
 	if err != nil {
 		return err
 	}
 	defer cp.Close()
-	return l.startLBController(ctx, cp, []string{l.info.Binary, "lb", "controller", "--kubeconfig", k.c.Kubeconfig, "--v", "1"})
+	return c.startLBController(ctx, cp, lbControllerArgv(c.Info, k.c.Kubeconfig))
 }
 
 // applyPool creates or updates an IPAddressPool through the dynamic client.
-func (k *kubeCluster) applyPool(ctx context.Context, p *pool.IPAddressPool) error {
+func (k *Kube) applyPool(ctx context.Context, p *pool.IPAddressPool) error {
 	dyn, err := dynamic.NewForConfig(k.c.Config)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"encoding/json"
@@ -27,9 +27,9 @@ type Info struct {
 	ControlPlane string `json:"controlPlane"`
 	// Binary is the svcnet binary every lab process runs.
 	Binary string `json:"binary"`
-	// ProxyArgs are the extra flags of every node's svcnet proxy (Options.ProxyArgs).
+	// ProxyArgs are the extra flags of every node's svcnet proxy (lab.Options.ProxyArgs).
 	ProxyArgs []string `json:"proxyArgs,omitempty"`
-	// Proxy is the nodes' Service proxy (Options.Proxy; "" is ProxySvcnet, as
+	// Proxy is the nodes' Service proxy (lab.Options.Proxy; "" is ProxySvcnet, as
 	// in labs made before it existed).
 	Proxy string `json:"proxy,omitempty"`
 	// K8sBin is the directory of the Kubernetes binaries (kube control plane).
@@ -43,7 +43,7 @@ func infoPath(n topology.Names) string { return n.Path("lab.json") }
 // ErrNoLab is returned by commands on a lab that is not up.
 var ErrNoLab = errors.New("lab is not up")
 
-func readInfo(n topology.Names) (*Info, error) {
+func ReadInfo(n topology.Names) (*Info, error) {
 	b, err := os.ReadFile(infoPath(n))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("lab %s: %w (run `svcnet lab up --name %s`)", n.Lab, ErrNoLab, n.Lab)
@@ -58,7 +58,7 @@ func readInfo(n topology.Names) (*Info, error) {
 	return &in, nil
 }
 
-func writeInfo(n topology.Names, in *Info) error {
+func WriteInfo(n topology.Names, in *Info) error {
 	b, err := json.MarshalIndent(in, "", "  ")
 	if err != nil {
 		return err
@@ -69,9 +69,9 @@ func writeInfo(n topology.Names, in *Info) error {
 // writeFileAtomic writes a lab file (see package atomicfile).
 func writeFileAtomic(path string, b []byte) error { return atomicfile.Write(path, b, 0o644) }
 
-// lock takes the lab's exclusive lock (a file beside the state directory, so that
+// Lock takes the lab's exclusive lock (a file beside the state directory, so that
 // Down can remove the directory while holding it). The returned func releases it.
-func lock(n topology.Names) (func(), error) {
+func Lock(n topology.Names) (func(), error) {
 	f, err := openLock(n)
 	if err != nil {
 		return nil, err

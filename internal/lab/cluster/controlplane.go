@@ -1,9 +1,10 @@
 //lint:file-ignore SA1019 legacy v1 Endpoints are applied as given, as kubectl applies them
 
-package lab
+package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -15,11 +16,11 @@ import (
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
-// cluster is the lab's control plane as the lab itself uses it: the part of the API
+// ControlPlane is the lab's control plane as the lab itself uses it: the part of the API
 // a kubectl user and a kubelet use. Two implementations: fileCluster (the embedded
 // control plane over manifests, default) and kubeCluster (real kube-apiserver and
 // kube-controller-manager).
-type cluster interface {
+type ControlPlane interface {
 	// RegisterNodes records the lab's nodes, as kubelets register theirs.
 	RegisterNodes(ctx context.Context, nodes []*corev1.Node) error
 	// Apply creates or updates objects other than Pods and Nodes (Services,
@@ -45,8 +46,8 @@ type cluster interface {
 	ProxyArgs() []string
 }
 
-// kindOf names an object's kind for messages and file names.
-func kindOf(obj runtime.Object) string {
+// KindOf names an object's kind for messages and file names.
+func KindOf(obj runtime.Object) string {
 	switch obj.(type) {
 	case *corev1.Service:
 		return "Service"
@@ -86,3 +87,22 @@ func CanonicalKind(resource string) (string, error) {
 	}
 	return "", fmt.Errorf("unknown resource type %q (want pod, service, endpointslice, endpoints or namespace)", resource)
 }
+
+// ApplyOrder is the order objects are applied in, as kubectl's: namespaces before
+// what lives in them, Services before the Pods that back them.
+func ApplyOrder(o runtime.Object) int {
+	switch o.(type) {
+	case *corev1.Namespace:
+		return 0
+	case *corev1.Service:
+		return 1
+	case *corev1.Endpoints, *discoveryv1.EndpointSlice:
+		return 2
+	case *corev1.Pod:
+		return 3
+	}
+	return 4
+}
+
+// ErrNotFound marks lookups of objects that do not exist.
+var ErrNotFound = errors.New("not found")

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 legacy v1 Endpoints are applied as given, as kubectl applies them
 
-package lab
+package cluster
 
 import (
 	"context"
@@ -31,12 +31,12 @@ import (
 // (tools/k8s/build.sh prints it), for --control-plane kube.
 const EnvK8sBin = "SVCNET_K8S_BIN"
 
-// kubeCluster is a real control plane: etcd, kube-apiserver and
+// Kube is a real control plane: etcd, kube-apiserver and
 // kube-controller-manager (EndpointSlices) running detached in the lab's NAME.cp
 // namespace at 172.26.236.176:6443. The lab reaches it by dialing from inside that
 // namespace; the nodes' proxies over the lab network with Dir/kubeconfig. The lab
 // plays the kubelet: it registers Nodes and reports Pod status.
-type kubeCluster struct {
+type Kube struct {
 	c      *kubecluster.Cluster
 	client kubernetes.Interface
 }
@@ -52,7 +52,7 @@ func kubeOptions(n topology.Names, cp *netns.NS) kubecluster.Options {
 	}
 }
 
-func startKubeCluster(ctx context.Context, n topology.Names, fabric *netns.NS, bin string) (*kubeCluster, error) {
+func StartKube(ctx context.Context, n topology.Names, fabric *netns.NS, bin string) (*Kube, error) {
 	// cp stays open as long as the cluster value: its dialer enters it.
 	cp, err := topology.Attach(fabric, n.Control(), "cp", topology.ControlAddr, false)
 	if err != nil {
@@ -71,10 +71,10 @@ func startKubeCluster(ctx context.Context, n topology.Names, fabric *netns.NS, b
 		cp.Close()
 		return nil, err
 	}
-	return newKubeCluster(c)
+	return newKube(c)
 }
 
-func attachKubeCluster(ctx context.Context, n topology.Names) (cluster, error) {
+func AttachKube(ctx context.Context, n topology.Names) (ControlPlane, error) {
 	cp, err := netns.Open(n.Control())
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: control plane: %w", n.Lab, err)
@@ -84,7 +84,7 @@ func attachKubeCluster(ctx context.Context, n topology.Names) (cluster, error) {
 		cp.Close()
 		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
 	}
-	return newKubeCluster(c)
+	return newKube(c)
 }
 
 // clientQPS is the client-side rate limit of the lab's own API calls, above
@@ -92,7 +92,7 @@ func attachKubeCluster(ctx context.Context, n topology.Names) (cluster, error) {
 // a large Apply.
 const clientQPS = 2000
 
-func newKubeCluster(c *kubecluster.Cluster) (*kubeCluster, error) {
+func newKube(c *kubecluster.Cluster) (*Kube, error) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = clientQPS, 2*clientQPS
 	// Protobuf for the built-in kinds the typed client handles: a large Apply
@@ -104,12 +104,12 @@ func newKubeCluster(c *kubecluster.Cluster) (*kubeCluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
-	return &kubeCluster{c: c, client: client}, nil
+	return &Kube{c: c, client: client}, nil
 }
 
-func (k *kubeCluster) ProxyArgs() []string { return []string{"--kubeconfig", k.c.Kubeconfig} }
+func (k *Kube) ProxyArgs() []string { return []string{"--kubeconfig", k.c.Kubeconfig} }
 
-func (k *kubeCluster) RegisterNodes(ctx context.Context, nodes []*corev1.Node) error {
+func (k *Kube) RegisterNodes(ctx context.Context, nodes []*corev1.Node) error {
 	for _, n := range nodes {
 		st := n.Status
 		created, err := k.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
@@ -131,11 +131,11 @@ const applyWorkers = 8
 // not depend on each other, so each run of them is applied by up to
 // applyWorkers calls at once, and the runs one after the other. Errors are
 // returned in the objects' order.
-func (k *kubeCluster) Apply(ctx context.Context, objs []controlplane.Object) []error {
+func (k *Kube) Apply(ctx context.Context, objs []controlplane.Object) []error {
 	errs := make([]error, len(objs))
 	for start := 0; start < len(objs); {
 		end := start + 1
-		for end < len(objs) && applyOrder(objs[end].Obj) == applyOrder(objs[start].Obj) {
+		for end < len(objs) && ApplyOrder(objs[end].Obj) == ApplyOrder(objs[start].Obj) {
 			end++
 		}
 		var wg sync.WaitGroup
@@ -145,8 +145,8 @@ func (k *kubeCluster) Apply(ctx context.Context, objs []controlplane.Object) []e
 			wg.Go(func() {
 				defer func() { <-slots }()
 				if err := k.apply(ctx, objs[i].Obj); err != nil {
-					m, _ := metaOf(objs[i].Obj)
-					errs[i] = fmt.Errorf("%s: %s %s: %w", objs[i].Origin, kindOf(objs[i].Obj), qualified(m.GetNamespace(), m.GetName()), err)
+					m, _ := MetaOf(objs[i].Obj)
+					errs[i] = fmt.Errorf("%s: %s %s: %w", objs[i].Origin, KindOf(objs[i].Obj), qualified(m.GetNamespace(), m.GetName()), err)
 				}
 			})
 		}
@@ -159,7 +159,7 @@ func (k *kubeCluster) Apply(ctx context.Context, objs []controlplane.Object) []e
 // apply creates obj, or updates the object of its name keeping what the control
 // plane allocated and the user did not ask for (ClusterIPs, node ports), as
 // `kubectl apply` does.
-func (k *kubeCluster) apply(ctx context.Context, obj runtime.Object) error {
+func (k *Kube) apply(ctx context.Context, obj runtime.Object) error {
 	c := k.client
 	co, up := metav1.CreateOptions{}, metav1.UpdateOptions{}
 	var err error
@@ -238,7 +238,7 @@ func protoOrTCP(p corev1.Protocol) corev1.Protocol {
 	return p
 }
 
-func (k *kubeCluster) Delete(ctx context.Context, kind, namespace, name string) error {
+func (k *Kube) Delete(ctx context.Context, kind, namespace, name string) error {
 	c, do := k.client, metav1.DeleteOptions{}
 	switch kind {
 	case "Service":
@@ -259,7 +259,7 @@ func (k *kubeCluster) Delete(ctx context.Context, kind, namespace, name string) 
 	return fmt.Errorf("delete %s: kind not supported", kind)
 }
 
-func (k *kubeCluster) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+func (k *Kube) Pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
 	p, err := k.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -267,7 +267,7 @@ func (k *kubeCluster) Pod(ctx context.Context, namespace, name string) (*corev1.
 	return p, err
 }
 
-func (k *kubeCluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+func (k *Kube) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	created, err := k.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func (k *kubeCluster) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-func (k *kubeCluster) SetPodStatus(ctx context.Context, pod *corev1.Pod) error {
+func (k *Kube) SetPodStatus(ctx context.Context, pod *corev1.Pod) error {
 	cur, err := k.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -304,13 +304,13 @@ func equalStrings(a, b map[string]string) bool {
 	return true
 }
 
-func (k *kubeCluster) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
+func (k *Kube) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
 	// Bound to a node, the Pod stays, terminating, until its kubelet (the lab)
 	// deletes it for good.
 	return k.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 }
 
-func (k *kubeCluster) RemovePod(ctx context.Context, namespace, name string) error {
+func (k *Kube) RemovePod(ctx context.Context, namespace, name string) error {
 	zero := int64(0)
 	err := k.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	if apierrors.IsNotFound(err) {
@@ -319,7 +319,7 @@ func (k *kubeCluster) RemovePod(ctx context.Context, namespace, name string) err
 	return err
 }
 
-func (k *kubeCluster) Result(ctx context.Context) (*controlplane.Result, error) {
+func (k *Kube) Result(ctx context.Context) (*controlplane.Result, error) {
 	r, err := kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods)
 	if err != nil {
 		return nil, err

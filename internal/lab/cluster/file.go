@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"bytes"
@@ -22,38 +22,38 @@ import (
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
-// fileCluster is the embedded control plane. The lab keeps every object it was
+// File is the embedded control plane. The lab keeps every object it was
 // given in objects/ (one manifest per object; the control plane's allocations in
 // objects/.svcnet-state.json), and publishes the whole cluster as one file,
-// cluster/cluster.yaml, that every node's proxy watches (--state).
+// ControlPlane/cluster.yaml, that every node's proxy watches (--state).
 //
 // Publishing in one atomic file means a proxy never sees half an apply; and since
 // the published Services carry the ClusterIPs and node ports the lab allocated, as
 // requests, every proxy's own control plane arrives at the same allocations
 // whatever it saw before.
-type fileCluster struct {
+type File struct {
 	names topology.Names
 	cfg   controlplane.Config
 }
 
-func newFileCluster(n topology.Names) *fileCluster {
-	return &fileCluster{names: n, cfg: controlplane.Config{
+func NewFile(n topology.Names) *File {
+	return &File{names: n, cfg: controlplane.Config{
 		ServiceCIDRs:  []netip.Prefix{topology.ServiceRange},
 		NodePortRange: controlplane.PortRange{First: 30000, Last: 32767},
 	}}
 }
 
-func (c *fileCluster) objectsDir() string  { return c.names.Path("objects") }
-func (c *fileCluster) publishPath() string { return c.names.Path("cluster", "cluster.yaml") }
+func (c *File) objectsDir() string  { return c.names.Path("objects") }
+func (c *File) PublishPath() string { return c.names.Path("cluster", "cluster.yaml") }
 
-func (c *fileCluster) ProxyArgs() []string { return []string{"--state", c.publishPath()} }
+func (c *File) ProxyArgs() []string { return []string{"--state", c.PublishPath()} }
 
 // objectPath is where one object is kept: objects/KIND.NAMESPACE.NAME.yaml
 // (KIND.NAME.yaml when cluster-scoped), shortened and hashed where that is too
 // long for a file name (see nameKey). The name and namespace are checked by the
 // apiserver's rules for the kind first: a name that could not be created is
 // refused before it comes near a path.
-func (c *fileCluster) objectPath(kind, namespace, name string) (string, error) {
+func (c *File) objectPath(kind, namespace, name string) (string, error) {
 	if err := controlplane.ValidateName(kind, namespace, name); err != nil {
 		return "", err
 	}
@@ -64,15 +64,15 @@ func (c *fileCluster) objectPath(kind, namespace, name string) (string, error) {
 	return filepath.Join(c.objectsDir(), topology.NameKey(topology.MaxObjectKey, parts...)+".yaml"), nil
 }
 
-func (c *fileCluster) pathOf(obj runtime.Object) (string, error) {
-	m, err := metaOf(obj)
+func (c *File) pathOf(obj runtime.Object) (string, error) {
+	m, err := MetaOf(obj)
 	if err != nil {
 		return "", err
 	}
-	return c.objectPath(kindOf(obj), m.GetNamespace(), m.GetName())
+	return c.objectPath(KindOf(obj), m.GetNamespace(), m.GetName())
 }
 
-func (c *fileCluster) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
+func (c *File) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
 	for _, n := range nodes {
 		if err := c.write(n); err != nil {
 			return err
@@ -81,7 +81,7 @@ func (c *fileCluster) RegisterNodes(_ context.Context, nodes []*corev1.Node) err
 	return c.publish()
 }
 
-func (c *fileCluster) Apply(_ context.Context, objs []controlplane.Object) []error {
+func (c *File) Apply(_ context.Context, objs []controlplane.Object) []error {
 	type undo struct {
 		path   string
 		origin string // where the user's object came from
@@ -92,7 +92,7 @@ func (c *fileCluster) Apply(_ context.Context, objs []controlplane.Object) []err
 	for _, o := range objs {
 		p, err := c.pathOf(o.Obj)
 		if err != nil {
-			errs = append(errs, withOrigin(err, o.Origin))
+			errs = append(errs, WithOrigin(err, o.Origin))
 			continue
 		}
 		old, err := os.ReadFile(p)
@@ -118,7 +118,7 @@ func (c *fileCluster) Apply(_ context.Context, objs []controlplane.Object) []err
 			if !fromFile(originOf(e), u.path) {
 				continue
 			}
-			errs = append(errs, withOrigin(e, u.origin))
+			errs = append(errs, WithOrigin(e, u.origin))
 			rejected++
 			if u.old == nil {
 				_ = os.Remove(u.path)
@@ -156,11 +156,11 @@ func fromFile(origin, path string) bool {
 	return ok && (rest == "" || strings.HasPrefix(rest, "#"))
 }
 
-// withOrigin returns err as coming from origin, the user's file (and
+// WithOrigin returns err as coming from origin, the user's file (and
 // document): an ObjectError or DocError gets origin in place of its own (a
 // file under objects/, which the user never wrote); any other error is
 // prefixed with it.
-func withOrigin(err error, origin string) error {
+func WithOrigin(err error, origin string) error {
 	var oe *controlplane.ObjectError
 	if errors.As(err, &oe) {
 		c := *oe
@@ -176,7 +176,7 @@ func withOrigin(err error, origin string) error {
 	return fmt.Errorf("%s: %w", origin, err)
 }
 
-func (c *fileCluster) Delete(_ context.Context, kind, namespace, name string) error {
+func (c *File) Delete(_ context.Context, kind, namespace, name string) error {
 	p, err := c.objectPath(kind, namespace, name)
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func (c *fileCluster) Delete(_ context.Context, kind, namespace, name string) er
 	return c.publish()
 }
 
-func (c *fileCluster) Pod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+func (c *File) Pod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
 	path, err := c.objectPath("Pod", namespace, name)
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (c *fileCluster) Pod(_ context.Context, namespace, name string) (*corev1.Po
 	return &p, nil
 }
 
-func (c *fileCluster) CreatePod(_ context.Context, pod *corev1.Pod) error {
+func (c *File) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	// Not published until it has a status: an unstarted Pod has no endpoint anyway.
 	return c.write(pod)
 }
@@ -218,7 +218,7 @@ func (c *fileCluster) CreatePod(_ context.Context, pod *corev1.Pod) error {
 // control plane refuses the Pod (for what depends on other objects, which
 // Validate cannot see), so that the caller can undo what it made for it
 // instead of running a pod no proxy and no `lab get` knows.
-func (c *fileCluster) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
+func (c *File) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
 	path, err := c.pathOf(pod)
 	if err != nil {
 		return err
@@ -239,7 +239,7 @@ func (c *fileCluster) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
 	return errors.Join(refused, c.publishLoaded(l))
 }
 
-func (c *fileCluster) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
+func (c *File) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
 	p, err := c.Pod(ctx, namespace, name)
 	if err != nil || p == nil {
 		return err
@@ -249,7 +249,7 @@ func (c *fileCluster) TerminatePod(ctx context.Context, namespace, name string, 
 	return c.SetPodStatus(ctx, p)
 }
 
-func (c *fileCluster) RemovePod(_ context.Context, namespace, name string) error {
+func (c *File) RemovePod(_ context.Context, namespace, name string) error {
 	p, err := c.objectPath("Pod", namespace, name)
 	if err != nil {
 		return err
@@ -260,7 +260,7 @@ func (c *fileCluster) RemovePod(_ context.Context, namespace, name string) error
 	return c.publish()
 }
 
-func (c *fileCluster) Result(context.Context) (*controlplane.Result, error) {
+func (c *File) Result(context.Context) (*controlplane.Result, error) {
 	l, err := c.load(true)
 	if err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func (c *fileCluster) Result(context.Context) (*controlplane.Result, error) {
 	return &l.API, nil
 }
 
-func (c *fileCluster) load(readOnly bool) (*file.Loaded, error) {
+func (c *File) load(readOnly bool) (*file.Loaded, error) {
 	if err := os.MkdirAll(c.objectsDir(), 0o755); err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func (c *fileCluster) load(readOnly bool) (*file.Loaded, error) {
 
 // publish writes cluster/cluster.yaml: every object as given, with the Services
 // as the control plane allocated them.
-func (c *fileCluster) publish() error {
+func (c *File) publish() error {
 	l, err := c.load(false)
 	if err != nil {
 		return err
@@ -286,7 +286,7 @@ func (c *fileCluster) publish() error {
 }
 
 // publishLoaded publishes l, a load of objects/ as it is now.
-func (c *fileCluster) publishLoaded(l *file.Loaded) error {
+func (c *File) publishLoaded(l *file.Loaded) error {
 	resolved := map[string]*corev1.Service{}
 	for _, s := range l.API.Services {
 		resolved[s.Namespace+"/"+s.Name] = s
@@ -310,10 +310,10 @@ func (c *fileCluster) publishLoaded(l *file.Loaded) error {
 		buf.WriteString("---\n")
 		buf.Write(b)
 	}
-	return writeFileAtomic(c.publishPath(), buf.Bytes())
+	return writeFileAtomic(c.PublishPath(), buf.Bytes())
 }
 
-func (c *fileCluster) write(obj runtime.Object) error {
+func (c *File) write(obj runtime.Object) error {
 	p, err := c.pathOf(obj)
 	if err != nil {
 		return err
@@ -330,16 +330,16 @@ func marshal(obj runtime.Object) ([]byte, error) {
 	obj = obj.DeepCopyObject()
 	gvks, _, err := file.Scheme.ObjectKinds(obj)
 	if err != nil || len(gvks) == 0 {
-		return nil, fmt.Errorf("%s: unknown kind: %w", kindOf(obj), err)
+		return nil, fmt.Errorf("%s: unknown kind: %w", KindOf(obj), err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
 	return yaml.Marshal(obj)
 }
 
-func metaOf(obj runtime.Object) (metav1.Object, error) {
+func MetaOf(obj runtime.Object) (metav1.Object, error) {
 	m, ok := obj.(metav1.Object)
 	if !ok || m.GetName() == "" {
-		return nil, fmt.Errorf("%s without metadata.name", kindOf(obj))
+		return nil, fmt.Errorf("%s without metadata.name", KindOf(obj))
 	}
 	return m, nil
 }
@@ -350,3 +350,7 @@ func qualified(namespace, name string) string {
 	}
 	return namespace + "/" + name
 }
+
+// Config is the configuration of the embedded control plane: the lab's
+// Service range and node port range.
+func (c *File) Config() controlplane.Config { return c.cfg }

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"errors"
@@ -16,46 +16,27 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// supervision names the process the lab starts for argv: its supervisor (see
-// Supervise), for pod's containers, with readiness probes and, for a node's
-// Service proxy, the node whose Ready condition follows them.
-type supervision struct {
-	pod       *corev1.Pod
-	readiness []string
-	node      string
+// Supervision names the process the lab starts for Argv: its supervisor (see
+// Supervise), for Pod's containers, with Readiness probes and, for a node's
+// Service proxy, the Node whose Ready condition follows them.
+type Supervision struct {
+	Pod       *corev1.Pod
+	Readiness []string
+	Node      string
+	Argv      []string
 	stateFile string
-	argv      []string
 }
 
-// supervisorArgv is the supervisor's command line: `svcnet lab supervise`,
-// its flags, `--`, and the child's argv.
-func (l *Lab) supervisorArgv(s supervision) []string {
-	argv := []string{l.info.Binary, "lab", "supervise", "--name", l.names.Lab, "--pod", s.pod.Namespace + "/" + s.pod.Name}
-	if kc, ok := l.cluster.(*kubeCluster); ok {
-		argv = append(argv, "--kubeconfig", kc.c.Kubeconfig)
-	}
-	for _, r := range s.readiness {
-		argv = append(argv, "--readiness", r)
-	}
-	if s.node != "" {
-		argv = append(argv, "--node", s.node)
-	}
-	if s.stateFile != "" {
-		argv = append(argv, "--state-file", s.stateFile)
-	}
-	return append(append(argv, "--"), s.argv...)
-}
-
-// startSupervised starts s's supervisor in ns as a daemon of the lab (its
+// StartSupervised starts s's supervisor in ns as a daemon of the lab (its
 // output and its child's to logPath, its state file beside, which starts
 // empty: one a supervisor of the same process left is removed first) and
 // returns the supervisor's pid.
-func (l *Lab) startSupervised(ns *netns.NS, logPath string, s supervision) (int, error) {
+func (c *Cluster) StartSupervised(ns *netns.NS, logPath string, s Supervision) (int, error) {
 	s.stateFile = supervisorStateFile(logPath)
 	if err := os.Remove(s.stateFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("start %s in %s: %w", s.argv[0], ns.Name(), err)
+		return 0, fmt.Errorf("start %s in %s: %w", s.Argv[0], ns.Name(), err)
 	}
-	return topology.StartDaemon(ns, logPath, l.supervisorArgv(s)...)
+	return topology.StartDaemon(ns, logPath, c.supervisorArgv(s)...)
 }
 
 // isSupervisor reports whether argv is a supervisor's, and for which Pod
@@ -123,34 +104,34 @@ func childOf(pid int) int {
 	return slices.Min(kids)
 }
 
-// childWatch tells whether a supervised process has ended since the watch
+// ChildWatch tells whether a supervised process has ended since the watch
 // began: its supervisor counted more exits in its state file (see
 // supervisorState) than when the watch began, or the supervisor itself is
 // gone. A lab command waiting for a process it just started fails at once,
 // with its log, when the process exits, as it did before processes were
 // supervised.
-type childWatch struct {
+type ChildWatch struct {
 	sup   int
 	state string // the supervisor's state file
 	base  int    // exits counted when the watch began
 }
 
-// newChildWatch watches the supervisor sup just started (no exit counted yet),
+// NewChildWatch watches the supervisor sup just started (no exit counted yet),
 // whose output goes to logPath.
-func newChildWatch(sup int, logPath string) *childWatch {
-	return &childWatch{sup: sup, state: supervisorStateFile(logPath)}
+func NewChildWatch(sup int, logPath string) *ChildWatch {
+	return &ChildWatch{sup: sup, state: supervisorStateFile(logPath)}
 }
 
 // fromNow makes w count only the exits after now, for a supervisor that has
 // run for a while.
-func (w *childWatch) fromNow() *childWatch {
+func (w *ChildWatch) fromNow() *ChildWatch {
 	if st, err := readSupervisorState(w.state); err == nil {
 		w.base = st.Exits
 	}
 	return w
 }
 
-func (w *childWatch) ended() bool {
+func (w *ChildWatch) Ended() bool {
 	if !topology.Alive(w.sup) {
 		return true
 	}
@@ -163,8 +144,8 @@ func (w *childWatch) ended() bool {
 // see AgentPods), found through its supervisor, or 0 when its supervisor runs
 // but no child does (it waits to restart it). It is an error when no
 // supervisor of the Pod runs.
-func (l *Lab) SupervisedPid(namespace, name string) (int, error) {
-	sup, err := l.SupervisorPid(namespace, name)
+func (c *Cluster) SupervisedPid(namespace, name string) (int, error) {
+	sup, err := c.SupervisorPid(namespace, name)
 	if err != nil {
 		return 0, err
 	}
@@ -172,8 +153,8 @@ func (l *Lab) SupervisedPid(namespace, name string) (int, error) {
 }
 
 // SupervisorPid returns the pid of the supervisor of Pod namespace/name.
-func (l *Lab) SupervisorPid(namespace, name string) (int, error) {
-	nsName := l.processNamespace(namespace, name)
+func (c *Cluster) SupervisorPid(namespace, name string) (int, error) {
+	nsName := c.processNamespace(namespace, name)
 	sups, err := supervisorsIn(nsName)
 	if err != nil {
 		return 0, fmt.Errorf("Pod %s/%s: %w", namespace, name, err)

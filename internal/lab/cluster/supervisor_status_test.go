@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestChildStatusAsTheKubeletPostsIt(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "svcnet-echo"}, {Name: "side", Image: "svcnet-echo"}}}}
-	pod.Status = podStatus([]netip.Addr{netip.MustParseAddr("192.168.1.5")}, netip.MustParseAddr("172.26.236.177"), pod)
+	pod.Status = PodStatus([]netip.Addr{netip.MustParseAddr("192.168.1.5")}, netip.MustParseAddr("172.26.236.177"), pod)
 
 	var st childStatus
 	st.observe(supervise.Event{Kind: supervise.Started, At: at(0), PID: 10}, true)
@@ -120,7 +120,7 @@ func TestApplyChildStatusIsIdempotent(t *testing.T) {
 }
 
 func TestSetNodeReady(t *testing.T) {
-	n := labNode(1)
+	n := Node(1)
 	if setNodeReady(n, true, "ok", time.Unix(10, 0)) {
 		t.Fatal("Ready again: a change reported")
 	}

@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -36,8 +36,8 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fc := newFileCluster(n)
-	if err := fc.RegisterNodes(ctx, []*corev1.Node{labNode(1)}); err != nil {
+	fc := NewFile(n)
+	if err := fc.RegisterNodes(ctx, []*corev1.Node{Node(1)}); err != nil {
 		t.Fatal(err)
 	}
 	argv := []string{"sleep", "60"}
@@ -45,7 +45,7 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	if err := fc.CreatePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Status = podStatus([]netip.Addr{topology.NodeAddr(1)}, topology.NodeAddr(1), pod)
+	pod.Status = PodStatus([]netip.Addr{topology.NodeAddr(1)}, topology.NodeAddr(1), pod)
 	if err := fc.SetPodStatus(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	defer srv.Close()
 
 	logPath := filepath.Join(t.TempDir(), "agent.log")
-	watch := newChildWatch(os.Getpid(), logPath) // this process is the supervisor
+	watch := NewChildWatch(os.Getpid(), logPath) // this process is the supervisor
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -87,12 +87,12 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 
 	child := waitValue(t, "the child", 5*time.Second, func() int { return childOf(os.Getpid()) })
 	waitState(t, logPath, supervisorState{PID: child, Starts: 1})
-	if watch.ended() {
+	if watch.Ended() {
 		t.Fatal("the watch of a running child says it ended")
 	}
 
 	// 1. Killed while a lab command holds the lock.
-	unlock, err := lock(n)
+	unlock, err := Lock(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +109,10 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	})
 	took := time.Since(killed)
 	waitState(t, logPath, supervisorState{PID: again, Starts: 2, Exits: 1})
-	if !watch.ended() {
+	if !watch.Ended() {
 		t.Error("the watch of a killed child does not say it ended")
 	}
-	if newChildWatch(os.Getpid(), logPath).fromNow().ended() {
+	if NewChildWatch(os.Getpid(), logPath).fromNow().Ended() {
 		t.Error("a watch begun after the kill says the child ended")
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -198,7 +198,7 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func restartCount(t *testing.T, fc *fileCluster) int32 {
+func restartCount(t *testing.T, fc *File) int32 {
 	t.Helper()
 	p, err := fc.Pod(context.Background(), "kube-system", "test-agent")
 	if err != nil || p == nil {
@@ -211,9 +211,9 @@ func restartCount(t *testing.T, fc *fileCluster) int32 {
 }
 
 // published returns the restart count of the test Pod in cluster.yaml.
-func published(t *testing.T, fc *fileCluster) int32 {
+func published(t *testing.T, fc *File) int32 {
 	t.Helper()
-	objs, _, err := file.ReadManifests(fc.publishPath())
+	objs, _, err := file.ReadManifests(fc.PublishPath())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func published(t *testing.T, fc *fileCluster) int32 {
 	return -1
 }
 
-func readyOf(t *testing.T, fc *fileCluster) corev1.ConditionStatus {
+func readyOf(t *testing.T, fc *File) corev1.ConditionStatus {
 	t.Helper()
 	r, err := fc.Result(context.Background())
 	if err != nil {

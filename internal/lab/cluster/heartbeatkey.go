@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"github.com/svcnet/svcnet/internal/lb/members"
 )
 
-// writeHeartbeatKey writes a new random key to the lab's key file, readable by
+// WriteHeartbeatKey writes a new random key to the lab's key file, readable by
 // root only: whoever holds it can move the lab's LoadBalancer IPs.
-func writeHeartbeatKey(n topology.Names) error {
+func WriteHeartbeatKey(n topology.Names) error {
 	key, err := members.GenerateKey()
 	if err != nil {
 		return fmt.Errorf("lab %s: %w", n.Lab, err)

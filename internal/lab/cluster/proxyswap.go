@@ -1,4 +1,4 @@
-package lab
+package cluster
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// checkKubeProxyBinary checks that dir holds kube-proxy when proxy is one.
-func checkKubeProxyBinary(lab, proxy, dir string) error {
+// CheckKubeProxyBinary checks that dir holds kube-proxy when proxy is one.
+func CheckKubeProxyBinary(lab, proxy, dir string) error {
 	if kubeProxyMode(proxy) == "" {
 		return nil
 	}
@@ -28,29 +28,29 @@ func checkKubeProxyBinary(lab, proxy, dir string) error {
 	return nil
 }
 
-// startNodes starts every node's agents, then waits until all have synced
+// StartNodes starts every node's agents, then waits until all have synced
 // (so the nodes sync side by side).
-func (l *Lab) startNodes(ctx context.Context, progress func(string, ...any)) error {
-	all := make([][]agent, l.info.Nodes+1)
-	pids := make([][]int, l.info.Nodes+1)
-	for i := 1; i <= l.info.Nodes; i++ {
-		all[i] = l.agents(i)
+func (c *Cluster) StartNodes(ctx context.Context, progress func(string, ...any)) error {
+	all := make([][]agent, c.Info.Nodes+1)
+	pids := make([][]int, c.Info.Nodes+1)
+	for i := 1; i <= c.Info.Nodes; i++ {
+		all[i] = c.agents(i)
 		names := make([]string, len(all[i]))
 		for k, a := range all[i] {
 			names[k] = a.what
 		}
 		progress("node %s: starting %s", topology.NodeName(i), strings.Join(names, " and "))
 		var err error
-		if pids[i], err = l.startAgents(ctx, i, all[i]); err != nil {
+		if pids[i], err = c.startAgents(ctx, i, all[i]); err != nil {
 			return err
 		}
 	}
-	for i := 1; i <= l.info.Nodes; i++ {
+	for i := 1; i <= c.Info.Nodes; i++ {
 		for k, a := range all[i] {
-			if err := l.waitAgent(ctx, i, a, newChildWatch(pids[i][k], a.log)); err != nil {
+			if err := c.waitAgent(ctx, i, a, NewChildWatch(pids[i][k], a.log)); err != nil {
 				return err
 			}
-			if err := l.agentRunning(ctx, nodeAgentPod(i, a), topology.NodeAddr(i)); err != nil {
+			if err := c.AgentRunning(ctx, nodeAgentPod(i, a), topology.NodeAddr(i)); err != nil {
 				return err
 			}
 		}
@@ -59,11 +59,11 @@ func (l *Lab) startNodes(ctx context.Context, progress func(string, ...any)) err
 }
 
 // Proxy returns the nodes' Service proxy (one of Proxies).
-func (l *Lab) Proxy() string {
-	if l.info.Proxy == "" {
+func (c *Cluster) Proxy() string {
+	if c.Info.Proxy == "" {
 		return ProxySvcnet
 	}
-	return l.info.Proxy
+	return c.Info.Proxy
 }
 
 // SetProxy replaces every node's Service proxy by proxy, keeping everything
@@ -73,53 +73,49 @@ func (l *Lab) Proxy() string {
 // then starts the new agents and waits until they have synced. Same proxy:
 // nothing is done. On failure the lab may be left without a proxy; SetProxy
 // again, or Down.
-func (l *Lab) SetProxy(ctx context.Context, proxy string) error {
-	if err := checkProxy(l.names.Lab, proxy, l.info.ControlPlane); err != nil {
+func (c *Cluster) SetProxy(ctx context.Context, proxy string) error {
+	if err := CheckProxy(c.Names.Lab, proxy, c.Info.ControlPlane); err != nil {
 		return err
 	}
-	if err := checkKubeProxyBinary(l.names.Lab, proxy, l.info.K8sBin); err != nil {
+	if err := CheckKubeProxyBinary(c.Names.Lab, proxy, c.Info.K8sBin); err != nil {
 		return err
 	}
-	old := l.Proxy()
+	old := c.Proxy()
 	if proxy == old {
 		return nil
 	}
-	for i := 1; i <= l.info.Nodes; i++ {
-		if err := l.stopNodeAgents(i); err != nil {
+	for i := 1; i <= c.Info.Nodes; i++ {
+		if err := c.stopNodeAgents(i); err != nil {
 			return fmt.Errorf("stop %s: %w", old, err)
 		}
-		if err := l.removeNodeAgentPods(ctx, i); err != nil {
+		if err := c.removeNodeAgentPods(ctx, i); err != nil {
 			return err
 		}
 	}
-	for i := 1; i <= l.info.Nodes; i++ {
-		if err := l.cleanupNode(ctx, i, old); err != nil {
+	for i := 1; i <= c.Info.Nodes; i++ {
+		if err := c.cleanupNode(ctx, i, old); err != nil {
 			return err
 		}
 	}
-	l.info.Proxy = proxy
-	if err := writeInfo(l.names, l.info); err != nil {
+	c.Info.Proxy = proxy
+	if err := WriteInfo(c.Names, c.Info); err != nil {
 		return err
 	}
-	return l.startNodes(ctx, func(string, ...any) {})
+	return c.StartNodes(ctx, func(string, ...any) {})
 }
 
 // cleanupNode removes the rules proxy left on node i (its agents stopped) and
 // then checks that neither svcnet's nor kube-proxy's are left (leftoverRules).
-func (l *Lab) cleanupNode(ctx context.Context, i int, proxy string) error {
-	argv := []string{l.info.Binary, "proxy", "--cleanup"}
-	if kubeProxyMode(proxy) != "" {
-		argv = []string{filepath.Join(l.info.K8sBin, kubeProxyBinary), "--cleanup", "--v=1"}
-	}
-	if out, err := l.runInNode(ctx, i, argv...); err != nil {
+func (c *Cluster) cleanupNode(ctx context.Context, i int, proxy string) error {
+	if out, err := c.runInNode(ctx, i, cleanupArgv(c.Info, proxy)...); err != nil {
 		return fmt.Errorf("node %s: %s cleanup: %w: %s", topology.NodeName(i), proxy, err, out)
 	}
 	if kubeProxyMode(proxy) != "" {
-		if err := l.deleteIPTablesNFT(ctx, i); err != nil {
+		if err := c.deleteIPTablesNFT(ctx, i); err != nil {
 			return err
 		}
 	}
-	left, err := l.leftoverRules(ctx, i)
+	left, err := c.leftoverRules(ctx, i)
 	if err != nil {
 		return err
 	}
@@ -134,13 +130,13 @@ func (l *Lab) cleanupNode(ctx context.Context, i int, proxy string) error {
 // packet) and the KUBE-FIREWALL chain (the kubelet's since KEP-3178). Nothing
 // else in a lab node uses iptables. Rules of iptables-legacy are not touched;
 // leftoverRules reports them.
-func (l *Lab) deleteIPTablesNFT(ctx context.Context, i int) error {
-	tables, err := l.nodeTables(ctx, i)
+func (c *Cluster) deleteIPTablesNFT(ctx context.Context, i int) error {
+	tables, err := c.nodeTables(ctx, i)
 	if err != nil {
 		return err
 	}
 	for _, t := range iptablesNFTTables(tables) {
-		if out, err := l.runInNode(ctx, i, append([]string{"nft", "delete", "table"}, strings.Fields(t)...)...); err != nil {
+		if out, err := c.runInNode(ctx, i, append([]string{"nft", "delete", "table"}, strings.Fields(t)...)...); err != nil {
 			return fmt.Errorf("node %s: nft delete table %s: %w: %s", topology.NodeName(i), t, err, out)
 		}
 	}
@@ -164,8 +160,8 @@ func iptablesNFTTables(tables []string) []string {
 // holds: nftables tables other than the CNI plugin's hostport tables, and
 // iptables chains of kube-proxy (KUBE-*) in iptables-save's view (legacy or
 // nft, whichever the host's iptables is).
-func (l *Lab) leftoverRules(ctx context.Context, i int) ([]string, error) {
-	left, err := l.nodeTables(ctx, i)
+func (c *Cluster) leftoverRules(ctx context.Context, i int) ([]string, error) {
+	left, err := c.nodeTables(ctx, i)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +169,7 @@ func (l *Lab) leftoverRules(ctx context.Context, i int) ([]string, error) {
 		if _, err := exec.LookPath(save); err != nil {
 			continue // no iptables on this host: kube-proxy iptables mode cannot have run
 		}
-		out, err := l.runInNode(ctx, i, save)
+		out, err := c.runInNode(ctx, i, save)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %s: %w: %s", topology.NodeName(i), save, err, out)
 		}
@@ -183,8 +179,8 @@ func (l *Lab) leftoverRules(ctx context.Context, i int) ([]string, error) {
 }
 
 // nodeTables lists node i's nftables tables but the CNI plugin's.
-func (l *Lab) nodeTables(ctx context.Context, i int) ([]string, error) {
-	out, err := l.runInNode(ctx, i, "nft", "-j", "list", "tables")
+func (c *Cluster) nodeTables(ctx context.Context, i int) ([]string, error) {
+	out, err := c.runInNode(ctx, i, "nft", "-j", "list", "tables")
 	if err != nil {
 		return nil, fmt.Errorf("node %s: nft list tables: %w: %s", topology.NodeName(i), err, out)
 	}
@@ -234,8 +230,8 @@ func kubeChains(out string) []string {
 
 // runInNode runs argv in node i's namespace, bounded by agentCleanupTimeout,
 // and returns its combined output.
-func (l *Lab) runInNode(ctx context.Context, i int, argv ...string) (string, error) {
-	ns, err := netns.Open(l.names.Node(i))
+func (c *Cluster) runInNode(ctx context.Context, i int, argv ...string) (string, error) {
+	ns, err := netns.Open(c.Names.Node(i))
 	if err != nil {
 		return "", err
 	}
