@@ -3,13 +3,13 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/demo"
 )
 
 // newDemoCommand is `svcnet demo` (what `make demo` runs): the scenario of the article
 // "Demystifying Kubernetes Services Packet Path" on a lab.
 func newDemoCommand() *cobra.Command {
-	o := lab.DemoOptions{}
+	o := demo.Options{}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Seed 001 on a 3-node lab: a LoadBalancer Service through ClusterIP and NodePort, externalTrafficPolicy Cluster then Local",
@@ -18,7 +18,7 @@ func newDemoCommand() *cobra.Command {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			o.Out = cmd.OutOrStdout()
-			return lab.Demo(ctx, o)
+			return demo.Run(ctx, o)
 		},
 	}
 	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/seed-001/my-nginx.yaml", "the article's Service and pods")

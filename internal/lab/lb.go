@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -73,3 +74,27 @@ var poolRange = func() alloc.Range {
 // SetNodeLink connects node i to the node network or cuts it off (see
 // topology.SetNodeLink).
 func (l *Lab) SetNodeLink(i int, up bool) error { return topology.SetNodeLink(l.c.Names, i, up) }
+
+// WaitAnnouncer waits (bounded by 10 s) until the client's neighbour entry for
+// ip names a node that ok accepts, refreshing it with a ping-like request each
+// round, and returns that node.
+func (l *Lab) WaitAnnouncer(ctx context.Context, ip netip.Addr, ok func(node int) bool) (int, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		node, err := l.Announcer(ip)
+		if err == nil && ok(node) {
+			return node, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s: no acceptable node answers ARP after 10s (last: node%d, %v)", ip, node, err)
+		}
+		if _, err := l.Curl(ctx, Place{NS: l.c.Names.Client()}, fmt.Sprintf("http://%s:80/", ip), 1, 200*time.Millisecond); err != nil {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

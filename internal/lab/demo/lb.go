@@ -1,4 +1,4 @@
-package lab
+package demo
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
@@ -20,14 +21,14 @@ var DemoLBIP = netip.MustParseAddr("172.26.236.180")
 // node's speaker answers ARP for it, and who answers the requests. With Cluster
 // the owner is any ready node and the pods see a node's address; with Local only
 // a node with a ready pod may own the IP, and the pods see the client's address.
-func (d *demo) loadBalancer(ctx context.Context, l *Lab, svc *corev1.Service, pods []*corev1.Pod, client Place) error {
+func (d *demo) loadBalancer(ctx context.Context, l *lab.Lab, svc *corev1.Service, pods []*corev1.Pod, client lab.Place) error {
 	var ip netip.Addr
 	if ing := svc.Status.LoadBalancer.Ingress; len(ing) > 0 {
 		ip, _ = netip.ParseAddr(ing[0].IP)
 	}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	if !local {
-		d.say("svcnet lb gave my-nginx the external IP %s from the pool %q (%s). Exactly one node's speaker answers ARP for it on the node network, chosen without a leader by a hash of node name and IP over the ready nodes.", ip, PoolName, PoolRange)
+		d.say("svcnet lb gave my-nginx the external IP %s from the pool %q (%s). Exactly one node's speaker answers ARP for it on the node network, chosen without a leader by a hash of node name and IP over the ready nodes.", ip, lab.PoolName, lab.PoolRange)
 		d.check(ip == DemoLBIP, "status.loadBalancer.ingress is %s", DemoLBIP)
 	} else {
 		d.say("With externalTrafficPolicy Local only a node with a ready my-nginx pod may own %s: the speakers move it there, and the new owner's gratuitous ARP updates the client at once.", ip)
@@ -64,32 +65,8 @@ func (d *demo) loadBalancer(ctx context.Context, l *Lab, svc *corev1.Service, po
 	return nil
 }
 
-// WaitAnnouncer waits (bounded by 10 s) until the client's neighbour entry for
-// ip names a node that ok accepts, refreshing it with a ping-like request each
-// round, and returns that node.
-func (l *Lab) WaitAnnouncer(ctx context.Context, ip netip.Addr, ok func(node int) bool) (int, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		node, err := l.Announcer(ip)
-		if err == nil && ok(node) {
-			return node, nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%s: no acceptable node answers ARP after 10s (last: node%d, %v)", ip, node, err)
-		}
-		if _, err := l.Curl(ctx, Place{NS: l.c.Names.Client()}, fmt.Sprintf("http://%s:80/", ip), 1, 200*time.Millisecond); err != nil {
-			return 0, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // clientsIn reports whether every hit succeeded and came from one of ips.
-func clientsIn(hits []Hit, ips ...string) bool {
+func clientsIn(hits []lab.Hit, ips ...string) bool {
 	for _, h := range hits {
 		if h.Err != nil || !slices.Contains(ips, h.ClientIP()) {
 			return false

@@ -1,4 +1,4 @@
-package lab
+package demo
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/printers"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
-// DemoOptions configure Demo.
-type DemoOptions struct {
+// Options configure Run.
+type Options struct {
 	// Manifests is the setup of the article "Demystifying Kubernetes Services Packet Path": Service my-nginx and its two pods on node2 and
 	// node3.
 	Manifests string
@@ -32,14 +33,14 @@ type DemoOptions struct {
 	SVG string
 }
 
-// Demo walks through the article "Demystifying Kubernetes Services Packet Path" on a 3-node lab: a LoadBalancer Service with pods on
+// Run walks through the article "Demystifying Kubernetes Services Packet Path" on a 3-node lab: a LoadBalancer Service with pods on
 // node2 and node3 only, reached from a pod through its ClusterIP and from an
 // external client through node1's NodePort and through its LoadBalancer IP
 // 172.26.236.180 (given by svcnet lb, announced by ARP), first with
-// externalTrafficPolicy Cluster, then Local. Every step says what it shows and checks it; Demo returns
+// externalTrafficPolicy Cluster, then Local. Every step says what it shows and checks it; Run returns
 // an error naming each check that failed. The lab is removed at the end unless
 // Keep.
-func Demo(ctx context.Context, o DemoOptions) (err error) {
+func Run(ctx context.Context, o Options) (err error) {
 	d := &demo{out: o.Out}
 	objs, bad, err := file.ReadManifests(o.Manifests)
 	if err != nil {
@@ -49,7 +50,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		return fmt.Errorf("demo manifests: %v", bad)
 	}
 	d.say("Build a 3-node cluster network from network namespaces (nothing in the host's own).")
-	l, err := Up(ctx, Options{Name: o.Name, Nodes: 3, Binary: o.Binary, Progress: indent{o.Out}})
+	l, err := lab.Up(ctx, lab.Options{Name: o.Name, Nodes: 3, Binary: o.Binary, Progress: indent{o.Out}})
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		l.Close()
 		if !o.Keep {
 			d.say("Tear the lab down.")
-			if derr := Down(l.c.Names.Lab); derr != nil && err == nil {
+			if derr := lab.Down(l.Names().Lab); derr != nil && err == nil {
 				err = derr
 			}
 		}
@@ -94,7 +95,7 @@ func Demo(ctx context.Context, o DemoOptions) (err error) {
 		return err
 	}
 
-	client := Place{NS: l.c.Names.Client()}
+	client := lab.Place{NS: l.Names().Client()}
 	node1 := fmt.Sprintf("http://%s:%d/", topology.NodeAddr(1), nodePort)
 	d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so it forwards to node2 and node3, about 50/50, and masquerades the client's address as its own.", topology.ClientAddr, nodePort)
 	hits, err = l.Curl(ctx, client, node1, 20, 2*time.Second)
@@ -199,13 +200,13 @@ func (d *demo) check(ok bool, format string, args ...any) {
 	d.failed = append(d.failed, msg)
 }
 
-func (d *demo) hits(url string, hits []Hit) {
-	_ = indented(d.out, func(w io.Writer) error { PrintHits(w, url, hits); return nil })
+func (d *demo) hits(url string, hits []lab.Hit) {
+	_ = indented(d.out, func(w io.Writer) error { lab.PrintHits(w, url, hits); return nil })
 }
 
 // seedObjects returns my-nginx and its pods (ordered by node) as the control plane
 // holds them.
-func (d *demo) seedObjects(ctx context.Context, l *Lab) (*corev1.Service, []*corev1.Pod, error) {
+func (d *demo) seedObjects(ctx context.Context, l *lab.Lab) (*corev1.Service, []*corev1.Pod, error) {
 	r, err := l.Get(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -234,7 +235,7 @@ func (d *demo) seedObjects(ctx context.Context, l *Lab) (*corev1.Service, []*cor
 	return svc, pods, nil
 }
 
-func (d *demo) tables(ctx context.Context, l *Lab) error {
+func (d *demo) tables(ctx context.Context, l *lab.Lab) error {
 	r, err := l.Get(ctx)
 	if err != nil {
 		return err
@@ -277,7 +278,7 @@ func indented(w io.Writer, print func(io.Writer) error) error {
 	return err
 }
 
-func answeredBy(hits []Hit, pods ...string) bool {
+func answeredBy(hits []lab.Hit, pods ...string) bool {
 	seen := map[string]bool{}
 	for _, h := range hits {
 		if h.Err != nil {
@@ -293,7 +294,7 @@ func answeredBy(hits []Hit, pods ...string) bool {
 	return len(seen) == len(pods)
 }
 
-func allClients(hits []Hit, ip string) bool {
+func allClients(hits []lab.Hit, ip string) bool {
 	for _, h := range hits {
 		if h.Err != nil || h.ClientIP() != ip {
 			return false
@@ -302,7 +303,7 @@ func allClients(hits []Hit, ip string) bool {
 	return len(hits) > 0
 }
 
-func allFailed(hits []Hit) bool {
+func allFailed(hits []lab.Hit) bool {
 	for _, h := range hits {
 		if h.Err == nil {
 			return false
@@ -313,7 +314,7 @@ func allFailed(hits []Hit) bool {
 
 // waitAnswer waits (bounded) until url answers from the place: until the
 // proxies have programmed what was just applied.
-func waitAnswer(ctx context.Context, l *Lab, from Place, url string) error {
+func waitAnswer(ctx context.Context, l *lab.Lab, from lab.Place, url string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		hits, err := l.Curl(ctx, from, url, 1, time.Second)
@@ -331,7 +332,7 @@ func waitAnswer(ctx context.Context, l *Lab, from Place, url string) error {
 }
 
 // waitHealth waits (bounded) until node i serves healthCheckNodePort port with 200.
-func waitHealth(ctx context.Context, l *Lab, from Place, i int, port int32, want int) error {
+func waitHealth(ctx context.Context, l *lab.Lab, from lab.Place, i int, port int32, want int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, _, err := healthGet(ctx, l, from, i, port)
@@ -346,6 +347,6 @@ func waitHealth(ctx context.Context, l *Lab, from Place, i int, port int32, want
 }
 
 // healthGet GETs node i's healthCheckNodePort from the place.
-func healthGet(ctx context.Context, l *Lab, from Place, i int, port int32) (int, string, error) {
+func healthGet(ctx context.Context, l *lab.Lab, from lab.Place, i int, port int32) (int, string, error) {
 	return l.HTTPGet(ctx, from, fmt.Sprintf("http://%s:%d/", topology.NodeAddr(i), port))
 }

@@ -1,4 +1,4 @@
-package lab
+package demo
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/trace"
 	"github.com/svcnet/svcnet/internal/trace/diagram"
 )
@@ -16,7 +17,7 @@ import (
 // traceNodePort ends the demo: my-nginx back to externalTrafficPolicy Cluster,
 // and the trace of one request from the client to node1's NodePort, verified
 // against the kernel's own trace events, with its diagram written to svg.
-func (d *demo) traceNodePort(ctx context.Context, l *Lab, svc *corev1.Service, client Place, node1URL, svg string) error {
+func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Service, client lab.Place, node1URL, svg string) error {
 	nodePort := svc.Spec.Ports[0].NodePort
 	d.say("Back to externalTrafficPolicy Cluster, and trace one request from the client to node1's NodePort %d: every hop, hook, chain, rule and rewrite, and the way back, checked against the kernel's own trace (svcnet lab trace client node1:%d --verify).", nodePort, nodePort)
 	back := svc.DeepCopy()
@@ -34,7 +35,7 @@ func (d *demo) traceNodePort(ctx context.Context, l *Lab, svc *corev1.Service, c
 		return err
 	}
 	ask := trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", nodePort)}
-	rep, err := trace.Verify(ctx, snap, net, ask, trace.Options{ClusterCIDRs: ClusterCIDRs()})
+	rep, err := trace.Verify(ctx, snap, net, ask, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
 	if err != nil {
 		return err
 	}
