@@ -24,6 +24,7 @@ func newDemoCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/seed-001/my-nginx.yaml", "the article's Service and pods")
 	cmd.Flags().StringVar(&o.Name, "name", "demo", "the lab's name")
 	cmd.Flags().StringVar(&o.SVG, "svg", "svcnet-demo-trace.svg", "where to write the diagram of the closing trace (empty: none)")
+	addDataPlaneFlag(cmd, &o.DataPlane)
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave the lab up at the end (remove it with svcnet lab down --name NAME)")
 	return cmd
 }

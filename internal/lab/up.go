@@ -26,13 +26,18 @@ type Options struct {
 	// ProxyArgs are extra flags for every node's svcnet proxy.
 	ProxyArgs []string
 	// K8sBin is the directory of kube-apiserver, kube-controller-manager and
-	// kube-proxy, for ControlPlaneKube; default $SVCNET_K8S_BIN.
+	// kube-proxy; the kube control plane needs it.
 	K8sBin string
 	// Proxy is the nodes' Service proxy: cluster.ProxySvcnet (default), or
 	// upstream kube-proxy, cluster.ProxyKubeProxyNFTables or
 	// cluster.ProxyKubeProxyIPTables, which need the kube control plane. Beside kube-proxy every node still runs svcnet proxy
 	// --data-plane none for the pod routes and the layer-2 speaker.
 	Proxy string
+	// DataPlane, when set, is every node's svcnet proxy's --data-plane (its
+	// Service data plane, e.g. "nftables" or "none"); empty leaves the
+	// proxy's default. It is for svcnet proxy as the nodes' Service proxy:
+	// beside kube-proxy svcnet proxy runs with --data-plane none.
+	DataPlane string
 }
 
 // Up builds the lab (see the package doc) and returns it open. A leftover lab of
@@ -59,10 +64,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := cluster.CheckProxy(o.Name, o.Proxy, o.ControlPlane); err != nil {
 		return nil, err
 	}
+	if err := cluster.CheckDataPlane(o.Name, o.Proxy, o.DataPlane); err != nil {
+		return nil, err
+	}
 	if o.ControlPlane == cluster.ControlPlaneKube && o.K8sBin == "" {
-		if o.K8sBin = os.Getenv(cluster.EnvK8sBin); o.K8sBin == "" {
-			return nil, fmt.Errorf("lab %s: --control-plane kube needs kube-apiserver and kube-controller-manager: give --k8s-bin DIR or set %s (`make k8s` builds them; tools/k8s/build.sh prints the directory)", o.Name, cluster.EnvK8sBin)
-		}
+		return nil, fmt.Errorf("lab %s: the kube control plane needs the directory of kube-apiserver and kube-controller-manager (K8sBin; `make k8s` builds them; tools/k8s/build.sh prints the directory)", o.Name)
 	}
 	if err := cluster.CheckKubeProxyBinary(o.Name, o.Proxy, o.K8sBin); err != nil {
 		return nil, err
@@ -101,7 +107,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}
 	info := &cluster.Info{Name: n.Lab, Nodes: o.Nodes, ControlPlane: o.ControlPlane, Binary: o.Binary, ProxyArgs: o.ProxyArgs,
-		Proxy: o.Proxy, K8sBin: o.K8sBin}
+		Proxy: o.Proxy, DataPlane: o.DataPlane, K8sBin: o.K8sBin}
 	if err := cluster.WriteInfo(n, info); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
@@ -72,7 +73,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 
 	up := []string{"up", "--nodes", "2"}
 	if controlPlane == cluster.ControlPlaneKube {
-		up = append(up, "--control-plane", cluster.ControlPlaneKube, "--k8s-bin", os.Getenv(cluster.EnvK8sBin))
+		up = append(up, "--control-plane", cluster.ControlPlaneKube, "--k8s-bin", os.Getenv(kubetest.EnvK8sBin))
 	}
 	must(cliUpTimeout, up...)
 	fixture, err := filepath.Abs("names.yaml")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/echo"
+	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
@@ -474,10 +475,10 @@ func TestServicesKubeControlPlane(t *testing.T) {
 func requireKubeTier(t *testing.T) {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	if os.Getenv(cluster.EnvK8sBin) == "" {
+	if os.Getenv(kubetest.EnvK8sBin) == "" {
 		if os.Getenv(netnstest.EnvRequireRoot) == "" {
-			t.Skipf("kube tier: %s unset (make test sets it)", cluster.EnvK8sBin)
+			t.Skipf("kube tier: %s unset (make test sets it)", kubetest.EnvK8sBin)
 		}
-		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", cluster.EnvK8sBin)
+		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", kubetest.EnvK8sBin)
 	}
 }

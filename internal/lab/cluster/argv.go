@@ -22,14 +22,18 @@ import (
 // runs the pod routes and the layer-2 speaker, so the pool's IPs are answered
 // for on the node network. Beside kube-proxy it programs no Service
 // (--data-plane none) and moves its health and metrics off kube-proxy's
-// ports. info.ProxyArgs come last, so they may override any of these.
+// ports; else info.DataPlane, when set, is its --data-plane. info.ProxyArgs
+// come last, so they may override any of these.
 func svcnetProxyArgv(info *Info, state []string, i int, keyFile string) []string {
 	argv := append([]string{info.Binary, "proxy"}, state...)
 	argv = append(argv, "--hostname-override", topology.NodeName(i), "--pod-routes",
 		"--cluster-cidr", topology.PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
-	if kubeProxyMode(info.Proxy) != "" {
+	switch {
+	case kubeProxyMode(info.Proxy) != "":
 		argv = append(argv, "--data-plane", "none",
 			"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", helperHealthzPort), "--metrics-bind-address", helperMetricsAddr)
+	case info.DataPlane != "":
+		argv = append(argv, "--data-plane", info.DataPlane)
 	}
 	return append(argv, info.ProxyArgs...)
 }

@@ -27,10 +27,6 @@ import (
 	"github.com/svcnet/svcnet/internal/source/kube"
 )
 
-// EnvK8sBin names the directory holding kube-apiserver and kube-controller-manager
-// (tools/k8s/build.sh prints it), for --control-plane kube.
-const EnvK8sBin = "SVCNET_K8S_BIN"
-
 // Kube is a real control plane: etcd, kube-apiserver and
 // kube-controller-manager (EndpointSlices) running detached in the lab's NAME.cp
 // namespace at 172.26.236.176:6443. The lab reaches it by dialing from inside that

@@ -64,6 +64,17 @@ func CheckProxy(lab, proxy, controlPlane string) error {
 	return nil
 }
 
+// CheckDataPlane validates a Service data plane for svcnet proxy on a lab
+// whose nodes run proxy: none is always valid; one is for svcnet proxy as
+// the nodes' Service proxy, since beside kube-proxy svcnet proxy programs no
+// Service (--data-plane none).
+func CheckDataPlane(lab, proxy, dataPlane string) error {
+	if dataPlane != "" && kubeProxyMode(proxy) != "" {
+		return fmt.Errorf("lab %s: data plane %q: the nodes run %s for Services; svcnet proxy beside it runs --data-plane none", lab, dataPlane, proxy)
+	}
+	return nil
+}
+
 // agent is one node agent: a process in a node's namespace that answers
 // /healthz on the node's address once it has synced.
 type agent struct {

@@ -43,6 +43,21 @@ func TestCheckKubeProxyBinary(t *testing.T) {
 	}
 }
 
+func TestCheckDataPlane(t *testing.T) {
+	for _, proxy := range []string{ProxySvcnet, ProxyKubeProxyNFTables} {
+		if err := CheckDataPlane("x", proxy, ""); err != nil {
+			t.Errorf("CheckDataPlane(%s, none given): %v", proxy, err)
+		}
+	}
+	if err := CheckDataPlane("x", ProxySvcnet, "nftables"); err != nil {
+		t.Errorf("CheckDataPlane(svcnet, nftables): %v", err)
+	}
+	err := CheckDataPlane("x", ProxyKubeProxyIPTables, "nftables")
+	if want := `lab x: data plane "nftables": the nodes run kube-proxy-iptables for Services`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckDataPlane(kube-proxy-iptables, nftables): err = %v, want %q", err, want)
+	}
+}
+
 func TestAgentArgv(t *testing.T) {
 	state := []string{"--kubeconfig", "/run/kc"}
 	key := topology.Names{Lab: "x"}.HeartbeatKey()
@@ -60,6 +75,15 @@ func TestAgentArgv(t *testing.T) {
 		"--data-plane", "none", "--healthz-bind-address", "0.0.0.0:10266", "--metrics-bind-address", "127.0.0.1:10269", "--v", "2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("svcnet proxy beside kube-proxy argv (-want +got):\n%s", diff)
+	}
+	// A data plane for svcnet proxy: its --data-plane, before the lab's
+	// extra flags.
+	got = svcnetProxyArgv(&Info{Binary: "/bin/svcnet", Proxy: ProxySvcnet, DataPlane: "none", ProxyArgs: []string{"--v", "2"}}, state, 1, key)
+	want = []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node1", "--pod-routes",
+		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1",
+		"--data-plane", "none", "--v", "2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("svcnet proxy with a data plane argv (-want +got):\n%s", diff)
 	}
 	for proxy, mode := range map[string]string{ProxyKubeProxyNFTables: "nftables", ProxyKubeProxyIPTables: "iptables"} {
 		got = kubeProxyArgv(&Info{K8sBin: "/k8s", Proxy: proxy}, state, 1)

@@ -71,13 +71,17 @@ func (c *Cluster) Proxy() string {
 // supervisors, removes their Pods and the old proxy's rules (svcnet proxy
 // --cleanup, or kube-proxy --cleanup), checks that no rule of it is left,
 // then starts the new agents and waits until they have synced. Same proxy:
-// nothing is done. On failure the lab may be left without a proxy; SetProxy
-// again, or Down.
+// nothing is done. A lab with a data plane for svcnet proxy (Info.DataPlane)
+// cannot run kube-proxy (CheckDataPlane). On failure the lab may be left
+// without a proxy; SetProxy again, or Down.
 func (c *Cluster) SetProxy(ctx context.Context, proxy string) error {
 	if err := CheckProxy(c.Names.Lab, proxy, c.Info.ControlPlane); err != nil {
 		return err
 	}
 	if err := CheckKubeProxyBinary(c.Names.Lab, proxy, c.Info.K8sBin); err != nil {
+		return err
+	}
+	if err := CheckDataPlane(c.Names.Lab, proxy, c.Info.DataPlane); err != nil {
 		return err
 	}
 	old := c.Proxy()

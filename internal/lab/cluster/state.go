@@ -32,6 +32,9 @@ type Info struct {
 	// Proxy is the nodes' Service proxy (lab.Options.Proxy; "" is ProxySvcnet, as
 	// in labs made before it existed).
 	Proxy string `json:"proxy,omitempty"`
+	// DataPlane is every node's svcnet proxy's --data-plane when set
+	// (lab.Options.DataPlane; "" is the proxy's default).
+	DataPlane string `json:"dataPlane,omitempty"`
 	// K8sBin is the directory of the Kubernetes binaries (kube control plane).
 	K8sBin string `json:"k8sBin,omitempty"`
 	// NextNode is the round-robin cursor for Pods that name no node (0-based).

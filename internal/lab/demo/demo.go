@@ -31,6 +31,9 @@ type Options struct {
 	Keep bool
 	// SVG is where the closing trace's diagram is written ("" for none).
 	SVG string
+	// DataPlane is the lab's lab.Options.DataPlane: every node's svcnet
+	// proxy's --data-plane ("" for the proxy's default).
+	DataPlane string
 }
 
 // Run walks through the article "Demystifying Kubernetes Services Packet Path" on a 3-node lab: a LoadBalancer Service with pods on
@@ -50,7 +53,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return fmt.Errorf("demo manifests: %v", bad)
 	}
 	d.say("Build a 3-node cluster network from network namespaces (nothing in the host's own).")
-	l, err := lab.Up(ctx, lab.Options{Name: o.Name, Nodes: 3, Binary: o.Binary, Progress: indent{o.Out}})
+	l, err := lab.Up(ctx, lab.Options{Name: o.Name, Nodes: 3, Binary: o.Binary, DataPlane: o.DataPlane, Progress: indent{o.Out}})
 	if err != nil {
 		return err
 	}
