@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 errors start with the object's kind and name, as the apiserver's do ("Pod NS/NAME: ...")
+
 package lab
 
 import (
