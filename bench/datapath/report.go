@@ -9,7 +9,8 @@ import (
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 )
 
-// Targets of the data-path issue, as ratios to direct pod traffic.
+// Targets of the data path, as ratios to direct pod traffic: svcnet must stay
+// this close to the physical limit.
 const (
 	targetKeepAlive = 0.97 // keep-alive requests/s through ClusterIP and NodePort
 	targetNewConn   = 0.95 // new connections/s through ClusterIP and NodePort

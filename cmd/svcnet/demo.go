@@ -12,7 +12,7 @@ func newDemoCommand() *cobra.Command {
 	o := demo.Options{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Seed 001 on a 3-node lab: a LoadBalancer Service through ClusterIP and NodePort, externalTrafficPolicy Cluster then Local",
+		Short: "The article \"Demystifying Kubernetes Services Packet Path\" on a 3-node lab: a LoadBalancer Service through ClusterIP and NodePort, externalTrafficPolicy Cluster then Local",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext(cmd)
@@ -21,7 +21,7 @@ func newDemoCommand() *cobra.Command {
 			return demo.Run(ctx, o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/seed-001/my-nginx.yaml", "the article's Service and pods")
+	cmd.Flags().StringVarP(&o.Manifests, "filename", "f", "examples/packet-path/my-nginx.yaml", "the article's Service and pods")
 	cmd.Flags().StringVar(&o.Name, "name", "demo", "the lab's name")
 	cmd.Flags().StringVar(&o.SVG, "svg", "svcnet-demo-trace.svg", "where to write the diagram of the closing trace (empty: none)")
 	addDataPlaneFlag(cmd, &o.DataPlane)

@@ -8,8 +8,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
-	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/metrics"
@@ -79,7 +79,7 @@ func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.
 // to the health server (with nothing of its own to program, the node agent is
 // then as synced as it gets), and returns. It returns ctx's error if ctx ends
 // first.
-func reportSynced(ctx context.Context, store *model.Store, health *healthcheck.ProxyHealthServer, families []nft.Family) error {
+func reportSynced(ctx context.Context, store *model.Store, health *healthcheck.ProxyHealthServer, families []ipfamily.Family) error {
 	sub := store.Subscribe()
 	defer sub.Close()
 	for !store.Snapshot().Synced {
@@ -97,9 +97,4 @@ func reportSynced(ctx context.Context, store *model.Store, health *healthcheck.P
 }
 
 // healthFamily is the name /healthz reports family f by.
-func healthFamily(f nft.Family) v1.IPFamily {
-	if f == nft.IPv6 {
-		return v1.IPv6Protocol
-	}
-	return v1.IPv4Protocol
-}
+func healthFamily(f ipfamily.Family) v1.IPFamily { return v1.IPFamily(f.String()) }

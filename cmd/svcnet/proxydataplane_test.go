@@ -8,8 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
-	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 )
 
@@ -55,7 +55,7 @@ func TestReportSynced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- reportSynced(ctx, store, health, []nft.Family{nft.IPv4, nft.IPv6}) }()
+	go func() { done <- reportSynced(ctx, store, health, []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}) }()
 	time.Sleep(50 * time.Millisecond)
 	if st := health.Health().Status; len(st) != 0 {
 		t.Fatalf("status before the source synced = %v, want none", st)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -57,7 +58,7 @@ func TestProxyHeapPerService(t *testing.T) {
 
 	store := model.NewStore()
 	synced := make(chan proxy.SyncResult, 16)
-	p, err := proxy.New(proxy.Config{NodeName: "node1", Families: []nft.Family{nft.IPv4}, MinSyncPeriod: time.Millisecond},
+	p, err := proxy.New(proxy.Config{NodeName: "node1", Families: []ipfamily.Family{ipfamily.IPv4}, MinSyncPeriod: time.Millisecond},
 		proxy.Deps{Store: store, Conn: discardConn{}, Logger: klog.Background(),
 			InterfaceAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("172.26.236.177")}, nil },
 			OnSync:         func(r proxy.SyncResult) { synced <- r }})
@@ -119,9 +120,9 @@ func liveHeap() uint64 {
 // discardConn is a kernel that accepts every transaction and keeps nothing.
 type discardConn struct{}
 
-func (discardConn) Apply(context.Context, ...*nft.Tx) error              { return nil }
-func (discardConn) Tables(context.Context, nft.Family) ([]string, error) { return nil, nil }
-func (discardConn) Read(context.Context, nft.Family, string) (*nft.Table, error) {
+func (discardConn) Apply(context.Context, ...*nft.Tx) error                   { return nil }
+func (discardConn) Tables(context.Context, ipfamily.Family) ([]string, error) { return nil, nil }
+func (discardConn) Read(context.Context, ipfamily.Family, string) (*nft.Table, error) {
 	return nil, nft.ErrNoTable
 }
 func (discardConn) Generation(context.Context) (uint32, error) { return 0, nil }

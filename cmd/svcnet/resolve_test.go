@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/dns"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/logtest"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
@@ -26,11 +27,11 @@ func resolveFixture() *model.Store {
 	s := model.NewStore()
 	s.Update(func(tx *model.Txn) {
 		tx.SetService(&model.Service{Namespace: "default", Name: "my-nginx", Type: model.ServiceTypeClusterIP,
-			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")}, IPFamilies: []model.IPFamily{model.IPv4},
+			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")}, IPFamilies: []ipfamily.Family{ipfamily.IPv4},
 			Ports: []model.ServicePort{{Name: "http", Protocol: model.ProtocolTCP, Port: 80, TargetPort: 80}}})
 		tx.SetService(&model.Service{Namespace: "default", Name: "big", Type: model.ServiceTypeClusterIP, Headless: true,
-			IPFamilies: []model.IPFamily{model.IPv4}})
-		sl := &model.EndpointSlice{Namespace: "default", Name: "big-1", Service: "big", AddressType: model.IPv4}
+			IPFamilies: []ipfamily.Family{ipfamily.IPv4}})
+		sl := &model.EndpointSlice{Namespace: "default", Name: "big-1", Service: "big", AddressType: ipfamily.IPv4}
 		for i := range 100 {
 			sl.Endpoints = append(sl.Endpoints, model.Endpoint{
 				Addresses: []netip.Addr{netip.AddrFrom4([4]byte{192, 168, 1, byte(i + 1)})}, Ready: true, Serving: true})

@@ -11,7 +11,7 @@ import (
 	"github.com/svcnet/svcnet/internal/cni/hostport"
 	"github.com/svcnet/svcnet/internal/cni/ipam"
 	"github.com/svcnet/svcnet/internal/cni/link"
-	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // Add is the ADD command: bridge, forwarding, an address per subnet, the veth
@@ -91,7 +91,7 @@ func (e *env) add(ctx context.Context, a attachment) (*types100.Result, error) {
 	case err != nil:
 		return nil, attachmentError(types.ErrInternal, a, "cannot set up the veth pair", err)
 	}
-	if hasMapping(c, nft.IPv4) {
+	if hasMapping(c, ipfamily.IPv4) {
 		if err := e.node.SetRouteLocalnet(c.Bridge); err != nil {
 			return nil, attachmentError(types.ErrInternal, a, "cannot allow localhost hostPorts", err)
 		}
@@ -108,9 +108,9 @@ func (e *env) add(ctx context.Context, a attachment) (*types100.Result, error) {
 
 // hasMapping reports whether a port mapping applies to family f and the
 // configuration has a subnet of f.
-func hasMapping(c *Config, f nft.Family) bool {
+func hasMapping(c *Config, f ipfamily.Family) bool {
 	v4, v6 := families(c.Subnets)
-	if f == nft.IPv4 && !v4 || f == nft.IPv6 && !v6 {
+	if f == ipfamily.IPv4 && !v4 || f == ipfamily.IPv6 && !v6 {
 		return false
 	}
 	for _, m := range c.PortMappings {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/cni/hostport"
-	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	nftnl "github.com/svcnet/svcnet/internal/nft/netlink"
 )
 
@@ -31,7 +31,7 @@ func (l *lab) hostportTables() string {
 	}
 	defer c.Close()
 	var b strings.Builder
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		if t, err := c.Read(context.Background(), f, hostport.TableName); err == nil {
 			b.WriteString(t.Render())
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"k8s.io/klog/v2"
 )
 
@@ -14,12 +15,12 @@ type Table interface {
 	// error wraps ErrPartial the flows are real but some may be missing (the
 	// table changed too often during the dump); any other error returns no
 	// flows.
-	List(fam Family) ([]Flow, error)
+	List(fam ipfamily.Family) ([]Flow, error)
 	// Delete deletes the given flows of family fam (as returned by List) and
 	// returns how many it deleted. A flow that is already gone, or that was
 	// replaced by a new entry with the same tuple (different ID), is skipped
 	// without error. On error, the count is still that of deleted flows.
-	Delete(fam Family, flows []Flow) (int, error)
+	Delete(fam ipfamily.Family, flows []Flow) (int, error)
 }
 
 // ErrPartial marks a List result that may be incomplete.
@@ -74,7 +75,7 @@ func Cleanup(ctx context.Context, t Table, want Want) (deleted int, err error) {
 	return deleted, errors.Join(errs...)
 }
 
-func deleteBatches(ctx context.Context, t Table, fam Family, flows []Flow) (int, error) {
+func deleteBatches(ctx context.Context, t Table, fam ipfamily.Family, flows []Flow) (int, error) {
 	var errs []error
 	total := 0
 	for start := 0; start < len(flows); start += deleteBatch {

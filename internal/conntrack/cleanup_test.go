@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 func TestCleanup(t *testing.T) {
@@ -48,14 +49,14 @@ func TestCleanupReplacedFlowSurvives(t *testing.T) {
 	stale := udp("192.168.1.2:40000", "10.96.0.10:53", "192.168.1.4:5353")
 	stale.ID = 1
 	fake := NewFake(stale)
-	flows, err := fake.List(IPv4)
+	flows, err := fake.List(ipfamily.IPv4)
 	if err != nil || len(flows) != 1 {
 		t.Fatalf("List = %v, %v", flows, err)
 	}
 	fresh := udp("192.168.1.2:40000", "10.96.0.10:53", "192.168.2.7:5353")
 	fresh.ID = 2
 	fake.Add(fresh)
-	if n, err := fake.Delete(IPv4, flows); n != 0 || err != nil {
+	if n, err := fake.Delete(ipfamily.IPv4, flows); n != 0 || err != nil {
 		t.Errorf("Delete of replaced flow = %d, %v; want 0, nil", n, err)
 	}
 	if diff := cmp.Diff([]Flow{fresh}, fake.Flows(), flowEqual); diff != "" {
@@ -70,7 +71,7 @@ func TestCleanupErrors(t *testing.T) {
 
 	t.Run("list error in one family, the other is cleaned", func(t *testing.T) {
 		fake := NewFake(stale4, stale6)
-		fake.ListErr = map[Family]error{IPv4: boom}
+		fake.ListErr = map[ipfamily.Family]error{ipfamily.IPv4: boom}
 		n, err := Cleanup(context.Background(), fake, testWant())
 		if n != 1 || !errors.Is(err, boom) {
 			t.Errorf("Cleanup = %d, %v; want 1, boom", n, err)
@@ -81,14 +82,14 @@ func TestCleanupErrors(t *testing.T) {
 	})
 	t.Run("partial list is used", func(t *testing.T) {
 		fake := NewFake(stale4)
-		fake.ListErr = map[Family]error{IPv4: fmt.Errorf("dump: %w", ErrPartial)}
+		fake.ListErr = map[ipfamily.Family]error{ipfamily.IPv4: fmt.Errorf("dump: %w", ErrPartial)}
 		if n, err := Cleanup(context.Background(), fake, testWant()); n != 1 || err != nil {
 			t.Errorf("Cleanup = %d, %v; want 1, nil", n, err)
 		}
 	})
 	t.Run("delete error is reported", func(t *testing.T) {
 		fake := NewFake(stale4, stale6)
-		fake.DeleteErr = map[Family]error{IPv6: boom}
+		fake.DeleteErr = map[ipfamily.Family]error{ipfamily.IPv6: boom}
 		n, err := Cleanup(context.Background(), fake, testWant())
 		if n != 1 || !errors.Is(err, boom) {
 			t.Errorf("Cleanup = %d, %v; want 1, boom", n, err)
@@ -99,7 +100,7 @@ func TestCleanupErrors(t *testing.T) {
 	})
 	t.Run("families without endpoints are not listed", func(t *testing.T) {
 		fake := NewFake(stale4)
-		fake.ListErr = map[Family]error{IPv6: boom}
+		fake.ListErr = map[ipfamily.Family]error{ipfamily.IPv6: boom}
 		w := Want{}
 		w.Add(Frontend{ProtoUDP, addr("10.96.0.10"), 53}, ap("192.168.1.5:5353"))
 		if n, err := Cleanup(context.Background(), fake, w); n != 1 || err != nil {
@@ -120,7 +121,7 @@ func TestCleanupErrors(t *testing.T) {
 	})
 	t.Run("empty want touches nothing", func(t *testing.T) {
 		fake := NewFake(stale4, stale6)
-		fake.ListErr = map[Family]error{IPv4: boom, IPv6: boom}
+		fake.ListErr = map[ipfamily.Family]error{ipfamily.IPv4: boom, ipfamily.IPv6: boom}
 		if n, err := Cleanup(context.Background(), fake, Want{}); n != 0 || err != nil {
 			t.Errorf("Cleanup = %d, %v; want 0, nil", n, err)
 		}
@@ -146,7 +147,7 @@ func TestCleanupManyFlows(t *testing.T) {
 
 func TestFakeDeleteWrongFamily(t *testing.T) {
 	f := udp("192.168.1.2:1", "10.96.0.10:53", "192.168.1.4:5353")
-	if _, err := NewFake(f).Delete(IPv6, []Flow{f}); err == nil {
+	if _, err := NewFake(f).Delete(ipfamily.IPv6, []Flow{f}); err == nil {
 		t.Error("Delete of an IPv4 flow as IPv6 succeeded")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -144,12 +145,12 @@ func parseTuple(b []byte) (proto uint8, src, dst netip.AddrPort, err error) {
 // its original tuple, its zone and, when known, its ID (the kernel then
 // deletes the entry only if it is still the same one). It never returns an
 // empty list: a delete without a tuple would flush the whole table.
-func deleteAttrs(fam Family, f Flow) ([]*nl.RtAttr, error) {
+func deleteAttrs(fam ipfamily.Family, f Flow) ([]*nl.RtAttr, error) {
 	if !hasPorts(f.Proto) {
 		return nil, fmt.Errorf("delete flow %s: protocol without ports", f)
 	}
 	src, dst := normAddrPort(f.OrigSrc), normAddrPort(f.OrigDst)
-	if !src.Addr().IsValid() || !dst.Addr().IsValid() || FamilyOf(src.Addr()) != fam || FamilyOf(dst.Addr()) != fam {
+	if !src.Addr().IsValid() || !dst.Addr().IsValid() || ipfamily.Of(src.Addr()) != fam || ipfamily.Of(dst.Addr()) != fam {
 		return nil, fmt.Errorf("delete flow %s: addresses are not %s", f, fam)
 	}
 	attrs := []*nl.RtAttr{tupleAttr(nl.CTA_TUPLE_ORIG, f.Proto, src, dst)}

@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
 // dumpMessage encodes f as the kernel sends it in a dump: nfgenmsg, both
 // tuples, status, zone and ID.
-func dumpMessage(fam Family, f Flow) []byte {
+func dumpMessage(fam ipfamily.Family, f Flow) []byte {
 	b := (&nl.Nfgenmsg{NfgenFamily: uint8(fam), Version: nl.NFNETLINK_V0}).Serialize()
 	b = append(b, tupleAttr(nl.CTA_TUPLE_ORIG, f.Proto, f.OrigSrc, f.OrigDst).Serialize()...)
 	b = append(b, tupleAttr(nl.CTA_TUPLE_REPLY, f.Proto, f.ReplySrc, f.ReplyDst).Serialize()...)
@@ -42,8 +43,8 @@ func TestParseFlow(t *testing.T) {
 
 func TestParseFlowMalformed(t *testing.T) {
 	f := udp("127.0.0.1:40000", "10.96.0.10:53", "10.0.0.1:5353")
-	full := dumpMessage(IPv4, f)
-	noReply := (&nl.Nfgenmsg{NfgenFamily: uint8(IPv4)}).Serialize()
+	full := dumpMessage(ipfamily.IPv4, f)
+	noReply := (&nl.Nfgenmsg{NfgenFamily: uint8(ipfamily.IPv4)}).Serialize()
 	noReply = append(noReply, tupleAttr(nl.CTA_TUPLE_ORIG, f.Proto, f.OrigSrc, f.OrigDst).Serialize()...)
 	for name, msg := range map[string][]byte{
 		"short":     {2, 0},
@@ -59,7 +60,7 @@ func TestParseFlowMalformed(t *testing.T) {
 func TestDeleteAttrs(t *testing.T) {
 	f := udp("127.0.0.1:40000", "10.96.0.10:53", "10.0.0.1:5353")
 	f.Zone, f.ID = 4, 77
-	attrs, err := deleteAttrs(IPv4, f)
+	attrs, err := deleteAttrs(ipfamily.IPv4, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +88,12 @@ func TestDeleteAttrs(t *testing.T) {
 	}
 
 	for name, bad := range map[string]struct {
-		fam  Family
+		fam  ipfamily.Family
 		flow Flow
 	}{
-		"no ports":        {IPv4, withProto(f, unix.IPPROTO_ICMP)},
-		"wrong family":    {IPv6, f},
-		"missing address": {IPv4, Flow{Proto: ProtoUDP}},
+		"no ports":        {ipfamily.IPv4, withProto(f, unix.IPPROTO_ICMP)},
+		"wrong family":    {ipfamily.IPv6, f},
+		"missing address": {ipfamily.IPv4, Flow{Proto: ProtoUDP}},
 	} {
 		if a, err := deleteAttrs(bad.fam, bad.flow); err == nil {
 			t.Errorf("%s: deleteAttrs = %v, want error", name, a)

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // Fake is an in-memory Table that keeps state the way the kernel does: one
@@ -16,7 +18,7 @@ type Fake struct {
 	// ListErr and DeleteErr, when set for a family, make List and Delete of
 	// that family fail with the error. ListErr wrapping ErrPartial makes
 	// List return its flows along with the error, as an interrupted dump does.
-	ListErr, DeleteErr map[Family]error
+	ListErr, DeleteErr map[ipfamily.Family]error
 
 	mu    sync.Mutex
 	flows map[tupleKey]Flow
@@ -66,7 +68,7 @@ func (f *Fake) Flows() []Flow {
 }
 
 // List implements Table.
-func (f *Fake) List(fam Family) ([]Flow, error) {
+func (f *Fake) List(fam ipfamily.Family) ([]Flow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.ListErr[fam]
@@ -84,7 +86,7 @@ func (f *Fake) List(fam Family) ([]Flow, error) {
 }
 
 // Delete implements Table.
-func (f *Fake) Delete(fam Family, flows []Flow) (int, error) {
+func (f *Fake) Delete(fam ipfamily.Family, flows []Flow) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.DeleteErr[fam]; err != nil {

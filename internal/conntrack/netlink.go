@@ -11,6 +11,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -71,7 +72,7 @@ func (n *Netlink) Close() error {
 	return nil
 }
 
-func (n *Netlink) request(op, flags int, fam Family) *nl.NetlinkRequest {
+func (n *Netlink) request(op, flags int, fam ipfamily.Family) *nl.NetlinkRequest {
 	req := &nl.NetlinkRequest{
 		NlMsghdr: unix.NlMsghdr{
 			Len:   unix.SizeofNlMsghdr,
@@ -80,12 +81,12 @@ func (n *Netlink) request(op, flags int, fam Family) *nl.NetlinkRequest {
 		},
 		Sockets: n.sockets,
 	}
-	req.AddData(&nl.Nfgenmsg{NfgenFamily: uint8(fam), Version: nl.NFNETLINK_V0})
+	req.AddData(&nl.Nfgenmsg{NfgenFamily: fam.Proto(), Version: nl.NFNETLINK_V0})
 	return req
 }
 
-func checkFamily(fam Family) error {
-	if fam != IPv4 && fam != IPv6 {
+func checkFamily(fam ipfamily.Family) error {
+	if fam != ipfamily.IPv4 && fam != ipfamily.IPv6 {
 		return fmt.Errorf("conntrack: unknown %s", fam)
 	}
 	return nil
@@ -94,7 +95,7 @@ func checkFamily(fam Family) error {
 // List implements Table: one dump of the family's conntrack table, retried
 // up to dumpAttempts times while the kernel reports it interrupted.
 // Entries that fail to parse are skipped and reported as ErrPartial.
-func (n *Netlink) List(fam Family) ([]Flow, error) {
+func (n *Netlink) List(fam ipfamily.Family) ([]Flow, error) {
 	if err := checkFamily(fam); err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func (n *Netlink) List(fam Family) ([]Flow, error) {
 // Delete implements Table: one IPCTNL_MSG_CT_DELETE per flow, by original
 // tuple, zone and ID. It goes on after a failure and returns the first
 // error with the number of failures.
-func (n *Netlink) Delete(fam Family, flows []Flow) (int, error) {
+func (n *Netlink) Delete(fam ipfamily.Family, flows []Flow) (int, error) {
 	if err := checkFamily(fam); err != nil {
 		return 0, err
 	}

@@ -20,13 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
 // node is the addressing of one family's test namespace.
 type node struct {
-	fam          conntrack.Family
+	fam          ipfamily.Family
 	nft          string // nft family and address keyword: "ip" or "ip6"
 	self         netip.Addr
 	b1, b2, b3   netip.Addr // backend addresses
@@ -36,13 +37,13 @@ type node struct {
 }
 
 var families = []node{{
-	fam: conntrack.IPv4, nft: "ip",
+	fam: ipfamily.IPv4, nft: "ip",
 	self: mustAddr("10.0.0.100"), b1: mustAddr("10.0.0.1"), b2: mustAddr("10.0.0.2"), b3: mustAddr("10.0.0.3"),
 	svcA: mustAddr("10.96.0.10"), svcB: mustAddr("10.96.0.11"), svcSCTP: mustAddr("10.96.0.30"),
 	addrs: []string{"10.0.0.100/32", "10.0.0.1/32", "10.0.0.2/32", "10.0.0.3/32"},
 	route: []string{"10.96.0.0/12"},
 }, {
-	fam: conntrack.IPv6, nft: "ip6",
+	fam: ipfamily.IPv6, nft: "ip6",
 	self: mustAddr("fd00::100"), b1: mustAddr("fd00::1"), b2: mustAddr("fd00::2"), b3: mustAddr("fd00::3"),
 	svcA: mustAddr("fd00:96::a"), svcB: mustAddr("fd00:96::b"), svcSCTP: mustAddr("fd00:96::1e"),
 	addrs: []string{"fd00::100/128", "fd00::1/128", "fd00::2/128", "fd00::3/128"},
@@ -175,7 +176,7 @@ func ask(t *testing.T, c *net.UDPConn, dst netip.AddrPort) string {
 }
 
 // flowFrom returns the flow whose original source is src, if any.
-func flowFrom(t *testing.T, table conntrack.Table, fam conntrack.Family, proto uint8, src netip.AddrPort) (conntrack.Flow, bool) {
+func flowFrom(t *testing.T, table conntrack.Table, fam ipfamily.Family, proto uint8, src netip.AddrPort) (conntrack.Flow, bool) {
 	t.Helper()
 	flows, err := table.List(fam)
 	if err != nil {
@@ -189,7 +190,7 @@ func flowFrom(t *testing.T, table conntrack.Table, fam conntrack.Family, proto u
 	return conntrack.Flow{}, false
 }
 
-func wantReplySrc(t *testing.T, table conntrack.Table, fam conntrack.Family, c *net.UDPConn, backend netip.AddrPort) {
+func wantReplySrc(t *testing.T, table conntrack.Table, fam ipfamily.Family, c *net.UDPConn, backend netip.AddrPort) {
 	t.Helper()
 	src := c.LocalAddr().(*net.UDPAddr).AddrPort()
 	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
@@ -361,7 +362,7 @@ func TestNetlinkDeleteChecksID(t *testing.T) {
 		t.Fatalf("second Delete = %d, %v; want 0, nil", deleted, err)
 	}
 	// A flow of the other family is refused, not sent.
-	if _, err := table.Delete(conntrack.IPv6, []conntrack.Flow{f}); err == nil {
+	if _, err := table.Delete(ipfamily.IPv6, []conntrack.Flow{f}); err == nil {
 		t.Error("Delete of an IPv4 flow as IPv6 succeeded")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -20,33 +21,6 @@ const (
 // way (older kube-proxy releases cleared SCTP as well). A caller that wants
 // kube-proxy's exact behaviour simply puts no SCTP frontends in its Want.
 func Cleanable(proto uint8) bool { return proto == ProtoUDP || proto == ProtoSCTP }
-
-// Family is an IP family, numbered like the kernel's AF_INET and AF_INET6.
-type Family uint8
-
-// The two families.
-const (
-	IPv4 Family = 2
-	IPv6 Family = 10
-)
-
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	}
-	return fmt.Sprintf("family(%d)", uint8(f))
-}
-
-// FamilyOf returns the family of a (4-in-6 unmapped) address.
-func FamilyOf(a netip.Addr) Family {
-	if a.Unmap().Is4() {
-		return IPv4
-	}
-	return IPv6
-}
 
 // Frontend is one place a service port receives traffic: a ClusterIP,
 // external IP or load-balancer IP with the service port, or, with Addr left
@@ -95,28 +69,28 @@ func (w Want) Add(f Frontend, eps ...netip.AddrPort) {
 	}
 }
 
-// families returns the families of all serving endpoints in w, IPv4 first:
+// families returns the families of all serving endpoints in w, ipfamily.IPv4 first:
 // no flow of another family can be stale.
-func (w Want) families() []Family {
+func (w Want) families() []ipfamily.Family {
 	var v4, v6 bool
 	for _, eps := range w {
 		for ep, ok := range eps {
 			if !ok {
 				continue
 			}
-			if FamilyOf(ep.Addr()) == IPv4 {
+			if ipfamily.Of(ep.Addr()) == ipfamily.IPv4 {
 				v4 = true
 			} else {
 				v6 = true
 			}
 		}
 	}
-	var out []Family
+	var out []ipfamily.Family
 	if v4 {
-		out = append(out, IPv4)
+		out = append(out, ipfamily.IPv4)
 	}
 	if v6 {
-		out = append(out, IPv6)
+		out = append(out, ipfamily.IPv6)
 	}
 	return out
 }
@@ -139,8 +113,8 @@ type Flow struct {
 	ID       uint32
 }
 
-// Family returns the flow's IP family.
-func (f Flow) Family() Family { return FamilyOf(f.OrigSrc.Addr()) }
+// ipfamily.Family returns the flow's IP family.
+func (f Flow) Family() ipfamily.Family { return ipfamily.Of(f.OrigSrc.Addr()) }
 
 func (f Flow) String() string {
 	s := fmt.Sprintf("%s %s->%s reply %s->%s", protoName(f.Proto), f.OrigSrc, f.OrigDst, f.ReplySrc, f.ReplyDst)
@@ -178,14 +152,14 @@ func Stale(flow Flow, want Want) bool {
 	if !ok || eps[normAddrPort(flow.ReplySrc)] {
 		return false
 	}
-	return hasServing(eps, FamilyOf(dst.Addr()))
+	return hasServing(eps, ipfamily.Of(dst.Addr()))
 }
 
 // hasServing reports whether eps holds a serving endpoint of family fam. It
 // usually returns at the first element (sets rarely mix families).
-func hasServing(eps map[netip.AddrPort]bool, fam Family) bool {
+func hasServing(eps map[netip.AddrPort]bool, fam ipfamily.Family) bool {
 	for ep, ok := range eps {
-		if ok && FamilyOf(ep.Addr()) == fam {
+		if ok && ipfamily.Of(ep.Addr()) == fam {
 			return true
 		}
 	}

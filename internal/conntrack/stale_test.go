@@ -3,6 +3,8 @@ package conntrack
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 var (
@@ -18,7 +20,7 @@ func udp(client, dst, replySrc string) Flow {
 func withProto(f Flow, proto uint8) Flow { f.Proto = proto; return f }
 
 // testWant is a small cluster: DNS on a ClusterIP (UDP 53 -> pods :5353),
-// the same service in IPv6, an SCTP service, a UDP NodePort, a UDP service
+// the same service in ipfamily.IPv6, an SCTP service, a UDP NodePort, a UDP service
 // whose ClusterIP port equals the NodePort, and a UDP service without
 // endpoints.
 func testWant() Want {
@@ -74,8 +76,8 @@ func TestStale(t *testing.T) {
 }
 
 func TestStaleFamilyOfEndpoints(t *testing.T) {
-	// A NodePort of a single-stack IPv4 service says nothing about IPv6
-	// flows to the same port (kube-proxy's IPv6 proxier would not know it).
+	// A NodePort of a single-stack ipfamily.IPv4 service says nothing about ipfamily.IPv6
+	// flows to the same port (kube-proxy's ipfamily.IPv6 proxier would not know it).
 	w := Want{}
 	w.Add(Frontend{ProtoUDP, netip.Addr{}, 30053}, ap("192.168.1.5:5353"))
 	f := udp("[fd00:26:236::10]:40000", "[fd00:26:236::b1]:30053", "[fd00:26:236::b1]:30053")
@@ -97,7 +99,7 @@ func TestWantAddNormalises(t *testing.T) {
 	if len(w) != 1 || len(eps) != 2 || !eps[ap("192.168.1.5:5353")] || !eps[ap("192.168.2.7:5353")] {
 		t.Errorf("Want = %v, want one unmapped IPv4 frontend with two endpoints", w)
 	}
-	if got := testWant().families(); len(got) != 2 || got[0] != IPv4 || got[1] != IPv6 {
+	if got := testWant().families(); len(got) != 2 || got[0] != ipfamily.IPv4 || got[1] != ipfamily.IPv6 {
 		t.Errorf("families() = %v, want [IPv4 IPv6]", got)
 	}
 }
@@ -107,8 +109,8 @@ func TestStrings(t *testing.T) {
 		{Frontend{ProtoUDP, netip.Addr{}, 30053}.String(), "udp *:30053"},
 		{Frontend{ProtoSCTP, addr("fd00:96::a"), 53}.String(), "sctp [fd00:96::a]:53"},
 		{udp("10.0.0.1:1", "10.96.0.10:53", "10.0.0.2:5353").String(), "udp 10.0.0.1:1->10.96.0.10:53 reply 10.0.0.2:5353->10.0.0.1:1"},
-		{IPv6.String(), "IPv6"},
-		{Family(7).String(), "family(7)"},
+		{ipfamily.IPv6.String(), "IPv6"},
+		{ipfamily.Family(7).String(), "family(7)"},
 		{Flow{Proto: 47, OrigSrc: ap("10.0.0.1:0"), Zone: 3}.String(), "proto(47) 10.0.0.1:0->invalid AddrPort reply invalid AddrPort->invalid AddrPort zone=3"},
 	} {
 		if tc.got != tc.want {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/logtest"
 	"github.com/svcnet/svcnet/internal/model"
 )
@@ -28,12 +29,12 @@ const bigEndpoints = 100
 // and a headless Service default/big with bigEndpoints ready endpoints.
 func fixture(tx *model.Txn) {
 	tx.SetService(&model.Service{Namespace: "default", Name: "my-nginx", Type: model.ServiceTypeClusterIP,
-		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")}, IPFamilies: []model.IPFamily{model.IPv4},
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")}, IPFamilies: []ipfamily.Family{ipfamily.IPv4},
 		Ports: []model.ServicePort{{Name: "http", Protocol: model.ProtocolTCP, Port: 80, TargetPort: 80}}})
 	tx.SetService(&model.Service{Namespace: "default", Name: "big", Type: model.ServiceTypeClusterIP, Headless: true,
-		IPFamilies: []model.IPFamily{model.IPv4},
+		IPFamilies: []ipfamily.Family{ipfamily.IPv4},
 		Ports:      []model.ServicePort{{Name: "http", Protocol: model.ProtocolTCP, Port: 80, TargetPort: 8080}}})
-	sl := &model.EndpointSlice{Namespace: "default", Name: "big-1", Service: "big", AddressType: model.IPv4, Headless: true,
+	sl := &model.EndpointSlice{Namespace: "default", Name: "big-1", Service: "big", AddressType: ipfamily.IPv4, Headless: true,
 		Ports: []model.EndpointPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}}}
 	for i := range bigEndpoints {
 		sl.Endpoints = append(sl.Endpoints, model.Endpoint{
@@ -227,7 +228,7 @@ func TestChangeAnsweredWithin100ms(t *testing.T) {
 		ip := netip.AddrFrom4([4]byte{10, 96, 1, byte(i + 1)})
 		store.Update(func(tx *model.Txn) {
 			tx.SetService(&model.Service{Namespace: "default", Name: name, Type: model.ServiceTypeClusterIP,
-				ClusterIPs: []netip.Addr{ip}, IPFamilies: []model.IPFamily{model.IPv4},
+				ClusterIPs: []netip.Addr{ip}, IPFamilies: []ipfamily.Family{ipfamily.IPv4},
 				Ports: []model.ServicePort{{Protocol: model.ProtocolTCP, Port: 80, TargetPort: 80}}})
 		})
 		took, ok := waitFor(2*time.Second, func() bool {

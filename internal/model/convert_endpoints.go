@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -19,14 +20,15 @@ const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 // serving defaults to ready, terminating to false.
 func EndpointSliceFromAPI(in *discoveryv1.EndpointSlice) (sl *EndpointSlice, ok bool, err error) {
 	svc := in.Labels[discoveryv1.LabelServiceName]
-	if svc == "" || (in.AddressType != discoveryv1.AddressTypeIPv4 && in.AddressType != discoveryv1.AddressTypeIPv6) {
+	fam, known := ipfamily.Parse(string(in.AddressType))
+	if svc == "" || !known {
 		return nil, false, nil
 	}
 	out := &EndpointSlice{
 		Namespace:   in.Namespace,
 		Name:        in.Name,
 		Service:     svc,
-		AddressType: IPFamily(in.AddressType),
+		AddressType: fam,
 	}
 	_, out.Headless = in.Labels[LabelHeadless]
 	if t, err := time.Parse(time.RFC3339Nano, in.Annotations[TriggerTimeAnnotation]); err == nil {

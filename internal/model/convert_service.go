@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -53,7 +54,9 @@ func ServiceFromAPI(in *corev1.Service) (*Service, error) {
 		s.Headless = true
 	}
 	for _, f := range in.Spec.IPFamilies {
-		s.IPFamilies = append(s.IPFamilies, IPFamily(f))
+		if fam, ok := ipfamily.Parse(string(f)); ok {
+			s.IPFamilies = append(s.IPFamilies, fam)
+		}
 	}
 	for _, p := range in.Spec.Ports {
 		s.Ports = append(s.Ports, servicePortFromAPI(p))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +58,7 @@ func TestServiceFromAPI(t *testing.T) {
 	}
 	want := &Service{
 		Namespace: "default", Name: "my-nginx", Type: ServiceTypeLoadBalancer,
-		ClusterIPs: addrs("10.106.189.218", "fd00:96::12"), IPFamilies: []IPFamily{IPv4, IPv6},
+		ClusterIPs: addrs("10.106.189.218", "fd00:96::12"), IPFamilies: []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6},
 		Ports: []ServicePort{
 			{Name: "http", Protocol: ProtocolTCP, Port: 80, TargetPortName: "web", NodePort: 31428},
 			{Name: "dns", Protocol: ProtocolUDP, Port: 53, TargetPort: 53, NodePort: 31000},

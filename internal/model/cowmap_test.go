@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // TestCowMapMatchesMap: random writes to a chain of clones behave as writes
@@ -93,7 +95,7 @@ func BenchmarkStoreUpdate10k(b *testing.B) {
 		for i := range 10000 {
 			name := "svc-" + strconv.Itoa(i)
 			tx.SetService(&Service{Namespace: "bench", Name: name})
-			tx.SetEndpointSlice(&EndpointSlice{Namespace: "bench", Name: name + "-1", Service: name, AddressType: IPv4})
+			tx.SetEndpointSlice(&EndpointSlice{Namespace: "bench", Name: name + "-1", Service: name, AddressType: ipfamily.IPv4})
 		}
 	})
 	b.ReportAllocs()

@@ -1,6 +1,10 @@
 package model
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
+)
 
 // EndpointSlice is the slim form of a discovery/v1 EndpointSlice. Service names the
 // Service it belongs to (label kubernetes.io/service-name). Of the labels, only
@@ -12,7 +16,7 @@ type EndpointSlice struct {
 	Namespace   string
 	Name        string
 	Service     string
-	AddressType IPFamily // slices of type FQDN are not represented
+	AddressType ipfamily.Family // slices of type FQDN are not represented
 	Ports       []EndpointPort
 	Endpoints   []Endpoint
 	// Headless is set when the slice carries the service.kubernetes.io/headless label.

@@ -3,6 +3,8 @@ package model
 import (
 	"net/netip"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // ServiceKey names a Service (and everything keyed by it) as namespace/name.
@@ -32,22 +34,6 @@ const (
 	ProtocolUDP  Protocol = "UDP"
 	ProtocolSCTP Protocol = "SCTP"
 )
-
-// IPFamily is IPv4 or IPv6.
-type IPFamily string
-
-const (
-	IPv4 IPFamily = "IPv4"
-	IPv6 IPFamily = "IPv6"
-)
-
-// FamilyOf returns the family of a valid address.
-func FamilyOf(a netip.Addr) IPFamily {
-	if a.Unmap().Is4() {
-		return IPv4
-	}
-	return IPv6
-}
 
 // TrafficPolicy is externalTrafficPolicy or internalTrafficPolicy.
 type TrafficPolicy string
@@ -88,7 +74,7 @@ type Service struct {
 	// Headless is set for clusterIP: None (and for Services labelled
 	// service.kubernetes.io/headless).
 	Headless   bool
-	IPFamilies []IPFamily
+	IPFamilies []ipfamily.Family
 	Ports      []ServicePort
 
 	ExternalIPs              []netip.Addr

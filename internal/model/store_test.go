@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 func svc(ns, name, ip string) *Service {
@@ -13,7 +14,7 @@ func svc(ns, name, ip string) *Service {
 }
 
 func slice(ns, name, service string, addrs ...string) *EndpointSlice {
-	sl := &EndpointSlice{Namespace: ns, Name: name, Service: service, AddressType: IPv4,
+	sl := &EndpointSlice{Namespace: ns, Name: name, Service: service, AddressType: ipfamily.IPv4,
 		Ports: []EndpointPort{{Name: "http", Protocol: ProtocolTCP, Port: 8080}}}
 	for _, a := range addrs {
 		sl.Endpoints = append(sl.Endpoints, Endpoint{Addresses: []netip.Addr{netip.MustParseAddr(a)}, Ready: true, Serving: true})

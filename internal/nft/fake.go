@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // Fake is an in-memory kernel that tracks state as nf_tables does: it checks
@@ -26,7 +28,7 @@ type Fake struct {
 // NewFake returns an empty fake kernel.
 func NewFake() *Fake { return &Fake{tables: map[string]*Table{}} }
 
-func tableKey(f Family, name string) string { return f.String() + " " + name }
+func tableKey(f ipfamily.Family, name string) string { return Keyword(f) + " " + name }
 
 // Apply implements Conn: all transactions or none.
 func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
@@ -54,7 +56,7 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 			var err error
 			t, err = applyOp(t, tx, op)
 			if err != nil {
-				return fmt.Errorf("table %s %s: op %d: %w", tx.Family, tx.Table, i, err)
+				return fmt.Errorf("table %s %s: op %d: %w", Keyword(tx.Family), tx.Table, i, err)
 			}
 		}
 		next[key] = t
@@ -76,7 +78,7 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 }
 
 // Tables implements Conn.
-func (k *Fake) Tables(_ context.Context, f Family) ([]string, error) {
+func (k *Fake) Tables(_ context.Context, f ipfamily.Family) ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []string
@@ -90,12 +92,12 @@ func (k *Fake) Tables(_ context.Context, f Family) ([]string, error) {
 }
 
 // Read implements Conn.
-func (k *Fake) Read(_ context.Context, f Family, name string) (*Table, error) {
+func (k *Fake) Read(_ context.Context, f ipfamily.Family, name string) (*Table, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t := k.tables[tableKey(f, name)]
 	if t == nil {
-		return nil, fmt.Errorf("table %s %s: %w", f, name, ErrNoTable)
+		return nil, fmt.Errorf("table %s %s: %w", Keyword(f), name, ErrNoTable)
 	}
 	c := t.Clone()
 	for _, s := range c.Sets {
@@ -115,7 +117,7 @@ func (k *Fake) Generation(context.Context) (uint32, error) {
 
 // Mutate lets a test change the kernel behind the proxy's back (drift), as
 // another program would; it bumps the generation.
-func (k *Fake) Mutate(f Family, name string, fn func(t *Table) *Table) {
+func (k *Fake) Mutate(f ipfamily.Family, name string, fn func(t *Table) *Table) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	key := tableKey(f, name)
@@ -283,7 +285,7 @@ func checkElement(t *Table, s *Set, e Element) error {
 		return fmt.Errorf("key of %d values for a set of %d fields", len(e.Key), len(s.Key))
 	}
 	for i, f := range s.Key {
-		if (f == FieldSaddr || f == FieldDaddr) && (!e.Key[i].Addr.IsValid() || (e.Key[i].Addr.Is4() != (t.Family == IPv4))) {
+		if (f == FieldSaddr || f == FieldDaddr) && (!e.Key[i].Addr.IsValid() || (e.Key[i].Addr.Is4() != (t.Family == ipfamily.IPv4))) {
 			return fmt.Errorf("key value %d: not an address of family %s", i, t.Family)
 		}
 	}

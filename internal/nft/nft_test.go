@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 func exampleTx() *Tx {
-	tx := NewTx(IPv4, "t")
+	tx := NewTx(ipfamily.IPv4, "t")
 	tx.AddTable()
 	tx.AddSet(&Set{Name: "service-ips", Comment: "frontends", Key: []Field{FieldDaddr, FieldL4Proto, FieldDport}, Verdict: true})
 	tx.AddSet(&Set{Name: "affinity", Key: []Field{FieldSaddr}, Timeout: 3 * time.Hour})
@@ -67,7 +68,7 @@ func TestFakeApplyAndRender(t *testing.T) {
 	if err := k.Apply(ctx, exampleTx()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := k.Read(ctx, IPv4, "t")
+	got, err := k.Read(ctx, ipfamily.IPv4, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,14 +104,14 @@ func TestFakeRejectsBadTransactionsAtomically(t *testing.T) {
 			if err := k.Apply(ctx, exampleTx()); err != nil {
 				t.Fatal(err)
 			}
-			tx := NewTx(IPv4, "t")
+			tx := NewTx(ipfamily.IPv4, "t")
 			tx.AddChain(&Chain{Name: "extra"})
 			tc.op(tx)
 			err := k.Apply(ctx, tx)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
-			got, _ := k.Read(ctx, IPv4, "t")
+			got, _ := k.Read(ctx, ipfamily.IPv4, "t")
 			if got.Render() != exampleRender {
 				t.Fatalf("failed transaction changed the table:\n%s", got.Render())
 			}
@@ -125,25 +126,25 @@ func TestFakeDeleteInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	g0, _ := k.Generation(ctx)
-	tx := NewTx(IPv4, "t")
+	tx := NewTx(ipfamily.IPv4, "t")
 	tx.DeleteElements("service-ips", Element{Key: []Value{A(netip.MustParseAddr("10.96.0.1")), N(ProtoTCP), N(80)}})
 	tx.DeleteChain("svc/a:b")
 	if err := k.Apply(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := k.Read(ctx, IPv4, "t")
+	got, _ := k.Read(ctx, ipfamily.IPv4, "t")
 	if _, ok := got.Chains["svc/a:b"]; ok {
 		t.Fatal("chain not deleted")
 	}
 	if g1, _ := k.Generation(ctx); g1 == g0 {
 		t.Fatal("generation not bumped")
 	}
-	del := NewTx(IPv4, "t")
+	del := NewTx(ipfamily.IPv4, "t")
 	del.DeleteTable()
 	if err := k.Apply(ctx, del); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Read(ctx, IPv4, "t"); err == nil {
+	if _, err := k.Read(ctx, ipfamily.IPv4, "t"); err == nil {
 		t.Fatal("table still there")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // Render returns the table in nft(8) syntax, as `nft list table` prints it
@@ -14,7 +16,7 @@ import (
 // name; elements sorted by key.
 func (t *Table) Render() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table %s %s {\n", t.Family, t.Name)
+	fmt.Fprintf(&b, "table %s %s {\n", Keyword(t.Family), t.Name)
 	first := true
 	sep := func() {
 		if !first {
@@ -34,7 +36,7 @@ func (t *Table) Render() string {
 	return b.String()
 }
 
-func (s *Set) render(b *strings.Builder, f Family) {
+func (s *Set) render(b *strings.Builder, f ipfamily.Family) {
 	kind := "set"
 	if s.Verdict {
 		kind = "map"
@@ -70,7 +72,7 @@ func (s *Set) render(b *strings.Builder, f Family) {
 	b.WriteString("\t}\n")
 }
 
-func (c *Chain) render(b *strings.Builder, f Family) {
+func (c *Chain) render(b *strings.Builder, f ipfamily.Family) {
 	fmt.Fprintf(b, "\tchain %s {\n", quoteName(c.Name))
 	if c.Hook != nil {
 		fmt.Fprintf(b, "\t\ttype %s hook %s priority %s; policy accept;\n", c.Hook.Type, c.Hook.Hook, priorityName(c.Hook))
@@ -84,7 +86,7 @@ func (c *Chain) render(b *strings.Builder, f Family) {
 }
 
 // Render returns the rule in nft syntax for a table of family f.
-func (r *Rule) Render(f Family) string {
+func (r *Rule) Render(f ipfamily.Family) string {
 	parts := make([]string, 0, len(r.Exprs)+1)
 	for _, e := range r.Exprs {
 		parts = append(parts, RenderExpr(f, e))
@@ -96,7 +98,7 @@ func (r *Rule) Render(f Family) string {
 }
 
 // RenderExpr returns one expression in nft syntax for a table of family f.
-func RenderExpr(f Family, e Expr) string {
+func RenderExpr(f ipfamily.Family, e Expr) string {
 	switch e := e.(type) {
 	case AddrMatch:
 		return fieldName(f, e.Field) + neq(e.Neq) + renderPrefix(e.Prefix)
@@ -184,12 +186,12 @@ func neq(n bool) string {
 	return " "
 }
 
-func fieldName(f Family, fld Field) string {
+func fieldName(f ipfamily.Family, fld Field) string {
 	switch fld {
 	case FieldSaddr:
-		return f.String() + " saddr"
+		return Keyword(f) + " saddr"
 	case FieldDaddr:
-		return f.String() + " daddr"
+		return Keyword(f) + " daddr"
 	case FieldL4Proto:
 		return "meta l4proto"
 	case FieldDport:
@@ -200,7 +202,7 @@ func fieldName(f Family, fld Field) string {
 	return "<bad field>"
 }
 
-func fieldList(f Family, fs []Field) string {
+func fieldList(f ipfamily.Family, fs []Field) string {
 	parts := make([]string, len(fs))
 	for i, fld := range fs {
 		parts[i] = fieldName(f, fld)
@@ -208,12 +210,12 @@ func fieldList(f Family, fs []Field) string {
 	return strings.Join(parts, " . ")
 }
 
-func keyType(f Family, fs []Field) string {
+func keyType(f ipfamily.Family, fs []Field) string {
 	parts := make([]string, len(fs))
 	for i, fld := range fs {
 		switch fld {
 		case FieldSaddr, FieldDaddr:
-			parts[i] = f.addrType()
+			parts[i] = addrType(f)
 		case FieldL4Proto:
 			parts[i] = "inet_proto"
 		case FieldDport, FieldSport:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // OpKind is the kind of one transaction operation.
@@ -38,13 +40,13 @@ type Op struct {
 // tables, as one atomic batch). Operations apply in order, so a transaction must remove
 // references (elements, jumping rules) before it deletes what they point at.
 type Tx struct {
-	Family Family
+	Family ipfamily.Family
 	Table  string
 	Ops    []Op
 }
 
 // NewTx starts a transaction on table name of family f.
-func NewTx(f Family, name string) *Tx { return &Tx{Family: f, Table: name} }
+func NewTx(f ipfamily.Family, name string) *Tx { return &Tx{Family: f, Table: name} }
 
 // Len returns the number of operations.
 func (tx *Tx) Len() int { return len(tx.Ops) }
@@ -80,11 +82,11 @@ type Conn interface {
 	// kernel is unchanged.
 	Apply(ctx context.Context, txs ...*Tx) error
 	// Tables returns the names of the family's tables, sorted.
-	Tables(ctx context.Context, f Family) ([]string, error)
+	Tables(ctx context.Context, f ipfamily.Family) ([]string, error)
 	// Read returns the table as the kernel holds it, or an error wrapping
 	// ErrNoTable. Elements of dynamic sets (affinity) are runtime state and are
 	// not returned.
-	Read(ctx context.Context, f Family, name string) (*Table, error)
+	Read(ctx context.Context, f ipfamily.Family, name string) (*Table, error)
 	// Generation returns the ruleset generation, which the kernel bumps on
 	// every committed transaction by anyone: a cheap drift detector.
 	Generation(ctx context.Context) (uint32, error)
@@ -95,7 +97,7 @@ var ErrNoTable = errors.New("no such table")
 
 // ReadTables reads every table of family f whose name keep accepts, in name
 // order. A table deleted between the listing and its read is skipped.
-func ReadTables(ctx context.Context, c Conn, f Family, keep func(name string) bool) ([]*Table, error) {
+func ReadTables(ctx context.Context, c Conn, f ipfamily.Family, keep func(name string) bool) ([]*Table, error) {
 	names, err := c.Tables(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("list %s tables: %w", f, err)
@@ -110,7 +112,7 @@ func ReadTables(ctx context.Context, c Conn, f Family, keep func(name string) bo
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s %s: %w", f, n, err)
+			return nil, fmt.Errorf("read %s %s: %w", Keyword(f), n, err)
 		}
 		out = append(out, t)
 	}

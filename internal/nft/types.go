@@ -5,27 +5,21 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
-// Family is the table family: one table per IP family.
-type Family uint8
-
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
-// String returns the nft family keyword: "ip" or "ip6".
-func (f Family) String() string {
-	if f == IPv6 {
+// Keyword returns the nft family keyword of an IP family: "ip" or "ip6".
+func Keyword(f ipfamily.Family) string {
+	if f == ipfamily.IPv6 {
 		return "ip6"
 	}
 	return "ip"
 }
 
-// addrType returns the nft datatype of an address of this family.
-func (f Family) addrType() string {
-	if f == IPv6 {
+// addrType returns the nft datatype of an address of family f.
+func addrType(f ipfamily.Family) string {
+	if f == ipfamily.IPv6 {
 		return "ipv6_addr"
 	}
 	return "ipv4_addr"
@@ -33,7 +27,7 @@ func (f Family) addrType() string {
 
 // Table is one nftables table with its chains and named sets.
 type Table struct {
-	Family Family
+	Family ipfamily.Family
 	Name   string
 	Chains map[string]*Chain
 	Sets   map[string]*Set
@@ -45,7 +39,7 @@ type Table struct {
 }
 
 // NewTable returns an empty table.
-func NewTable(f Family, name string) *Table {
+func NewTable(f ipfamily.Family, name string) *Table {
 	return &Table{Family: f, Name: name, Chains: map[string]*Chain{}, Sets: map[string]*Set{}}
 }
 
@@ -164,7 +158,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // KeyString renders the element's key in nft syntax for a table of family f
 // and key fields; it identifies the element within its set.
-func KeyString(f Family, key []Field, vals []Value) string {
+func KeyString(f ipfamily.Family, key []Field, vals []Value) string {
 	var b strings.Builder
 	for i, v := range vals {
 		if i > 0 {

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // Config is the proxier's configuration (kube-proxy's flag names in comments).
@@ -68,7 +69,7 @@ type Config struct {
 	// changes by others (1s).
 	DriftCheckPeriod time.Duration
 	// Families are the IP families to program (both by default).
-	Families []nft.Family
+	Families []ipfamily.Family
 }
 
 // LocalMode is a --detect-local-mode value.
@@ -114,7 +115,7 @@ func (c Config) WithDefaults() Config {
 		c.DetectLocalMode = LocalModeClusterCIDR
 	}
 	if len(c.Families) == 0 {
-		c.Families = []nft.Family{nft.IPv4, nft.IPv6}
+		c.Families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
 	return c
 }

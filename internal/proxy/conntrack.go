@@ -5,7 +5,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/model"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // conntrackWant lists every UDP and SCTP frontend of the table with the

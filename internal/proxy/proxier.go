@@ -17,7 +17,7 @@ import (
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/proxy/metrics"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // ServiceHealth serves healthCheckNodePorts (healthcheck.ServiceHealthServer).
@@ -256,7 +256,7 @@ func (p *Proxier) queued() {
 			p.deps.ProxyHealth.QueuedUpdate(apiFamily(f))
 		}
 		if m := p.deps.Metrics; m != nil {
-			m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(familyLabel(f)).Set(float64(now.Unix()))
+			m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(f.String()).Set(float64(now.Unix()))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -18,14 +19,14 @@ func service(name, cip string, port int32, proto model.Protocol) *model.Service 
 	return &model.Service{
 		Namespace: "default", Name: name, Type: model.ServiceTypeClusterIP,
 		ClusterIPs:            []netip.Addr{netip.MustParseAddr(cip)},
-		IPFamilies:            []model.IPFamily{model.IPv4},
+		IPFamilies:            []ipfamily.Family{ipfamily.IPv4},
 		Ports:                 []model.ServicePort{{Name: "p", Protocol: proto, Port: port, TargetPort: port}},
 		InternalTrafficPolicy: model.TrafficPolicyCluster,
 	}
 }
 
 func slice(svc string, port int32, proto model.Protocol, addrs ...string) *model.EndpointSlice {
-	sl := &model.EndpointSlice{Namespace: "default", Name: svc + "-1", Service: svc, AddressType: model.IPv4,
+	sl := &model.EndpointSlice{Namespace: "default", Name: svc + "-1", Service: svc, AddressType: ipfamily.IPv4,
 		Ports: []model.EndpointPort{{Name: "p", Protocol: proto, Port: port}}}
 	for _, a := range addrs {
 		sl.Endpoints = append(sl.Endpoints, model.Endpoint{Addresses: []netip.Addr{netip.MustParseAddr(a)}, Ready: true, Serving: true, NodeName: "node2"})
@@ -50,7 +51,7 @@ func start(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	h := &harness{t: t, store: model.NewStore(), kernel: nft.NewFake(), done: make(chan error, 1)}
 	cfg.NodeName = "node1"
-	cfg.Families = []nft.Family{nft.IPv4}
+	cfg.Families = []ipfamily.Family{ipfamily.IPv4}
 	if cfg.MinSyncPeriod == 0 {
 		cfg.MinSyncPeriod = time.Millisecond
 	}
@@ -89,7 +90,7 @@ func (h *harness) results() []SyncResult {
 // rendered returns the IPv4 svcnet tables of the fake kernel, rendered in
 // name order; false when there are none.
 func (h *harness) rendered() (string, bool) {
-	tables, err := nft.ReadTables(context.Background(), h.kernel, nft.IPv4, nftables.IsTable)
+	tables, err := nft.ReadTables(context.Background(), h.kernel, ipfamily.IPv4, nftables.IsTable)
 	if err != nil {
 		return "", false
 	}
@@ -166,8 +167,8 @@ func TestProxierRepairsDriftFromGeneration(t *testing.T) {
 		tx.SetSynced(true)
 	})
 	want := h.waitFor("dns", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.53:53") })
-	h.kernel.Mutate(nft.IPv4, nftables.TableName, func(*nft.Table) *nft.Table { return nil })
-	h.kernel.Mutate(nft.IPv4, nftables.ShardTable(0), func(*nft.Table) *nft.Table { return nil })
+	h.kernel.Mutate(ipfamily.IPv4, nftables.TableName, func(*nft.Table) *nft.Table { return nil })
+	h.kernel.Mutate(ipfamily.IPv4, nftables.ShardTable(0), func(*nft.Table) *nft.Table { return nil })
 	got := h.waitFor("table restored", func(s string) bool { return s == want })
 	if got != want {
 		t.Fatal("not restored")

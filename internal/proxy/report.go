@@ -5,8 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/ipfamily"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // reportSkipped logs each skip error once per distinct text.
@@ -35,7 +35,7 @@ func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.
 		return
 	}
 	for _, f := range p.cfg.Families {
-		fam := familyLabel(f)
+		fam := f.String()
 		if res.Err != nil {
 			m.NFTablesSyncFailuresTotal.WithLabelValues(fam).Inc()
 			continue
@@ -61,27 +61,27 @@ func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.
 	}
 	if res.Err == nil {
 		p.triggers = nil
-		counts := map[nft.Family]int{}
+		counts := map[ipfamily.Family]int{}
 		noLocal := map[string]int{}
 		for _, sp := range t.Ports {
-			f := nft.IPv4
-			if sp.Family == servicetable.IPv6 {
-				f = nft.IPv6
+			f := ipfamily.IPv4
+			if sp.Family == ipfamily.IPv6 {
+				f = ipfamily.IPv6
 			}
 			counts[f]++
 			if len(sp.LocalEndpoints) == 0 {
 				if sp.InternalPolicyLocal {
-					noLocal["internal/"+familyLabel(f)]++
+					noLocal["internal/"+f.String()]++
 				}
 				if sp.ExternalPolicyLocal {
-					noLocal["external/"+familyLabel(f)]++
+					noLocal["external/"+f.String()]++
 				}
 			}
 		}
 		for _, f := range p.cfg.Families {
-			m.Services.WithLabelValues(familyLabel(f)).Set(float64(counts[f]))
+			m.Services.WithLabelValues(f.String()).Set(float64(counts[f]))
 			for _, pol := range []string{"internal", "external"} {
-				m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(pol, familyLabel(f)).Set(float64(noLocal[pol+"/"+familyLabel(f)]))
+				m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(pol, f.String()).Set(float64(noLocal[pol+"/"+f.String()]))
 			}
 		}
 	}
@@ -89,11 +89,5 @@ func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.
 	m.EndpointChangesPending.Set(0)
 }
 
-func apiFamily(f nft.Family) v1.IPFamily {
-	if f == nft.IPv6 {
-		return v1.IPv6Protocol
-	}
-	return v1.IPv4Protocol
-}
-
-func familyLabel(f nft.Family) string { return string(apiFamily(f)) }
+// apiFamily returns Kubernetes' spelling of family f.
+func apiFamily(f ipfamily.Family) v1.IPFamily { return v1.IPFamily(f.String()) }

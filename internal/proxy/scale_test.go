@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // BenchmarkPartialSync10k measures the user-space cost of one Service change
@@ -31,7 +32,7 @@ func BenchmarkPartialSync10k(b *testing.B) {
 		ports, _ := servicetable.BuildService(st, cfg)
 		asm.Set(st.Service.Key(), ports)
 	}
-	be := nftables.New(nullConn{}, nft.IPv4)
+	be := nftables.New(nullConn{}, ipfamily.IPv4)
 	ctx := context.Background()
 	if _, err := be.Sync(ctx, asm.Table(), false); err != nil {
 		b.Fatal(err)
@@ -54,9 +55,9 @@ func BenchmarkPartialSync10k(b *testing.B) {
 // svcnet's own work, not the fake kernel's.
 type nullConn struct{}
 
-func (nullConn) Apply(context.Context, ...*nft.Tx) error              { return nil }
-func (nullConn) Tables(context.Context, nft.Family) ([]string, error) { return nil, nil }
-func (nullConn) Read(context.Context, nft.Family, string) (*nft.Table, error) {
+func (nullConn) Apply(context.Context, ...*nft.Tx) error                   { return nil }
+func (nullConn) Tables(context.Context, ipfamily.Family) ([]string, error) { return nil, nil }
+func (nullConn) Read(context.Context, ipfamily.Family, string) (*nft.Table, error) {
 	return nil, nft.ErrNoTable
 }
 func (nullConn) Generation(context.Context) (uint32, error) { return 0, nil }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/nftrace"
 )
@@ -51,9 +52,9 @@ func traceMatches(tr *Trace) map[string][]nftrace.Match {
 }
 
 func arrivalMatch(t Tuple) nftrace.Match {
-	f := nft.IPv4
+	f := ipfamily.IPv4
 	if t.Dst.Addr().Is6() {
-		f = nft.IPv6
+		f = ipfamily.IPv6
 	}
 	proto, _ := nft.ProtoNumber(t.Proto)
 	return nftrace.Match{Family: f, Proto: proto,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/sim"
 )
@@ -259,9 +260,9 @@ func dnatOf(r sim.Result) *sim.Step {
 }
 
 func simPacket(t Tuple) (sim.Packet, error) {
-	p := sim.Packet{Family: nft.IPv4, Src: t.Src, Dst: t.Dst, Mark: t.Mark}
+	p := sim.Packet{Family: ipfamily.IPv4, Src: t.Src, Dst: t.Dst, Mark: t.Mark}
 	if t.Dst.Addr().Is6() {
-		p.Family = nft.IPv6
+		p.Family = ipfamily.IPv6
 	}
 	proto, ok := nft.ProtoNumber(t.Proto)
 	if !ok {

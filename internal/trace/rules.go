@@ -6,11 +6,12 @@ import (
 
 	"github.com/svcnet/svcnet/internal/cni/hostport"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // RenderedRules renders each node's ruleset from the cluster state exactly
@@ -60,7 +61,7 @@ func KernelRules(ctx context.Context, nsOf func(node string) (string, error)) Ru
 		}
 		defer conn.Close()
 		var out []*nft.Table
-		for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+		for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 			tables, err := nft.ReadTables(ctx, conn, f, KernelTable)
 			if err != nil {
 				return nil, fmt.Errorf("node %s: %w", node, err)

@@ -73,7 +73,7 @@ func TestDownAfterKilledDemo(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	demo := exec.CommandContext(ctx, svcnetBin, "demo", "--name", name, "-f", "../../examples/seed-001/my-nginx.yaml")
+	demo := exec.CommandContext(ctx, svcnetBin, "demo", "--name", name, "-f", "../../examples/packet-path/my-nginx.yaml")
 	out, err := demo.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

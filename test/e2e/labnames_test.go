@@ -191,7 +191,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 			t.Errorf("lab down %s: %v", demo, err)
 		}
 	})
-	if r := host.svcnet(t, ctx, cliUpTimeout, "demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/seed-001/my-nginx.yaml")); r.code != 0 {
+	if r := host.svcnet(t, ctx, cliUpTimeout, "demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/packet-path/my-nginx.yaml")); r.code != 0 {
 		t.Errorf("svcnet demo: exit %d: %s", r.code, r.stderr)
 	}
 }

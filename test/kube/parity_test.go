@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/source/file"
@@ -123,16 +124,16 @@ func TestParityWithKubernetes(t *testing.T) {
 func checkAllocations(t *testing.T, who string, a allocations, cfg controlplane.Config) {
 	t.Helper()
 	for svc, ips := range a.ClusterIPs {
-		seen := map[model.IPFamily]bool{}
+		seen := map[ipfamily.Family]bool{}
 		for _, ip := range ips {
 			in := false
 			for _, p := range cfg.ServiceCIDRs {
 				in = in || p.Contains(ip)
 			}
-			if !in || seen[model.FamilyOf(ip)] {
+			if !in || seen[ipfamily.Of(ip)] {
 				t.Errorf("%s: %s clusterIP %s outside %v or repeated family", who, svc, ip, cfg.ServiceCIDRs)
 			}
-			seen[model.FamilyOf(ip)] = true
+			seen[ipfamily.Of(ip)] = true
 		}
 	}
 	for svc, ports := range a.NodePorts {

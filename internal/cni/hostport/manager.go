@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -21,22 +22,22 @@ type Manager struct{ conn nft.Conn }
 // NewManager returns a Manager using conn.
 func NewManager(conn nft.Conn) *Manager { return &Manager{conn: conn} }
 
-var families = []nft.Family{nft.IPv4, nft.IPv6}
+var families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 
 // read returns family f's table, nil when it does not exist.
-func (m *Manager) read(ctx context.Context, f nft.Family) (*nft.Table, error) {
+func (m *Manager) read(ctx context.Context, f ipfamily.Family) (*nft.Table, error) {
 	t, err := m.conn.Read(ctx, f, TableName)
 	if errors.Is(err, nft.ErrNoTable) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read table %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("read table %s %s: %w", nft.Keyword(f), TableName, err)
 	}
 	return t, nil
 }
 
 // podIP returns the address of family f among podIPs (invalid if none).
-func podIP(f nft.Family, podIPs []netip.Addr) netip.Addr {
+func podIP(f ipfamily.Family, podIPs []netip.Addr) netip.Addr {
 	for _, a := range podIPs {
 		if familyOf(a) == f {
 			return a
@@ -121,7 +122,7 @@ func (m *Manager) Check(ctx context.Context, o Owner, podIPs []netip.Addr, ms []
 			return err
 		}
 		if d := Diff(f, cur, o, Desired(f, o, podIP(f, podIPs), ms)); d != "" {
-			errs = append(errs, fmt.Errorf("table %s %s: %s", f, TableName, d))
+			errs = append(errs, fmt.Errorf("table %s %s: %s", nft.Keyword(f), TableName, d))
 		}
 	}
 	return errors.Join(errs...)

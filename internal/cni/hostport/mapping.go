@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -21,7 +22,7 @@ type Mapping struct {
 
 // Applies reports whether the mapping applies to family f: a mapping without
 // HostIP applies to both.
-func (m Mapping) Applies(f nft.Family) bool {
+func (m Mapping) Applies(f ipfamily.Family) bool {
 	return !m.HostIP.IsValid() || familyOf(m.HostIP) == f
 }
 
@@ -61,9 +62,9 @@ func ProtocolName(p uint8) string {
 	return strconv.Itoa(int(p))
 }
 
-func familyOf(a netip.Addr) nft.Family {
+func familyOf(a netip.Addr) ipfamily.Family {
 	if a.Is4() {
-		return nft.IPv4
+		return ipfamily.IPv4
 	}
-	return nft.IPv6
+	return ipfamily.IPv6
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -83,7 +84,7 @@ func isAttachmentChain(name string) bool {
 }
 
 // Skeleton returns the shared part of family f's table, with empty maps.
-func Skeleton(f nft.Family) *nft.Table {
+func Skeleton(f ipfamily.Family) *nft.Table {
 	t := nft.NewTable(f, TableName)
 	set := func(s *nft.Set) { s.Elements = map[string]nft.Element{}; t.Sets[s.Name] = s }
 	set(&nft.Set{Name: mapHostIP, Key: keyAddrProtoPort, Verdict: true, Comment: "hostPorts bound to one host address"})
@@ -99,7 +100,7 @@ func Skeleton(f nft.Family) *nft.Table {
 	chain(chainOutput, &nft.Hook{Type: "nat", Hook: "output", Priority: -100}, nft.R(nft.JumpTo(chainDispatch)))
 	chain(chainPostrouting, &nft.Hook{Type: "nat", Hook: "postrouting", Priority: 100},
 		nft.R(nft.VMap{Fields: keyAddr, Map: mapMasquerade}))
-	if f == nft.IPv4 {
+	if f == ipfamily.IPv4 {
 		chain(chainLocalnet, &nft.Hook{Type: "filter", Hook: "prerouting", Priority: -150},
 			nft.R(nft.Daddr(loopback4), nft.AddrMatch{Field: nft.FieldSaddr, Neq: true, Prefix: loopback4}, nft.Verdict{Kind: nft.Drop}).
 				WithComment("CVE-2020-8558: only the node reaches 127.0.0.0/8"))
@@ -118,7 +119,7 @@ type Objects struct {
 // Desired returns the objects of owner o in family f for the pod address
 // podIP (of family f) and the mappings that apply to f, or nil when none does.
 // Rules come in a deterministic order: by host address, protocol, host port.
-func Desired(f nft.Family, o Owner, podIP netip.Addr, ms []Mapping) *Objects {
+func Desired(f ipfamily.Family, o Owner, podIP netip.Addr, ms []Mapping) *Objects {
 	var mine []Mapping
 	for _, m := range ms {
 		if m.Applies(f) {
@@ -160,7 +161,7 @@ func Desired(f nft.Family, o Owner, podIP netip.Addr, ms []Mapping) *Objects {
 		seenMasq[mk] = true
 		cport := nft.PortMatch{Field: nft.FieldDport, Port: m.ContainerPort}
 		obj.Masq.Rules = append(obj.Masq.Rules, nft.R(nft.Saddr(nft.Host(podIP)), proto, cport, nft.Masquerade{}).WithComment(comment))
-		if f == nft.IPv4 {
+		if f == ipfamily.IPv4 {
 			obj.Masq.Rules = append(obj.Masq.Rules, nft.R(nft.Saddr(loopback4), proto, cport, nft.Masquerade{}).WithComment(comment))
 		}
 	}
@@ -169,7 +170,7 @@ func Desired(f nft.Family, o Owner, podIP netip.Addr, ms []Mapping) *Objects {
 }
 
 // keyOf returns an element's key string in map mapName.
-func keyOf(f nft.Family, mapName string, e nft.Element) string {
+func keyOf(f ipfamily.Family, mapName string, e nft.Element) string {
 	key := keyAddr
 	switch mapName {
 	case mapHostIP:
@@ -186,7 +187,7 @@ func keyOf(f nft.Family, mapName string, e nft.Element) string {
 // without a transaction when one of obj's keys leads to another owner's
 // chain, or when a chain of obj's name belongs to another owner (whose
 // identity hashes alike: ChainNames): an owner's chains are never another's.
-func AddTx(f nft.Family, cur *nft.Table, obj *Objects) (*nft.Tx, error) {
+func AddTx(f ipfamily.Family, cur *nft.Table, obj *Objects) (*nft.Tx, error) {
 	mine := func(chain string) bool { return chain == obj.DNAT.Name || chain == obj.Masq.Name }
 	if cur != nil {
 		for _, name := range []string{obj.DNAT.Name, obj.Masq.Name} {
@@ -265,7 +266,7 @@ func AddTx(f nft.Family, cur *nft.Table, obj *Objects) (*nft.Tx, error) {
 // RemoveTx returns the transaction that removes the chains stale reports
 // (attachment chains only) and every map element leading to them, from the
 // table as it is (cur; nil: nothing to do). The transaction may be empty.
-func RemoveTx(f nft.Family, cur *nft.Table, stale func(chain string) bool) *nft.Tx {
+func RemoveTx(f ipfamily.Family, cur *nft.Table, stale func(chain string) bool) *nft.Tx {
 	tx := nft.NewTx(f, TableName)
 	if cur == nil {
 		return tx
@@ -338,7 +339,7 @@ func StaleChains(t *nft.Table, network string, valid func(Owner) bool) []string 
 
 // Diff describes how family f's table t differs from holding the skeleton and
 // exactly obj (nil: no objects of owner o). It returns "" when nothing differs.
-func Diff(f nft.Family, t *nft.Table, o Owner, obj *Objects) string {
+func Diff(f ipfamily.Family, t *nft.Table, o Owner, obj *Objects) string {
 	dn, mn := ChainNames(o)
 	if obj == nil {
 		if t == nil {
@@ -353,7 +354,7 @@ func Diff(f nft.Family, t *nft.Table, o Owner, obj *Objects) string {
 		return strings.Join(extra, "; ")
 	}
 	if t == nil {
-		return fmt.Sprintf("table %s %s is missing", f, TableName)
+		return fmt.Sprintf("table %s %s is missing", nft.Keyword(f), TableName)
 	}
 	var diffs []string
 	want := Skeleton(f)
@@ -390,7 +391,7 @@ func Diff(f nft.Family, t *nft.Table, o Owner, obj *Objects) string {
 	return strings.Join(diffs, "; ")
 }
 
-func diffChain(f nft.Family, got, want *nft.Chain) string {
+func diffChain(f ipfamily.Family, got, want *nft.Chain) string {
 	if got == nil {
 		return "chain " + want.Name + " is missing"
 	}
@@ -404,7 +405,7 @@ func diffChain(f nft.Family, got, want *nft.Chain) string {
 	return ""
 }
 
-func renderRules(f nft.Family, rs []*nft.Rule) []string {
+func renderRules(f ipfamily.Family, rs []*nft.Rule) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.Render(f)

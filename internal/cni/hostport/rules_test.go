@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -47,7 +48,7 @@ var (
 
 func ctx() context.Context { return context.Background() }
 
-func render(t *testing.T, k *nft.Fake, f nft.Family) string {
+func render(t *testing.T, k *nft.Fake, f ipfamily.Family) string {
 	t.Helper()
 	tab, err := k.Read(ctx(), f, TableName)
 	if err != nil {
@@ -84,17 +85,17 @@ func TestAddRendersGolden(t *testing.T) {
 	if err := m.Add(ctx(), ownerB, podB[:1], []Mapping{{HostPort: 8081, Protocol: nft.ProtoTCP, ContainerPort: 8081}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "two-pods.ip.nft", render(t, k, nft.IPv4))
-	golden(t, "two-pods.ip6.nft", render(t, k, nft.IPv6))
+	golden(t, "two-pods.ip.nft", render(t, k, ipfamily.IPv4))
+	golden(t, "two-pods.ip6.nft", render(t, k, ipfamily.IPv6))
 	if err := m.Check(ctx(), ownerA, podA, mapsA); err != nil {
 		t.Fatalf("Check after Add: %v", err)
 	}
 	// Adding again changes nothing.
-	before := render(t, k, nft.IPv4) + render(t, k, nft.IPv6)
+	before := render(t, k, ipfamily.IPv4) + render(t, k, ipfamily.IPv6)
 	if err := m.Add(ctx(), ownerA, podA, mapsA); err != nil {
 		t.Fatal(err)
 	}
-	if after := render(t, k, nft.IPv4) + render(t, k, nft.IPv6); after != before {
+	if after := render(t, k, ipfamily.IPv4) + render(t, k, ipfamily.IPv6); after != before {
 		t.Fatalf("repeated Add changed the tables:\n%s", after)
 	}
 }
@@ -105,12 +106,12 @@ func TestConflictNamesTheOtherOwner(t *testing.T) {
 	if err := m.Add(ctx(), ownerA, podA, mapsA); err != nil {
 		t.Fatal(err)
 	}
-	before := render(t, k, nft.IPv4)
+	before := render(t, k, ipfamily.IPv4)
 	err := m.Add(ctx(), ownerB, podB, []Mapping{{HostPort: 8080, Protocol: nft.ProtoTCP, ContainerPort: 80}})
 	if err == nil || !strings.Contains(err.Error(), "container 0123456789abcdef0123") || !strings.Contains(err.Error(), "tcp . 8080") {
 		t.Fatalf("conflicting Add: %v", err)
 	}
-	if render(t, k, nft.IPv4) != before {
+	if render(t, k, ipfamily.IPv4) != before {
 		t.Fatal("a failed Add changed the table")
 	}
 	// The same port on another protocol is no conflict.
@@ -133,7 +134,7 @@ func TestAddReplacesOwnMappings(t *testing.T) {
 	if err := m.Check(ctx(), ownerA, podA, fewer); err != nil {
 		t.Fatalf("Check after shrinking: %v", err)
 	}
-	if s := render(t, k, nft.IPv4); strings.Contains(s, "5353") || strings.Contains(s, "9090") {
+	if s := render(t, k, ipfamily.IPv4); strings.Contains(s, "5353") || strings.Contains(s, "9090") {
 		t.Fatalf("stale mappings left:\n%s", s)
 	}
 	// No mapping at all: the owner's objects go, the skeleton stays.
@@ -141,7 +142,7 @@ func TestAddReplacesOwnMappings(t *testing.T) {
 		t.Fatal(err)
 	}
 	dn, _ := ChainNames(ownerA)
-	if s := render(t, k, nft.IPv4); strings.Contains(s, dn) || strings.Contains(s, "192.168.1.2") {
+	if s := render(t, k, ipfamily.IPv4); strings.Contains(s, dn) || strings.Contains(s, "192.168.1.2") {
 		t.Fatalf("objects left after Add without mappings:\n%s", s)
 	}
 }
@@ -185,7 +186,7 @@ func TestRemoveAndGC(t *testing.T) {
 	if len(removed) != 4 { // B's two chains in two families
 		t.Fatalf("GC removed %v", removed)
 	}
-	s := render(t, k, nft.IPv4)
+	s := render(t, k, ipfamily.IPv4)
 	if strings.Contains(s, ownerB.ContainerID) || !strings.Contains(s, "c0ffee") {
 		t.Fatalf("after GC:\n%s", s)
 	}
@@ -206,7 +207,7 @@ func TestCheckReportsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	dn, _ := ChainNames(ownerA)
-	k.Mutate(nft.IPv4, TableName, func(t *nft.Table) *nft.Table {
+	k.Mutate(ipfamily.IPv4, TableName, func(t *nft.Table) *nft.Table {
 		t.Chains[dn].Rules = t.Chains[dn].Rules[1:]
 		delete(t.Sets[mapMasquerade].Elements, "192.168.1.2")
 		return t
@@ -236,7 +237,7 @@ func TestParseProtocol(t *testing.T) {
 
 // objectsUnder returns o's objects in family f renamed to the chains of
 // other: what the table holds when two identities hash alike.
-func objectsUnder(f nft.Family, o, other Owner, podIP netip.Addr, ms []Mapping) *Objects {
+func objectsUnder(f ipfamily.Family, o, other Owner, podIP netip.Addr, ms []Mapping) *Objects {
 	obj := Desired(f, o, podIP, ms)
 	dn, mn := ChainNames(other)
 	rename := map[string]string{obj.DNAT.Name: dn, obj.Masq.Name: mn}
@@ -268,7 +269,7 @@ func TestChainNameCollisionNeverCrossesOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := render(t, k, nft.IPv4) + render(t, k, nft.IPv6)
+	before := render(t, k, ipfamily.IPv4) + render(t, k, ipfamily.IPv6)
 	dn, _ := ChainNames(ownerA)
 	if !strings.Contains(before, dn) || !strings.Contains(before, first.ContainerID) {
 		t.Fatalf("setup: %s", before)
@@ -287,14 +288,14 @@ func TestChainNameCollisionNeverCrossesOwners(t *testing.T) {
 	if _, err := m.GC(ctx(), "svcnet", func(o Owner) bool { return o == first }); err != nil {
 		t.Fatal(err)
 	}
-	if after := render(t, k, nft.IPv4) + render(t, k, nft.IPv6); after != before {
+	if after := render(t, k, ipfamily.IPv4) + render(t, k, ipfamily.IPv6); after != before {
 		t.Fatalf("the other owner's objects changed:\n--- before\n%s\n--- after\n%s", before, after)
 	}
 	// Its own Remove, by comment, takes them away although the names are not its.
 	if err := m.Remove(ctx(), first); err != nil {
 		t.Fatal(err)
 	}
-	if after := render(t, k, nft.IPv4) + render(t, k, nft.IPv6); strings.Contains(after, dn) || strings.Contains(after, "8081") {
+	if after := render(t, k, ipfamily.IPv4) + render(t, k, ipfamily.IPv6); strings.Contains(after, dn) || strings.Contains(after, "8081") {
 		t.Fatalf("after Remove of the owner:\n%s", after)
 	}
 }

@@ -8,8 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // Backend keeps svcnet's tables in the kernel equal to the service table.
@@ -19,8 +20,8 @@ import (
 // fails the kernel keeps the previous table and the next Sync is a full one.
 type Backend struct {
 	conn     nft.Conn
-	families []nft.Family
-	state    map[nft.Family]*familyState
+	families []ipfamily.Family
+	state    map[ipfamily.Family]*familyState
 	// shards, when set, fixes the shard count (the benchmark's unsharded
 	// reference); 0 follows the number of Service ports.
 	shards int
@@ -51,11 +52,11 @@ type programmed struct {
 
 // New returns a backend programming the given families (both when none given)
 // through conn.
-func New(conn nft.Conn, families ...nft.Family) *Backend {
+func New(conn nft.Conn, families ...ipfamily.Family) *Backend {
 	if len(families) == 0 {
-		families = []nft.Family{nft.IPv4, nft.IPv6}
+		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
-	b := &Backend{conn: conn, families: families, state: map[nft.Family]*familyState{}}
+	b := &Backend{conn: conn, families: families, state: map[ipfamily.Family]*familyState{}}
 	for _, f := range families {
 		b.state[f] = &familyState{}
 	}
@@ -66,7 +67,7 @@ func New(conn nft.Conn, families ...nft.Family) *Backend {
 type Stats struct {
 	Full bool
 	// Ops counts transaction operations per family; 0 means nothing changed.
-	Ops map[nft.Family]int
+	Ops map[ipfamily.Family]int
 	// Drift is set when a full sync found the kernel different from what
 	// svcnet last programmed (someone flushed or edited the table).
 	Drift    bool
@@ -90,7 +91,7 @@ func (s Stats) TotalOps() int {
 // compared by pointer: the caller reuses unchanged *ServicePort values).
 func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (Stats, error) {
 	start := time.Now()
-	st := Stats{Full: full, Ops: map[nft.Family]int{}}
+	st := Stats{Full: full, Ops: map[ipfamily.Family]int{}}
 	byFam := splitFamilies(t)
 	var errs []error
 	for _, f := range b.families {
@@ -196,7 +197,7 @@ func (b *Backend) count(n int) int {
 }
 
 // readTables reads every table of the family that IsTable calls svcnet's.
-func (b *Backend) readTables(ctx context.Context, f nft.Family) (map[string]*nft.Table, error) {
+func (b *Backend) readTables(ctx context.Context, f ipfamily.Family) (map[string]*nft.Table, error) {
 	tables, err := nft.ReadTables(ctx, b.conn, f, IsTable)
 	if err != nil {
 		return nil, err
@@ -292,9 +293,9 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 // Render returns the tables that t would program (per family: the main
 // table, then the shards), without touching the kernel: for golden files, the
 // tracer and `--dump`. The shard count is the one a fresh proxy would pick.
-func Render(t *servicetable.Table, families ...nft.Family) []*nft.Table {
+func Render(t *servicetable.Table, families ...ipfamily.Family) []*nft.Table {
 	if len(families) == 0 {
-		families = []nft.Family{nft.IPv4, nft.IPv6}
+		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
 	byFam := splitFamilies(t)
 	var out []*nft.Table
@@ -317,7 +318,7 @@ func renderFamily(fc familyConfig, ports []*servicetable.ServicePort, k int) []*
 // --cleanup), in one transaction per family; absent tables are fine.
 func Cleanup(ctx context.Context, conn nft.Conn) error {
 	var errs []error
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		names, err := conn.Tables(ctx, f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cleanup %s: list tables: %w", f, err))
@@ -361,30 +362,30 @@ func merge(t *nft.Table, fr *fragment) {
 // splitFamilies returns the ports of each family, in table order. It sizes
 // each slice first: at 10k ports, growing them by append cost as much as the
 // rest of a partial sync's bookkeeping.
-func splitFamilies(t *servicetable.Table) map[nft.Family][]*servicetable.ServicePort {
+func splitFamilies(t *servicetable.Table) map[ipfamily.Family][]*servicetable.ServicePort {
 	n6 := 0
 	for _, sp := range t.Ports {
-		if sp.Family == servicetable.IPv6 {
+		if sp.Family == ipfamily.IPv6 {
 			n6++
 		}
 	}
-	out := map[nft.Family][]*servicetable.ServicePort{
-		nft.IPv4: make([]*servicetable.ServicePort, 0, len(t.Ports)-n6),
-		nft.IPv6: make([]*servicetable.ServicePort, 0, n6),
+	out := map[ipfamily.Family][]*servicetable.ServicePort{
+		ipfamily.IPv4: make([]*servicetable.ServicePort, 0, len(t.Ports)-n6),
+		ipfamily.IPv6: make([]*servicetable.ServicePort, 0, n6),
 	}
 	for _, sp := range t.Ports {
-		f := nft.IPv4
-		if sp.Family == servicetable.IPv6 {
-			f = nft.IPv6
+		f := ipfamily.IPv4
+		if sp.Family == ipfamily.IPv6 {
+			f = ipfamily.IPv6
 		}
 		out[f] = append(out[f], sp)
 	}
 	return out
 }
 
-func configFor(f nft.Family, n servicetable.NodeConfig) familyConfig {
+func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
 	fc := familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: egressFor(f, n.Egress)}
-	is6 := f == nft.IPv6
+	is6 := f == ipfamily.IPv6
 	for _, p := range n.ClusterCIDRs {
 		if p.Addr().Is6() == is6 && !fc.Local.CIDR.IsValid() {
 			fc.Local.CIDR = p.Masked()

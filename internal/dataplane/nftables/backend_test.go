@@ -10,9 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // kernelMatches requires the fake kernel to hold exactly what Render(t) says:
@@ -30,7 +31,7 @@ func kernelDump(t *testing.T, k *nft.Fake) string {
 	t.Helper()
 	ctx := context.Background()
 	var tables []*nft.Table
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		ts, err := nft.ReadTables(ctx, k, f, IsTable)
 		if err != nil {
 			t.Fatal(err)
@@ -163,7 +164,7 @@ func TestSyncRandomChangesConverge(t *testing.T) {
 		next := clonePorts(tbl)
 		n := rng.IntN(len(next.Ports))
 		id := next.Ports[n].ID
-		if next.Ports[n].Family != servicetable.IPv4 {
+		if next.Ports[n].Family != ipfamily.IPv4 {
 			continue
 		}
 		replacePort(next, id, func(sp *servicetable.ServicePort) {
@@ -242,7 +243,7 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 		t.Fatalf("adoption applied %d ops (%+v)", st.TotalOps(), st)
 	}
 	// Someone flushes a service chain and deletes a map element.
-	k.Mutate(nft.IPv4, ShardTable(0), func(t *nft.Table) *nft.Table {
+	k.Mutate(ipfamily.IPv4, ShardTable(0), func(t *nft.Table) *nft.Table {
 		for n, c := range t.Chains {
 			if strings.HasPrefix(n, "service-") {
 				c.Rules = nil
@@ -264,8 +265,8 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 	}
 	kernelMatches(t, k, tbl)
 	// Someone deletes the whole tables.
-	k.Mutate(nft.IPv4, TableName, func(*nft.Table) *nft.Table { return nil })
-	k.Mutate(nft.IPv4, ShardTable(0), func(*nft.Table) *nft.Table { return nil })
+	k.Mutate(ipfamily.IPv4, TableName, func(*nft.Table) *nft.Table { return nil })
+	k.Mutate(ipfamily.IPv4, ShardTable(0), func(*nft.Table) *nft.Table { return nil })
 	if _, err := b.Sync(ctx, tbl, true); err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/sim"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // detectModes are kube-proxy's --detect-local-mode values as the node
@@ -56,10 +57,10 @@ func detectTable(edit func(n *servicetable.NodeConfig)) *servicetable.Table {
 // writes them (IfNotLocalNFT, IfLocalNFT); with no detection, neither rule.
 func TestRenderDetectLocalGolden(t *testing.T) {
 	for _, m := range detectModes {
-		golden(t, "detect-"+m.name+"-ip.nft", renderAll(Render(detectTable(m.edit), nft.IPv4)))
+		golden(t, "detect-"+m.name+"-ip.nft", renderAll(Render(detectTable(m.edit), ipfamily.IPv4)))
 	}
 	// An interface detector holds in both families.
-	golden(t, "detect-prefix-ip6.nft", renderAll(Render(detectTable(detectModes[3].edit), nft.IPv6)))
+	golden(t, "detect-prefix-ip6.nft", renderAll(Render(detectTable(detectModes[3].edit), ipfamily.IPv6)))
 }
 
 // TestRenderMasqueradeMarkGolden pins the rules that carry the masquerade
@@ -67,7 +68,7 @@ func TestRenderDetectLocalGolden(t *testing.T) {
 // cleared in masquerading; nothing else uses kube-proxy's default 0x4000.
 func TestRenderMasqueradeMarkGolden(t *testing.T) {
 	tbl := detectTable(func(n *servicetable.NodeConfig) { n.MasqueradeMark = 1 << 5 })
-	text := renderAll(Render(tbl, nft.IPv4))
+	text := renderAll(Render(tbl, ipfamily.IPv4))
 	golden(t, "masquerade-bit-5-ip.nft", text)
 	if strings.Contains(text, "0x00004000") || strings.Count(text, "0x00000020") != 3 {
 		t.Errorf("want the mark 0x20 in three places and 0x4000 nowhere:\n%s", text)
@@ -111,7 +112,7 @@ func TestSimulatedDetectLocal(t *testing.T) {
 					ctx.Path = sim.PathOutput
 				}
 				run := func(dst string) []string {
-					outs, err := simr.Enumerate(ctx, sim.Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: s.src, Dst: ap(dst)})
+					outs, err := simr.Enumerate(ctx, sim.Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: s.src, Dst: ap(dst)})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -3,6 +3,7 @@ package nftables
 import (
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -139,7 +140,7 @@ func sameVerdict(a, b *nft.Verdict) bool {
 	return *a == *b
 }
 
-func sameRules(f nft.Family, a, b []*nft.Rule) bool {
+func sameRules(f ipfamily.Family, a, b []*nft.Rule) bool {
 	if len(a) != len(b) {
 		return false
 	}

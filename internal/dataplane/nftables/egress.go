@@ -4,8 +4,9 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // Egress masquerade: pod traffic leaving the cluster leaves the node with the
@@ -63,8 +64,8 @@ var (
 // egressFor returns family f's part of e: its prefixes (masked), the exempt
 // destinations in order pods, Services, link-local, non-masquerade CIDRs,
 // each left out when an earlier one already covers it.
-func egressFor(f nft.Family, e servicetable.EgressMasquerade) egressRules {
-	is6 := f == nft.IPv6
+func egressFor(f ipfamily.Family, e servicetable.EgressMasquerade) egressRules {
+	is6 := f == ipfamily.IPv6
 	of := func(ps []netip.Prefix) []netip.Prefix {
 		var out []netip.Prefix
 		for _, p := range ps {

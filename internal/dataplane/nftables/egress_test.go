@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
 	"github.com/svcnet/svcnet/internal/nft/sim"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // testEgress is the egress masquerade of the lab's plan: pod and Service
@@ -39,14 +40,14 @@ func egressTable(edit func(e *servicetable.EgressMasquerade)) *servicetable.Tabl
 // the jump to it at the end of nat postrouting, after the Service
 // masquerade; without egress masquerade neither exists.
 func TestRenderEgressGolden(t *testing.T) {
-	v4, v6 := Render(egressTable(nil), nft.IPv4), Render(egressTable(nil), nft.IPv6)
+	v4, v6 := Render(egressTable(nil), ipfamily.IPv4), Render(egressTable(nil), ipfamily.IPv6)
 	golden(t, "egress-ip.nft", v4[0].Render())
 	golden(t, "egress-ip6.nft", v6[0].Render())
 	post := v4[0].Chains[chainNatPostrouting].Rules
-	if n := len(post); n != 2 || post[0].Render(nft.IPv4) != "jump masquerading" || post[1].Render(nft.IPv4) != "jump egress-masquerading" {
+	if n := len(post); n != 2 || post[0].Render(ipfamily.IPv4) != "jump masquerading" || post[1].Render(ipfamily.IPv4) != "jump egress-masquerading" {
 		t.Errorf("nat-postrouting: want the Service masquerade, then egress")
 	}
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		off := Render(detectTable(func(*servicetable.NodeConfig) {}), f)[0]
 		if _, ok := off.Chains[chainEgressMasquerading]; ok || len(off.Chains[chainNatPostrouting].Rules) != 1 {
 			t.Errorf("%s without egress masquerade: chain or jump rendered:\n%s", f, off.Render())
@@ -62,21 +63,21 @@ func TestEgressFor(t *testing.T) {
 	x := func(p, why string) exemptCIDR { return exemptCIDR{Prefix: cidr(p), Why: why} }
 	for _, tc := range []struct {
 		name string
-		f    nft.Family
+		f    ipfamily.Family
 		in   servicetable.EgressMasquerade
 		want egressRules
 	}{
-		{"off", nft.IPv4, servicetable.EgressMasquerade{}, egressRules{}},
-		{"no pod CIDR of the family", nft.IPv6, servicetable.EgressMasquerade{PodCIDRs: []netip.Prefix{cidr("192.168.0.0/16")},
+		{"off", ipfamily.IPv4, servicetable.EgressMasquerade{}, egressRules{}},
+		{"no pod CIDR of the family", ipfamily.IPv6, servicetable.EgressMasquerade{PodCIDRs: []netip.Prefix{cidr("192.168.0.0/16")},
 			NonMasqueradeCIDRs: []netip.Prefix{cidr("fd00::/8")}}, egressRules{}},
-		{"IPv4 of dual-stack", nft.IPv4, testEgress(), egressRules{PodCIDRs: []netip.Prefix{cidr("192.168.0.0/16")}, Exempt: []exemptCIDR{
+		{"IPv4 of dual-stack", ipfamily.IPv4, testEgress(), egressRules{PodCIDRs: []netip.Prefix{cidr("192.168.0.0/16")}, Exempt: []exemptCIDR{
 			x("192.168.0.0/16", egressWhyPods), x("10.96.0.0/12", egressWhyServices), x("169.254.0.0/16", egressWhyLink),
 			x("10.0.0.0/8", egressWhyNonMasq), x("198.18.0.0/15", egressWhyNonMasq)}}},
-		{"IPv6 of dual-stack", nft.IPv6, testEgress(), egressRules{PodCIDRs: []netip.Prefix{cidr("fd00:192:168::/56")}, Exempt: []exemptCIDR{
+		{"IPv6 of dual-stack", ipfamily.IPv6, testEgress(), egressRules{PodCIDRs: []netip.Prefix{cidr("fd00:192:168::/56")}, Exempt: []exemptCIDR{
 			x("fd00:192:168::/56", egressWhyPods), x("fd00:96::/108", egressWhyServices), x("fe80::/10", egressWhyLink)}}},
-		{"link-local masqueraded", nft.IPv4, servicetable.EgressMasquerade{PodCIDRs: []netip.Prefix{cidr("10.244.0.0/16")}, MasqueradeLinkLocal: true},
+		{"link-local masqueraded", ipfamily.IPv4, servicetable.EgressMasquerade{PodCIDRs: []netip.Prefix{cidr("10.244.0.0/16")}, MasqueradeLinkLocal: true},
 			egressRules{PodCIDRs: []netip.Prefix{cidr("10.244.0.0/16")}, Exempt: []exemptCIDR{x("10.244.0.0/16", egressWhyPods)}}},
-		{"covered and repeated prefixes, host bits", nft.IPv4, servicetable.EgressMasquerade{
+		{"covered and repeated prefixes, host bits", ipfamily.IPv4, servicetable.EgressMasquerade{
 			PodCIDRs:           []netip.Prefix{cidr("10.244.1.0/24"), cidr("10.244.1.7/24"), cidr("10.245.0.0/16")},
 			ServiceCIDRs:       []netip.Prefix{cidr("10.96.0.0/12")},
 			NonMasqueradeCIDRs: []netip.Prefix{cidr("10.0.0.0/8"), cidr("10.96.3.0/24"), cidr("169.254.169.254/32")},
@@ -149,9 +150,9 @@ func TestSimulatedEgress(t *testing.T) {
 		simr := sim.New(func() time.Time { return time.Unix(1000, 0) }, Render(set.tbl)...)
 		for _, p := range set.probes {
 			t.Run(set.name+"/"+p.name, func(t *testing.T) {
-				fam := nft.IPv4
+				fam := ipfamily.IPv4
 				if p.src.Addr().Is6() {
-					fam = nft.IPv6
+					fam = ipfamily.IPv6
 				}
 				ctx := sim.Context{LocalAddrs: node1Addrs, Path: p.path, InIface: "veth1a2b", EgressAddr: egress}
 				if p.path == sim.PathOutput {
@@ -242,7 +243,7 @@ func TestKernelEgress(t *testing.T) {
 	if _, err := New(conn).Sync(ctx, on, false); err != nil {
 		t.Fatalf("sync with egress masquerade: %v", err)
 	}
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		got, err := conn.Read(ctx, f, TableName)
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +259,7 @@ func TestKernelEgress(t *testing.T) {
 	if _, err := b.Sync(ctx, detectTable(func(*servicetable.NodeConfig) {}), false); err != nil {
 		t.Fatalf("egress masquerade off: %v", err)
 	}
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		got, err := conn.Read(ctx, f, TableName)
 		if err != nil {
 			t.Fatal(err)

@@ -5,8 +5,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 var (
@@ -44,7 +45,7 @@ func sp(ns, name, port string, proto model.Protocol, cip string, p uint16, eps .
 		s.ClusterIP = ip(cip)
 		s.Frontends = append(s.Frontends, servicetable.Frontend{Kind: servicetable.FrontendClusterIP, Addr: s.ClusterIP, Port: p})
 	}
-	s.Family = servicetable.FamilyOf(s.ClusterIP)
+	s.Family = ipfamily.Of(s.ClusterIP)
 	setEndpoints(s, eps...)
 	return s
 }
@@ -64,7 +65,7 @@ func setEndpoints(s *servicetable.ServicePort, eps ...servicetable.Endpoint) {
 func withNodePort(s *servicetable.ServicePort, np uint16, node servicetable.NodeConfig) *servicetable.ServicePort {
 	s.NodePort = np
 	for _, a := range node.NodePortAddresses {
-		if !a.IsLoopback() && servicetable.FamilyOf(a) == s.Family {
+		if !a.IsLoopback() && ipfamily.Of(a) == s.Family {
 			s.Frontends = append(s.Frontends, servicetable.Frontend{Kind: servicetable.FrontendNodePort, Addr: a, Port: np})
 		}
 	}

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // BenchmarkKernelChange measures what one Service change costs in the kernel
@@ -164,7 +165,7 @@ func BenchmarkKernelShardConnect(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { conn.Close() })
-		be := New(conn, nft.IPv4)
+		be := New(conn, ipfamily.IPv4)
 		be.shards = k
 		if _, err := be.Sync(ctx, ports, false); err != nil {
 			b.Fatalf("%d shards: full sync: %v", k, err)

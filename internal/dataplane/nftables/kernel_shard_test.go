@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
-	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // TestKernelShards programs 5200 Service ports (4 shards) into a throwaway
@@ -27,20 +27,20 @@ func TestKernelShards(t *testing.T) {
 	all := manyPorts(5200)
 	names := func() []string {
 		t.Helper()
-		n, err := conn.Tables(ctx, nft.IPv4)
+		n, err := conn.Tables(ctx, ipfamily.IPv4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if _, err := New(conn, nft.IPv4).Sync(ctx, all, false); err != nil {
+	if _, err := New(conn, ipfamily.IPv4).Sync(ctx, all, false); err != nil {
 		t.Fatalf("full sync of 5200 ports: %v", err)
 	}
 	want := []string{TableName, ShardTable(0), ShardTable(1), ShardTable(2), ShardTable(3)}
 	if got := names(); !slices.Equal(got, want) {
 		t.Fatalf("tables %v, want %v", got, want)
 	}
-	b := New(conn, nft.IPv4)
+	b := New(conn, ipfamily.IPv4)
 	st, err := b.Sync(ctx, all, false)
 	if err != nil || st.TotalOps() != 0 {
 		t.Fatalf("a restarted backend changed %d ops of the kernel's 4 shards (err %v)", st.TotalOps(), err)
@@ -57,7 +57,7 @@ func TestKernelShards(t *testing.T) {
 	if got := names(); !slices.Equal(got, []string{TableName, ShardTable(0)}) {
 		t.Fatalf("after the shrink: tables %v", got)
 	}
-	if st, err := New(conn, nft.IPv4).Sync(ctx, small, false); err != nil || st.TotalOps() != 0 {
+	if st, err := New(conn, ipfamily.IPv4).Sync(ctx, small, false); err != nil || st.TotalOps() != 0 {
 		t.Fatalf("the kernel differs from the 1000-port layout: %d ops (err %v)", st.TotalOps(), err)
 	}
 }

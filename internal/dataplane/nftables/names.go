@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // TableName is the name of svcnet's table in each family.

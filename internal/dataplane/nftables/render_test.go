@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -31,7 +30,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestRenderGolden(t *testing.T) {
-	v4, v6 := Render(featureTable(), nft.IPv4), Render(featureTable(), nft.IPv6)
+	v4, v6 := Render(featureTable(), ipfamily.IPv4), Render(featureTable(), ipfamily.IPv6)
 	if len(v4) != 2 || v4[0].Name != TableName || v4[1].Name != ShardTable(0) {
 		t.Fatalf("want the main table and one shard, got %d tables", len(v4))
 	}

@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // Why shards. nf_tables validates a table's whole jump graph on every commit
@@ -184,11 +185,11 @@ func (l *layout) sorted() []*nft.Table {
 // batch collects one Tx per table of a family, applied together as one
 // atomic transaction.
 type batch struct {
-	family nft.Family
+	family ipfamily.Family
 	txs    map[string]*nft.Tx
 }
 
-func newBatch(f nft.Family) *batch { return &batch{family: f, txs: map[string]*nft.Tx{}} }
+func newBatch(f ipfamily.Family) *batch { return &batch{family: f, txs: map[string]*nft.Tx{}} }
 
 // tx returns the transaction of table name, starting it if needed.
 func (b *batch) tx(name string) *nft.Tx {

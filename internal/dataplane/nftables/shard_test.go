@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
-	"github.com/svcnet/svcnet/internal/proxy/servicetable"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 func TestShardCount(t *testing.T) {
@@ -88,7 +89,7 @@ func manyPorts(n int) *servicetable.Table {
 
 func shardNames(t *testing.T, k *nft.Fake) []string {
 	t.Helper()
-	names, err := k.Tables(context.Background(), nft.IPv4)
+	names, err := k.Tables(context.Background(), ipfamily.IPv4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +130,8 @@ func TestShardedSyncFollowsTheCount(t *testing.T) {
 		}
 		// Kept counts may differ from a fresh render's: compare with a
 		// render at the count the step expects.
-		rendered := renderFamily(configFor(nft.IPv4, tbl.Node), tbl.Ports, s.shards)
-		rendered = append(rendered, Render(&servicetable.Table{Node: tbl.Node}, nft.IPv6)...)
+		rendered := renderFamily(configFor(ipfamily.IPv4, tbl.Node), tbl.Ports, s.shards)
+		rendered = append(rendered, Render(&servicetable.Table{Node: tbl.Node}, ipfamily.IPv6)...)
 		if got := kernelDump(t, k); got != renderAll(rendered) {
 			t.Fatalf("step %d (%d ports): the kernel differs from a render with %d shards", i, s.n, s.shards)
 		}
@@ -196,19 +197,19 @@ func TestFullSyncReplacesTheUnshardedLayout(t *testing.T) {
 	k := nft.NewFake()
 	tbl := featureTable()
 	// The old layout: everything in one table named svcnet.
-	old := nft.NewTable(nft.IPv4, TableName)
-	for _, tb := range Render(tbl, nft.IPv4) {
+	old := nft.NewTable(ipfamily.IPv4, TableName)
+	for _, tb := range Render(tbl, ipfamily.IPv4) {
 		merge(old, tb)
 	}
-	tx := nft.NewTx(nft.IPv4, TableName)
+	tx := nft.NewTx(ipfamily.IPv4, TableName)
 	tx.AddTable()
 	diff(tx, nil, old, func(string) bool { return true })
-	other := nft.NewTx(nft.IPv4, "someone-else")
+	other := nft.NewTx(ipfamily.IPv4, "someone-else")
 	other.AddTable()
 	if err := k.Apply(ctx, tx, other); err != nil {
 		t.Fatal(err)
 	}
-	st, err := New(k, nft.IPv4).Sync(ctx, tbl, false)
+	st, err := New(k, ipfamily.IPv4).Sync(ctx, tbl, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestFullSyncReplacesTheUnshardedLayout(t *testing.T) {
 	if got, want := shardNames(t, k), []string{"someone-else", TableName, ShardTable(0)}; !slices.Equal(got, want) {
 		t.Fatalf("tables %v, want %v", got, want)
 	}
-	if d := kernelDump(t, k); d != renderAll(Render(tbl, nft.IPv4)) {
+	if d := kernelDump(t, k); d != renderAll(Render(tbl, ipfamily.IPv4)) {
 		t.Fatalf("after the upgrade the kernel holds:\n%s", d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/sim"
 )
@@ -96,9 +97,9 @@ func TestSimulatedFeatureRows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := simulator(t)
 			dst := ap(tc.dst)
-			fam := nft.IPv4
+			fam := ipfamily.IPv4
 			if dst.Addr().Is6() {
-				fam = nft.IPv6
+				fam = ipfamily.IPv6
 			}
 			outs, err := s.Enumerate(sim.Context{LocalAddrs: node1Addrs, Path: tc.path, EgressAddr: egress},
 				sim.Packet{Family: fam, Proto: tc.proto, Src: tc.src, Dst: dst})
@@ -137,7 +138,7 @@ func TestSimulatedAffinitySticks(t *testing.T) {
 	for i := range 10 {
 		// Each connection draws a different random number; affinity wins.
 		ctx.Rand = func(mod uint32) uint32 { return uint32(i) % mod }
-		r, err := s.Run(ctx, sim.Packet{Family: nft.IPv4, Proto: nft.ProtoTCP,
+		r, err := s.Run(ctx, sim.Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP,
 			Src: netip.AddrPortFrom(ip("192.168.1.5"), uint16(40000+i)), Dst: netip.MustParseAddrPort("10.96.0.30:80")})
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +154,7 @@ func TestSimulatedAffinitySticks(t *testing.T) {
 func TestSimulatedProbabilitiesSumToOne(t *testing.T) {
 	s := simulator(t)
 	outs, err := s.Enumerate(sim.Context{LocalAddrs: node1Addrs, Path: sim.PathPrerouting, EgressAddr: egress},
-		sim.Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: netip.MustParseAddrPort("192.168.1.5:1"), Dst: netip.MustParseAddrPort("10.96.0.20:80")})
+		sim.Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: netip.MustParseAddrPort("192.168.1.5:1"), Dst: netip.MustParseAddrPort("10.96.0.20:80")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestSimulatedSettledPacketsOneRule(t *testing.T) {
 		{nft.CtInvalid, 2, sim.ActDrop},
 		{nft.CtNew, 4, sim.ActNoMatch}, // both checks run (and jump back): no verdict
 	} {
-		res, err := s.Run(ctx, sim.Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: ap("192.168.1.5:40000"), Dst: ap("192.168.2.10:8080"), CtState: c.state})
+		res, err := s.Run(ctx, sim.Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: ap("192.168.1.5:40000"), Dst: ap("192.168.2.10:8080"), CtState: c.state})
 		if err != nil {
 			t.Fatal(err)
 		}

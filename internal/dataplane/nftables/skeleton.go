@@ -3,13 +3,14 @@ package nftables
 import (
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // familyConfig is what the rendering of one family's table depends on besides
 // the Service ports.
 type familyConfig struct {
-	Family nft.Family
+	Family ipfamily.Family
 	// Local detects pod-originated traffic (zero: no detection).
 	Local localDetector
 	// MasqueradeAll masquerades all traffic to ClusterIPs.

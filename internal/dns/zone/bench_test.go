@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -29,12 +30,12 @@ func bigSnapshot(b *testing.B, n int) *model.Snapshot {
 			continue
 		case 7, 8:
 			services = append(services, headless(ns, name, sp("http", tcp, 80), sp("metrics", tcp, 9090)))
-			slices = append(slices, slice(ns, name+"-1", name, model.IPv4, ports,
+			slices = append(slices, slice(ns, name+"-1", name, ipfamily.IPv4, ports,
 				ep(podIP(1), name+"-0", true), ep(podIP(2), name+"-1", true), ep(podIP(3), name+"-2", true)))
 		default:
 			ip := netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}).String()
 			services = append(services, clusterIP(ns, name, []string{ip}, sp("http", tcp, 80), sp("metrics", tcp, 9090)))
-			slices = append(slices, slice(ns, name+"-1", name, model.IPv4, ports,
+			slices = append(slices, slice(ns, name+"-1", name, ipfamily.IPv4, ports,
 				ep(podIP(1), "", true), ep(podIP(2), "", true), ep(podIP(3), "", false)))
 		}
 	}

@@ -7,11 +7,12 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
 // The answer tests' cluster: every kind of Service and endpoint the spec and
-// CoreDNS distinguish. Pod IPs 192.168.N.x sit on node N (DESIGN.md's IP plan).
+// CoreDNS distinguish. Pod IPs 192.168.N.x sit on node N (docs/design.md, IP plan).
 var (
 	longNS   = strings.Repeat("n", 63)
 	longSvc  = strings.Repeat("s", 63)
@@ -46,7 +47,7 @@ func ep(ip, hostname string, ready bool) model.Endpoint {
 	return model.Endpoint{Addresses: addrs(ip), Ready: ready, Serving: ready, Hostname: hostname}
 }
 
-func slice(ns, name, svc string, fam model.IPFamily, ports []model.EndpointPort, eps ...model.Endpoint) *model.EndpointSlice {
+func slice(ns, name, svc string, fam ipfamily.Family, ports []model.EndpointPort, eps ...model.Endpoint) *model.EndpointSlice {
 	return &model.EndpointSlice{Namespace: ns, Name: name, Service: svc, AddressType: fam, Ports: ports, Endpoints: eps}
 }
 
@@ -90,30 +91,30 @@ func fixture(t testing.TB) *model.Snapshot {
 		headless(longNS, longSvc, sp("http", tcp, 80)),
 	}
 	slices := []*model.EndpointSlice{
-		slice("kube-system", "kube-dns-1", "kube-dns", model.IPv4,
+		slice("kube-system", "kube-dns-1", "kube-dns", ipfamily.IPv4,
 			[]model.EndpointPort{epp("dns", udp, 53), epp("dns-tcp", tcp, 53), epp("metrics", tcp, 9153)},
 			ep("192.168.1.53", "", true)),
-		slice("default", "web-1", "web", model.IPv4, webPorts,
+		slice("default", "web-1", "web", ipfamily.IPv4, webPorts,
 			ep("192.168.1.10", "", true), ep("192.168.2.10", "", true), ep("192.168.3.10", "", false)),
 		// etcd: two IPv4 slices (one endpoint listed in both while it moves) and one IPv6.
-		slice("default", "etcd-a", "etcd", model.IPv4, etcdPorts,
+		slice("default", "etcd-a", "etcd", ipfamily.IPv4, etcdPorts,
 			ep("192.168.1.20", "etcd-0", true), ep("192.168.2.20", "etcd-1", true), ep("192.168.3.20", "etcd-2", false)),
-		slice("default", "etcd-b", "etcd", model.IPv4, etcdPorts,
+		slice("default", "etcd-b", "etcd", ipfamily.IPv4, etcdPorts,
 			ep("192.168.1.21", "", true), ep("192.168.2.20", "etcd-1", true)),
-		slice("default", "etcd-v6", "etcd", model.IPv6, etcdPorts,
+		slice("default", "etcd-v6", "etcd", ipfamily.IPv6, etcdPorts,
 			ep("fd00:192:168:1::20", "etcd-0", true)),
-		slice("default", "unready-1", "unready", model.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
+		slice("default", "unready-1", "unready", ipfamily.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
 			ep("192.168.1.30", "", false)),
-		slice("default", "pnra-1", "pnra", model.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
+		slice("default", "pnra-1", "pnra", ipfamily.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
 			ep("192.168.1.31", "", false)),
-		slice("default", "tolerate-1", "tolerate", model.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
+		slice("default", "tolerate-1", "tolerate", ipfamily.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
 			ep("192.168.1.32", "", false)),
-		slice("default", "noports-1", "noports", model.IPv4, nil,
+		slice("default", "noports-1", "noports", ipfamily.IPv4, nil,
 			ep("192.168.1.40", "", true)),
-		slice(longNS, "long-1", longSvc, model.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
+		slice(longNS, "long-1", longSvc, ipfamily.IPv4, []model.EndpointPort{epp("http", tcp, 80)},
 			ep("192.168.1.50", longHost, true)),
 		// A slice whose Service does not exist: never answered.
-		slice("default", "orphan-1", "orphan", model.IPv4, nil, ep("192.168.1.60", "", true)),
+		slice("default", "orphan-1", "orphan", ipfamily.IPv4, nil, ep("192.168.1.60", "", true)),
 	}
 	store := model.NewStore()
 	store.Update(func(tx *model.Txn) {

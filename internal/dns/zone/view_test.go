@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
@@ -302,8 +303,8 @@ func TestManyEndpoints(t *testing.T) {
 	store := model.NewStore()
 	store.Update(func(tx *model.Txn) {
 		tx.SetService(headless("default", "many", sp("http", tcp, 80)))
-		tx.SetEndpointSlice(slice("default", "many-a", "many", model.IPv4, ports, eps...))
-		tx.SetEndpointSlice(slice("default", "many-b", "many", model.IPv4, ports, eps...))
+		tx.SetEndpointSlice(slice("default", "many-a", "many", ipfamily.IPv4, ports, eps...))
+		tx.SetEndpointSlice(slice("default", "many-b", "many", ipfamily.IPv4, ports, eps...))
 	})
 	v := Build(Config{TTL: 5}, store.Snapshot())
 	resp, _ := v.Answer(question(t, "many.default.svc.cluster.local. A"))

@@ -244,7 +244,7 @@ func (d *demo) tables(ctx context.Context, l *lab.Lab) error {
 		return err
 	}
 	opts := printers.Options{Now: time.Now()}
-	d.say("The Service and its EndpointSlice, as `kubectl get svc` and `kubectl get endpointslices` show them in the seed (EXTERNAL-IP from svcnet lb's pool):")
+	d.say("The Service and its EndpointSlice, as `kubectl get svc` and `kubectl get endpointslices` show them in the article (EXTERNAL-IP from svcnet lb's pool):")
 	var svcs []*corev1.Service
 	for _, s := range r.Services {
 		if s.Namespace == "default" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The IP plan (DESIGN.md, after the article "Demystifying Kubernetes Services Packet Path").
+// The IP plan (docs/design.md, after the article "Demystifying Kubernetes Services Packet Path").
 var (
 	NodeNetwork  = netip.MustParsePrefix("172.26.236.0/24")
 	ClientAddr   = netip.MustParseAddr("172.26.236.10")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -93,7 +94,7 @@ func normalize(svcs []Service) []*Service {
 	for i := range svcs {
 		s := svcs[i]
 		if len(s.Families) == 0 {
-			s.Families = []model.IPFamily{model.IPv4}
+			s.Families = []ipfamily.Family{ipfamily.IPv4}
 		}
 		s.RequestedIPs = unmapAll(s.RequestedIPs)
 		s.Current = unmapAll(s.Current)
@@ -128,10 +129,10 @@ func unmapAll(ips []netip.Addr) []netip.Addr {
 
 // byFamily maps each address to its family; ok is false when two share a family
 // or one is of a family s does not have.
-func byFamily(s *Service, ips []netip.Addr) (m map[model.IPFamily]netip.Addr, ok bool) {
-	m = map[model.IPFamily]netip.Addr{}
+func byFamily(s *Service, ips []netip.Addr) (m map[ipfamily.Family]netip.Addr, ok bool) {
+	m = map[ipfamily.Family]netip.Addr{}
 	for _, ip := range ips {
-		f := model.FamilyOf(ip)
+		f := ipfamily.Of(ip)
 		if _, dup := m[f]; dup || !slices.Contains(s.Families, f) {
 			return nil, false
 		}
@@ -197,7 +198,7 @@ func (a *allocator) complete(s *Service, as *Assignment) {
 		if _, has := cur[f]; has {
 			continue
 		}
-		if ip, ok := a.st.free(p, f == model.IPv4, s); ok {
+		if ip, ok := a.st.free(p, f == ipfamily.IPv4, s); ok {
 			a.st.claim(ip, s)
 			as.IPs = sorted(append(as.IPs, ip))
 		}
@@ -291,7 +292,7 @@ func (a *allocator) notInPool(s *Service) error {
 
 // tryPool gives s addresses from p (its requested ones where given), or the
 // reason it cannot. It changes the state only on success.
-func (a *allocator) tryPool(s *Service, p *Pool, req map[model.IPFamily]netip.Addr) (Assignment, error) {
+func (a *allocator) tryPool(s *Service, p *Pool, req map[ipfamily.Family]netip.Addr) (Assignment, error) {
 	if p.Mode == ModeNodeIP {
 		if len(req) > 0 {
 			return Assignment{}, Reasonf(ErrNotInPool, "requested IP %s: pool %s is in node-ip mode and has no addresses", joinAddrs(s.RequestedIPs), p.Name)
@@ -317,7 +318,7 @@ func (a *allocator) tryPool(s *Service, p *Pool, req map[model.IPFamily]netip.Ad
 			picks = append(picks, ip)
 			continue
 		}
-		v4 := f == model.IPv4
+		v4 := f == ipfamily.IPv4
 		if !p.hasFamily(v4) {
 			if required(s, i) {
 				return Assignment{}, Reasonf(ErrNoPool, "pool %s has no %s range", p.Name, f)

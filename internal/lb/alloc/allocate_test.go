@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -161,7 +162,7 @@ func TestAllocateRequests(t *testing.T) {
 		name:  "requested IPs of two pools",
 		pools: pools,
 		svcs: []Service{sv(svc("a", 1), func(s *Service) {
-			s.Families = []model.IPFamily{model.IPv4, model.IPv6}
+			s.Families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 			s.RequestedIPs = ips("172.26.236.185", "fd00::5")
 		})},
 		pending: map[string]pend{"default/a": {ErrNotInPool,
@@ -177,7 +178,7 @@ func TestAllocateRequests(t *testing.T) {
 		name:  "requested pool",
 		pools: pools,
 		svcs: []Service{sv(svc("a", 1), func(s *Service) {
-			s.Families = []model.IPFamily{model.IPv6}
+			s.Families = []ipfamily.Family{ipfamily.IPv6}
 			s.RequestedPool = "v6"
 		})},
 		assigned: map[string]string{"default/a": "v6 fd00::1"},
@@ -279,7 +280,7 @@ func TestAllocateSharing(t *testing.T) {
 
 func TestAllocateNodeIP(t *testing.T) {
 	nodes := Pool{Name: "nodes", AutoAssign: true, Mode: ModeNodeIP}
-	v6 := func(s *Service) { s.Families = []model.IPFamily{model.IPv6} }
+	v6 := func(s *Service) { s.Families = []ipfamily.Family{ipfamily.IPv6} }
 	runCases(t, []allocCase{{
 		name:  "clashing ports on the node addresses",
 		pools: []Pool{nodes},
@@ -312,7 +313,7 @@ func TestAllocateNodeIP(t *testing.T) {
 }
 
 func TestAllocateDualStack(t *testing.T) {
-	dual := func(s *Service) { s.Families = []model.IPFamily{model.IPv6, model.IPv4} }
+	dual := func(s *Service) { s.Families = []ipfamily.Family{ipfamily.IPv6, ipfamily.IPv4} }
 	prefer := func(s *Service) { dual(s); s.PreferDualStack = true }
 	runCases(t, []allocCase{{
 		name:     "both families from one pool",
@@ -333,8 +334,8 @@ func TestAllocateDualStack(t *testing.T) {
 			l2("v6", "fd00::1"),
 		},
 		svcs: []Service{
-			sv(svc("a", 1), func(s *Service) { prefer(s); s.Families = []model.IPFamily{model.IPv6, model.IPv4} }),
-			sv(svc("b", 2), func(s *Service) { prefer(s); s.Families = []model.IPFamily{model.IPv4, model.IPv6} }),
+			sv(svc("a", 1), func(s *Service) { prefer(s); s.Families = []ipfamily.Family{ipfamily.IPv6, ipfamily.IPv4} }),
+			sv(svc("b", 2), func(s *Service) { prefer(s); s.Families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} }),
 		},
 		assigned: map[string]string{"default/a": "v6 fd00::1"},
 		pending:  map[string]pend{"default/b": {ErrNoPool, "pool v6 has no IPv4 range"}},

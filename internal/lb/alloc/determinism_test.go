@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -37,7 +38,7 @@ func randomWorld(r *rand.Rand) ([]Pool, []Service) {
 		case 3:
 			s.RequestedIPs = ips(fmt.Sprintf("172.26.236.%d", 180+r.IntN(12)))
 		case 4:
-			s.Families = []model.IPFamily{model.IPv6, model.IPv4}
+			s.Families = []ipfamily.Family{ipfamily.IPv6, ipfamily.IPv4}
 			s.PreferDualStack = r.IntN(2) == 0
 		}
 		if r.IntN(3) == 0 {

@@ -3,10 +3,10 @@ package alloc
 import (
 	"testing"
 
-	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
-func v6only(s *Service) { s.Families = []model.IPFamily{model.IPv6} }
+func v6only(s *Service) { s.Families = []ipfamily.Family{ipfamily.IPv6} }
 
 // A pool's Excluded blocks (the cluster's own addresses that came to lie in it
 // after it was admitted) are never newly handed out, but a Service holding one

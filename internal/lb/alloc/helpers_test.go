@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -53,7 +54,7 @@ func svc(name string, n int) Service {
 	return Service{
 		Key:      model.ServiceKey{Namespace: ns, Name: nm},
 		Created:  t0.Add(time.Duration(n) * time.Minute),
-		Families: []model.IPFamily{model.IPv4},
+		Families: []ipfamily.Family{ipfamily.IPv4},
 		Ports:    []Port{{model.ProtocolTCP, 80}},
 	}
 }

@@ -3,7 +3,7 @@ package alloc
 import (
 	"testing"
 
-	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 func TestAllocateRestart(t *testing.T) {
@@ -67,7 +67,7 @@ func TestAllocateRestart(t *testing.T) {
 		name:  "prefer dual-stack with one current family gains the other",
 		pools: []Pool{l2("lab", "172.26.236.180-172.26.236.189", "fd00::1")},
 		svcs: []Service{sv(svc("a", 1), func(s *Service) {
-			s.Families = []model.IPFamily{model.IPv4, model.IPv6}
+			s.Families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 			s.PreferDualStack = true
 			s.Current = ips("172.26.236.188")
 		})},
@@ -76,7 +76,7 @@ func TestAllocateRestart(t *testing.T) {
 		name:  "require dual-stack with one current family is reallocated whole",
 		pools: []Pool{l2("lab", "172.26.236.180-172.26.236.189", "fd00::1")},
 		svcs: []Service{sv(svc("a", 1), func(s *Service) {
-			s.Families = []model.IPFamily{model.IPv4, model.IPv6}
+			s.Families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 			s.Current = ips("172.26.236.188")
 		})},
 		assigned: map[string]string{"default/a": "lab 172.26.236.180,fd00::1"},
@@ -120,7 +120,7 @@ func TestAllocateStable(t *testing.T) {
 	}
 	svcs := []Service{
 		svc("a", 1), svc("b", 2), svc("c", 3),
-		sv(svc("d", 4), func(s *Service) { s.Families = []model.IPFamily{model.IPv6, model.IPv4} }),
+		sv(svc("d", 4), func(s *Service) { s.Families = []ipfamily.Family{ipfamily.IPv6, ipfamily.IPv4} }),
 		sv(svc("e", 5), func(s *Service) { s.SharingKey = "k" }),
 		sv(svc("f", 6), func(s *Service) { s.SharingKey = "k"; s.Ports = tcp(443) }),
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -17,7 +18,7 @@ type ipUse struct {
 
 // familyPort is a (family, protocol, port) on the nodes' own addresses.
 type familyPort struct {
-	family model.IPFamily
+	family ipfamily.Family
 	port   Port
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -53,7 +54,7 @@ func (r Range) Overlaps(o Range) bool {
 }
 
 // Family returns the range's IP family.
-func (r Range) Family() model.IPFamily { return model.FamilyOf(r.First) }
+func (r Range) Family() ipfamily.Family { return ipfamily.Of(r.First) }
 
 // PrefixRange returns the addresses of a prefix, from its network address to its
 // last (broadcast) address.
@@ -136,7 +137,7 @@ type Service struct {
 	Labels          map[string]string
 	NamespaceLabels map[string]string
 	// Families is spec.ipFamilies, primary first; empty means [IPv4].
-	Families []model.IPFamily
+	Families []ipfamily.Family
 	// PreferDualStack is ipFamilyPolicy PreferDualStack: a second family that cannot
 	// be had (the pool has no free address of it) is left out, not an error.
 	PreferDualStack bool

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/model"
 )
@@ -95,13 +96,13 @@ func (v *nodeView) ingress(svc *corev1.Service) ([]corev1.LoadBalancerIngress, e
 
 // nodeAddress returns the node's first ExternalIP of family f, else its first
 // InternalIP of f.
-func nodeAddress(n *corev1.Node, f model.IPFamily) (netip.Addr, bool) {
+func nodeAddress(n *corev1.Node, f ipfamily.Family) (netip.Addr, bool) {
 	for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
 		for _, a := range n.Status.Addresses {
 			if a.Type != t {
 				continue
 			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil && model.FamilyOf(ip) == f {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ipfamily.Of(ip) == f {
 				return ip.Unmap(), true
 			}
 		}

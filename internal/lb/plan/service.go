@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/model"
 )
@@ -46,23 +47,25 @@ func toAlloc(svc *corev1.Service, nsLabels map[string]string) (alloc.Service, er
 }
 
 // families is spec.ipFamilies, else the families of spec.clusterIPs, else [IPv4].
-func families(svc *corev1.Service) []model.IPFamily {
-	var out []model.IPFamily
+func families(svc *corev1.Service) []ipfamily.Family {
+	var out []ipfamily.Family
 	for _, f := range svc.Spec.IPFamilies {
-		out = append(out, model.IPFamily(f))
-	}
-	if len(out) > 0 {
-		return out
-	}
-	for _, s := range svc.Spec.ClusterIPs {
-		if ip, err := netip.ParseAddr(s); err == nil && !slices.Contains(out, model.FamilyOf(ip)) {
-			out = append(out, model.FamilyOf(ip))
+		if fam, ok := ipfamily.Parse(string(f)); ok {
+			out = append(out, fam)
 		}
 	}
 	if len(out) > 0 {
 		return out
 	}
-	return []model.IPFamily{model.IPv4}
+	for _, s := range svc.Spec.ClusterIPs {
+		if ip, err := netip.ParseAddr(s); err == nil && !slices.Contains(out, ipfamily.Of(ip)) {
+			out = append(out, ipfamily.Of(ip))
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	return []ipfamily.Family{ipfamily.IPv4}
 }
 
 // requestedIPs reads the svcnet.io/loadBalancerIPs annotation (comma-separated;

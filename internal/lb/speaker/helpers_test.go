@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 
 	"github.com/svcnet/svcnet/internal/logtest"
@@ -53,12 +54,12 @@ type ep struct {
 
 // slice is the EndpointSlice default/<svc>-<family> holding eps.
 func slice(svc string, eps ...ep) *model.EndpointSlice {
-	sl := &model.EndpointSlice{Namespace: "default", Name: svc + "-abc", Service: svc, AddressType: model.IPv4,
+	sl := &model.EndpointSlice{Namespace: "default", Name: svc + "-abc", Service: svc, AddressType: ipfamily.IPv4,
 		Ports: []model.EndpointPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}}}
 	for _, e := range eps {
 		a := netip.MustParseAddr(e.addr)
 		if a.Is6() {
-			sl.AddressType = model.IPv6
+			sl.AddressType = ipfamily.IPv6
 			sl.Name = svc + "-v6"
 		}
 		sl.Endpoints = append(sl.Endpoints, model.Endpoint{Addresses: []netip.Addr{a}, Ready: e.ready, Serving: e.ready, NodeName: e.node})

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lb/plan"
 	"github.com/svcnet/svcnet/internal/model"
 )
@@ -76,7 +77,7 @@ func claims(cfg Config, snap *model.Snapshot, alive map[string]bool) map[netip.A
 			}
 			var ready map[string]bool
 			if local {
-				ready = readyNodes(st, model.FamilyOf(ip))
+				ready = readyNodes(st, ipfamily.Of(ip))
 			}
 			for _, n := range candidates {
 				if !local || ready[n] {
@@ -99,7 +100,7 @@ func claims(cfg Config, snap *model.Snapshot, alive map[string]bool) map[netip.A
 // readyNodes returns the nodes that hold a ready endpoint of st with an address
 // of family fam (any port): where externalTrafficPolicy Local delivers traffic
 // for an IP of that family.
-func readyNodes(st *model.ServiceState, fam model.IPFamily) map[string]bool {
+func readyNodes(st *model.ServiceState, fam ipfamily.Family) map[string]bool {
 	out := map[string]bool{}
 	for _, sl := range st.Slices {
 		for i := range sl.Endpoints {
@@ -107,7 +108,7 @@ func readyNodes(st *model.ServiceState, fam model.IPFamily) map[string]bool {
 			if !ep.Ready || ep.NodeName == "" {
 				continue
 			}
-			if slices.ContainsFunc(ep.Addresses, func(a netip.Addr) bool { return model.FamilyOf(a) == fam }) {
+			if slices.ContainsFunc(ep.Addresses, func(a netip.Addr) bool { return ipfamily.Of(a) == fam }) {
 				out[ep.NodeName] = true
 			}
 		}

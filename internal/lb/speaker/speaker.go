@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lb/announce"
 	"github.com/svcnet/svcnet/internal/lb/members"
 	"github.com/svcnet/svcnet/internal/model"
@@ -320,10 +321,10 @@ func sortedIPs(a, b map[netip.Addr]*claim) []netip.Addr {
 // addresses of this node's primary family first, then the rest in status order.
 // This node is included: members sends from its addresses.
 func peersOf(snap *model.Snapshot, self string) map[string][]netip.Addr {
-	primary := model.IPv4
+	primary := ipfamily.IPv4
 	if n := snap.Node(self); n != nil {
 		if ips := internalIPs(n); len(ips) > 0 {
-			primary = model.FamilyOf(ips[0])
+			primary = ipfamily.Of(ips[0])
 		}
 	}
 	out := map[string][]netip.Addr{}
@@ -333,14 +334,14 @@ func peersOf(snap *model.Snapshot, self string) map[string][]netip.Addr {
 			continue
 		}
 		slices.SortStableFunc(ips, func(a, b netip.Addr) int {
-			return cmp.Compare(rank(model.FamilyOf(a), primary), rank(model.FamilyOf(b), primary))
+			return cmp.Compare(rank(ipfamily.Of(a), primary), rank(ipfamily.Of(b), primary))
 		})
 		out[n.Name] = ips
 	}
 	return out
 }
 
-func rank(f, primary model.IPFamily) int {
+func rank(f, primary ipfamily.Family) int {
 	if f == primary {
 		return 0
 	}

@@ -75,7 +75,7 @@ func tablesOf(txs []*nft.Tx) string {
 	var names []string
 	for _, tx := range txs {
 		if !skip(tx) {
-			names = append(names, tx.Family.String()+" "+tx.Table)
+			names = append(names, nft.Keyword(tx.Family)+" "+tx.Table)
 		}
 	}
 	if len(names) == 1 {
@@ -159,7 +159,7 @@ func batchError(txs []*nft.Tx, opOf []opRef, seq0 uint32, errs []msgError, lost 
 	where := tablesOf(txs) + ": batch"
 	if i := int(e.seq - seq0); i < len(opOf) && opOf[i].tx >= 0 {
 		tx, op := txs[opOf[i].tx], opOf[i].op
-		where = fmt.Sprintf("table %s %s: op %d (%s)", tx.Family, tx.Table, op, describeOp(tx.Ops[op]))
+		where = fmt.Sprintf("table %s %s: op %d (%s)", nft.Keyword(tx.Family), tx.Table, op, describeOp(tx.Ops[op]))
 	}
 	err := fmt.Errorf("%s: %w", where, kernelError(e.errno, e.text))
 	switch more := len(errs) - 1; {
@@ -212,7 +212,7 @@ func (c *Conn) layout(ctx context.Context, t tableID, set string) (keyLayout, er
 		return l, nil
 	}
 	var l keyLayout
-	err := c.request(ctx, unix.NFT_MSG_GETSET, 0, nfproto(t.fam), func(e *enc) {
+	err := c.request(ctx, unix.NFT_MSG_GETSET, 0, t.fam.Proto(), func(e *enc) {
 		e.str(unix.NFTA_SET_TABLE, t.name)
 		e.str(unix.NFTA_SET_NAME, set)
 	}, func(m nlMsg) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -51,7 +52,7 @@ type builder struct {
 	enc
 	// The table of the tx being built.
 	fam    uint8
-	family nft.Family
+	family ipfamily.Family
 	table  string
 	tx     int32  // its index in the txs
 	seq    uint32 // next sequence number
@@ -171,12 +172,12 @@ func (b *builder) build(txs []*nft.Tx) error {
 			continue
 		}
 		if err := checkName("table", tx.Table); err != nil {
-			return fmt.Errorf("table %s: %w", tx.Family, err)
+			return fmt.Errorf("table %s: %w", nft.Keyword(tx.Family), err)
 		}
-		b.fam, b.family, b.table, b.tx = nfproto(tx.Family), tx.Family, tx.Table, int32(ti)
+		b.fam, b.family, b.table, b.tx = tx.Family.Proto(), tx.Family, tx.Table, int32(ti)
 		for i, op := range tx.Ops {
 			if err := b.op(i, op); err != nil {
-				return fmt.Errorf("table %s %s: op %d (%s): %w", tx.Family, tx.Table, i, describeOp(op), err)
+				return fmt.Errorf("table %s %s: op %d (%s): %w", nft.Keyword(tx.Family), tx.Table, i, describeOp(op), err)
 			}
 		}
 	}

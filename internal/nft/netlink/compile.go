@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -42,25 +43,11 @@ const (
 	icmp6PortUnreach = 4 // ICMP6_DST_UNREACH_NOPORT
 )
 
-func nfproto(f nft.Family) byte {
-	if f == nft.IPv6 {
-		return unix.NFPROTO_IPV6
-	}
-	return unix.NFPROTO_IPV4
-}
-
-func addrLen(f nft.Family) int {
-	if f == nft.IPv6 {
-		return 16
-	}
-	return 4
-}
-
-func addrOffset(f nft.Family, fld nft.Field) (uint32, bool) {
+func addrOffset(f ipfamily.Family, fld nft.Field) (uint32, bool) {
 	switch {
-	case fld == nft.FieldSaddr && f == nft.IPv6:
+	case fld == nft.FieldSaddr && f == ipfamily.IPv6:
 		return ip6Saddr, true
-	case fld == nft.FieldDaddr && f == nft.IPv6:
+	case fld == nft.FieldDaddr && f == ipfamily.IPv6:
 		return ip6Daddr, true
 	case fld == nft.FieldSaddr:
 		return ip4Saddr, true
@@ -71,10 +58,10 @@ func addrOffset(f nft.Family, fld nft.Field) (uint32, bool) {
 }
 
 // fieldWidth is the number of bytes field fld occupies in a register.
-func fieldWidth(f nft.Family, fld nft.Field) int {
+func fieldWidth(f ipfamily.Family, fld nft.Field) int {
 	switch fld {
 	case nft.FieldSaddr, nft.FieldDaddr:
-		return addrLen(f)
+		return f.AddrLen()
 	case nft.FieldL4Proto:
 		return 1
 	case nft.FieldDport, nft.FieldSport:
@@ -84,12 +71,12 @@ func fieldWidth(f nft.Family, fld nft.Field) int {
 }
 
 // loadField returns the expression that loads fld into unit u.
-func loadField(f nft.Family, fld nft.Field, u int) (expr.Any, error) {
+func loadField(f ipfamily.Family, fld nft.Field, u int) (expr.Any, error) {
 	r := regOf(u)
 	switch fld {
 	case nft.FieldSaddr, nft.FieldDaddr:
 		off, _ := addrOffset(f, fld)
-		return &expr.Payload{DestRegister: r, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(addrLen(f))}, nil
+		return &expr.Payload{DestRegister: r, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(f.AddrLen())}, nil
 	case nft.FieldL4Proto:
 		return &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: r}, nil
 	case nft.FieldDport:
@@ -102,7 +89,7 @@ func loadField(f nft.Family, fld nft.Field, u int) (expr.Any, error) {
 
 // loadConcat appends the loads of a concatenation into consecutive units
 // starting at unit 0, as nft does for `a . b . c`.
-func loadConcat(out []expr.Any, f nft.Family, fields []nft.Field) ([]expr.Any, error) {
+func loadConcat(out []expr.Any, f ipfamily.Family, fields []nft.Field) ([]expr.Any, error) {
 	if len(fields) == 0 {
 		return nil, fmt.Errorf("empty concatenation")
 	}
@@ -131,7 +118,7 @@ func cmpOp(neq bool) expr.CmpOp {
 }
 
 // compileRule appends the kernel expressions of r to out.
-func compileRule(out []expr.Any, f nft.Family, r *nft.Rule) ([]expr.Any, error) {
+func compileRule(out []expr.Any, f ipfamily.Family, r *nft.Rule) ([]expr.Any, error) {
 	var err error
 	for i, e := range r.Exprs {
 		if out, err = compileExpr(out, f, e); err != nil {
@@ -142,7 +129,7 @@ func compileRule(out []expr.Any, f nft.Family, r *nft.Rule) ([]expr.Any, error) 
 }
 
 // compileExpr appends the kernel expressions of e, as nft(8) compiles it.
-func compileExpr(out []expr.Any, f nft.Family, e nft.Expr) ([]expr.Any, error) {
+func compileExpr(out []expr.Any, f ipfamily.Family, e nft.Expr) ([]expr.Any, error) {
 	switch e := e.(type) {
 	case nft.AddrMatch:
 		return compileAddr(out, f, e)
@@ -206,13 +193,13 @@ func compileExpr(out []expr.Any, f nft.Family, e nft.Expr) ([]expr.Any, error) {
 		return append(out, v), nil
 	case nft.DNAT:
 		a := e.To.Addr()
-		if !a.IsValid() || a.Is4() != (f == nft.IPv4) || a.Is4In6() {
+		if !a.IsValid() || a.Is4() != (f == ipfamily.IPv4) || a.Is4In6() {
 			return nil, fmt.Errorf("dnat address %s not of family %s", a, f)
 		}
 		return append(out,
 			&expr.Immediate{Register: reg1, Data: a.AsSlice()},
 			&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, e.To.Port())},
-			&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(nfproto(f)), RegAddrMin: reg1, RegProtoMin: reg2, Specified: true}), nil
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.Proto()), RegAddrMin: reg1, RegProtoMin: reg2, Specified: true}), nil
 	case nft.Masquerade:
 		return append(out, &expr.Masq{FullyRandom: e.FullyRandom}), nil
 	case nft.SetMark:
@@ -234,7 +221,7 @@ func compileExpr(out []expr.Any, f nft.Family, e nft.Expr) ([]expr.Any, error) {
 			return append(out, &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}), nil
 		}
 		code := uint8(icmpPortUnreach)
-		if f == nft.IPv6 {
+		if f == ipfamily.IPv6 {
 			code = icmp6PortUnreach
 		}
 		return append(out, &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}), nil
@@ -274,17 +261,17 @@ func ifnameData(e nft.IifnameMatch) ([]byte, error) {
 // compileAddr compiles an address or prefix match. Like nft: a full-length
 // prefix compares the address; a prefix on a byte boundary loads and compares
 // only its bytes; any other prefix loads the address and masks it.
-func compileAddr(out []expr.Any, f nft.Family, e nft.AddrMatch) ([]expr.Any, error) {
+func compileAddr(out []expr.Any, f ipfamily.Family, e nft.AddrMatch) ([]expr.Any, error) {
 	off, ok := addrOffset(f, e.Field)
 	if !ok {
 		return nil, fmt.Errorf("address match on field %d", e.Field)
 	}
 	p := e.Prefix
-	if !p.IsValid() || p.Addr().Is4() != (f == nft.IPv4) || p.Addr().Is4In6() {
+	if !p.IsValid() || p.Addr().Is4() != (f == ipfamily.IPv4) || p.Addr().Is4In6() {
 		return nil, fmt.Errorf("prefix %s not of family %s", p, f)
 	}
 	p = p.Masked()
-	alen := addrLen(f)
+	alen := f.AddrLen()
 	addr := p.Addr().AsSlice()
 	bits := p.Bits()
 	op := cmpOp(e.Neq)
@@ -360,11 +347,11 @@ func verdictOf(v nft.Verdict) (*expr.Verdict, error) {
 }
 
 // addrFrom returns the address of family f in b.
-func addrFrom(f nft.Family, b []byte) (netip.Addr, bool) {
-	if len(b) != addrLen(f) {
+func addrFrom(f ipfamily.Family, b []byte) (netip.Addr, bool) {
+	if len(b) != f.AddrLen() {
 		return netip.Addr{}, false
 	}
-	if f == nft.IPv6 {
+	if f == ipfamily.IPv6 {
 		return netip.AddrFrom16([16]byte(b)), true
 	}
 	return netip.AddrFrom4([4]byte(b)), true

@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -35,7 +36,7 @@ func encodeExprs(t *testing.T, fam byte, xs []expr.Any) []byte {
 // encoding and decompiles it: the rule must come back unchanged (pure; the
 // kernel round trip is TestRoundTrip).
 func TestCompileDecompile(t *testing.T) {
-	for _, tx := range []*nft.Tx{exampleTx(), everyExprTx(nft.IPv4), everyExprTx(nft.IPv6)} {
+	for _, tx := range []*nft.Tx{exampleTx(), everyExprTx(ipfamily.IPv4), everyExprTx(ipfamily.IPv6)} {
 		for _, op := range tx.Ops {
 			if op.Kind != nft.OpAddRule {
 				continue
@@ -44,7 +45,7 @@ func TestCompileDecompile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", op.Rule.Render(tx.Family), err)
 			}
-			back, names, err := parseExprs(nfproto(tx.Family), encodeExprs(t, nfproto(tx.Family), xs))
+			back, names, err := parseExprs(tx.Family.Proto(), encodeExprs(t, tx.Family.Proto(), xs))
 			if err != nil || len(names) != len(xs) {
 				t.Fatalf("%s: parse: %v (%d names)", op.Rule.Render(tx.Family), err, len(names))
 			}
@@ -63,36 +64,36 @@ func TestCompileDecompile(t *testing.T) {
 // `nft --debug=netlink` shows them).
 func TestCompileLikeNft(t *testing.T) {
 	for _, tc := range []struct {
-		f    nft.Family
+		f    ipfamily.Family
 		e    nft.Expr
 		want []expr.Any
 	}{
-		{nft.IPv4, nft.Saddr(netip.MustParsePrefix("10.0.0.0/8")), []expr.Any{
+		{ipfamily.IPv4, nft.Saddr(netip.MustParsePrefix("10.0.0.0/8")), []expr.Any{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 1},
 			&expr.Cmp{Register: 1, Data: []byte{10}},
 		}},
-		{nft.IPv4, nft.Saddr(netip.MustParsePrefix("10.1.2.3/12")), []expr.Any{
+		{ipfamily.IPv4, nft.Saddr(netip.MustParsePrefix("10.1.2.3/12")), []expr.Any{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{0xff, 0xf0, 0, 0}, Xor: []byte{0, 0, 0, 0}},
 			&expr.Cmp{Register: 1, Data: []byte{10, 0, 0, 0}},
 		}},
-		{nft.IPv6, nft.VMap{Fields: []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}, Map: "m"}, []expr.Any{
+		{ipfamily.IPv6, nft.VMap{Fields: []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}, Map: "m"}, []expr.Any{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 2},
 			&expr.Payload{DestRegister: 13, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: 1, IsDestRegSet: true, SetName: "m"},
 		}},
-		{nft.IPv4, nft.Lookup{Fields: []nft.Field{nft.FieldL4Proto, nft.FieldDport}, Set: "s", Neq: true}, []expr.Any{
+		{ipfamily.IPv4, nft.Lookup{Fields: []nft.Field{nft.FieldL4Proto, nft.FieldDport}, Set: "s", Neq: true}, []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: 1, SetName: "s", Invert: true},
 		}},
-		{nft.IPv6, nft.Reject{}, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}}},
-		{nft.IPv4, nft.IifnameMatch{Name: "cbr0"}, []expr.Any{
+		{ipfamily.IPv6, nft.Reject{}, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}}},
+		{ipfamily.IPv4, nft.IifnameMatch{Name: "cbr0"}, []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 			&expr.Cmp{Register: 1, Data: []byte{'c', 'b', 'r', '0', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
 		}},
-		{nft.IPv6, nft.IifnameMatch{Name: "veth", Prefix: true, Neq: true}, []expr.Any{
+		{ipfamily.IPv6, nft.IifnameMatch{Name: "veth", Prefix: true, Neq: true}, []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte("veth")},
 		}},
@@ -109,20 +110,20 @@ func TestCompileLikeNft(t *testing.T) {
 
 func TestCompileRejects(t *testing.T) {
 	for _, tc := range []struct {
-		f nft.Family
+		f ipfamily.Family
 		e nft.Expr
 	}{
-		{nft.IPv4, nft.Saddr(netip.MustParsePrefix("fd00::/8"))},
-		{nft.IPv6, nft.DNAT{To: netip.MustParseAddrPort("10.0.0.1:80")}},
-		{nft.IPv4, nft.PortMatch{Field: nft.FieldSaddr, Port: 1}},
-		{nft.IPv4, nft.Random{Mod: 0}},
-		{nft.IPv4, nft.Verdict{Kind: nft.Jump}},
-		{nft.IPv4, nft.Lookup{Set: "s"}},
-		{nft.IPv4, nft.SetMark{Op: 9}},
-		{nft.IPv4, nft.IifnameMatch{}},
-		{nft.IPv4, nft.IifnameMatch{Prefix: true}},
-		{nft.IPv4, nft.IifnameMatch{Name: "abcdefghijklmnop"}},
-		{nft.IPv4, nft.IifnameMatch{Name: "a\x00b"}},
+		{ipfamily.IPv4, nft.Saddr(netip.MustParsePrefix("fd00::/8"))},
+		{ipfamily.IPv6, nft.DNAT{To: netip.MustParseAddrPort("10.0.0.1:80")}},
+		{ipfamily.IPv4, nft.PortMatch{Field: nft.FieldSaddr, Port: 1}},
+		{ipfamily.IPv4, nft.Random{Mod: 0}},
+		{ipfamily.IPv4, nft.Verdict{Kind: nft.Jump}},
+		{ipfamily.IPv4, nft.Lookup{Set: "s"}},
+		{ipfamily.IPv4, nft.SetMark{Op: 9}},
+		{ipfamily.IPv4, nft.IifnameMatch{}},
+		{ipfamily.IPv4, nft.IifnameMatch{Prefix: true}},
+		{ipfamily.IPv4, nft.IifnameMatch{Name: "abcdefghijklmnop"}},
+		{ipfamily.IPv4, nft.IifnameMatch{Name: "a\x00b"}},
 	} {
 		if _, err := compileExpr(nil, tc.f, tc.e); err == nil {
 			t.Errorf("%#v compiled", tc.e)
@@ -134,13 +135,13 @@ func TestCompileRejects(t *testing.T) {
 // not exactly, what svcnet compiles are not decompiled.
 func TestDecompileRefuses(t *testing.T) {
 	good := func() []expr.Any {
-		xs, err := compileExpr(nil, nft.IPv4, nft.ProtoMatch{Proto: 6})
+		xs, err := compileExpr(nil, ipfamily.IPv4, nft.ProtoMatch{Proto: 6})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return xs
 	}
-	if _, err := decompile(nft.IPv4, good()); err != nil {
+	if _, err := decompile(ipfamily.IPv4, good()); err != nil {
 		t.Fatalf("good rule refused: %v", err)
 	}
 	ifname := func(data []byte) []expr.Any {
@@ -151,7 +152,7 @@ func TestDecompileRefuses(t *testing.T) {
 		"iifname NUL-terminated but short": ifname([]byte{'e', 't', 'h', 0}),
 		"iifname prefix of 16 bytes":       ifname([]byte("abcdefghijklmnop")),
 	} {
-		if got, err := decompile(nft.IPv4, xs); err == nil {
+		if got, err := decompile(ipfamily.IPv4, xs); err == nil {
 			t.Errorf("%s: decompiled to %v", name, got)
 		}
 	}
@@ -164,14 +165,14 @@ func TestDecompileRefuses(t *testing.T) {
 		},
 		"wide data": func(xs []expr.Any) []expr.Any { xs[1].(*expr.Cmp).Data = []byte{6, 0}; return xs },
 	} {
-		if got, err := decompile(nft.IPv4, mutate(good())); err == nil {
+		if got, err := decompile(ipfamily.IPv4, mutate(good())); err == nil {
 			t.Errorf("%s: decompiled to %v", name, got)
 		}
 	}
 }
 
 func TestKeyLayout(t *testing.T) {
-	l, err := layoutOf(nft.IPv4, []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport})
+	l, err := layoutOf(ipfamily.IPv4, []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatalf("from magic: %v %v", l2, err)
 	}
 	// A single field is not padded.
-	one, _ := layoutOf(nft.IPv6, []nft.Field{nft.FieldDport})
+	one, _ := layoutOf(ipfamily.IPv6, []nft.Field{nft.FieldDport})
 	if b, _ := one.appendKey(nil, []nft.Value{nft.N(443)}); !bytes.Equal(b, []byte{1, 187}) || one.keyLen() != 2 {
 		t.Fatalf("single port key % x, len %d", b, one.keyLen())
 	}
@@ -283,7 +284,7 @@ func TestBuildRejects(t *testing.T) {
 			tx.AddElements("s", nft.Element{Key: []nft.Value{nft.N(1), nft.N(2)}, Verdict: &nft.Verdict{Kind: nft.Goto}})
 		},
 	} {
-		tx := nft.NewTx(nft.IPv4, "t")
+		tx := nft.NewTx(ipfamily.IPv4, "t")
 		tx.AddSet(&nft.Set{Name: "s", Key: []nft.Field{nft.FieldL4Proto, nft.FieldDport}, Verdict: true})
 		op(tx)
 		var b builder

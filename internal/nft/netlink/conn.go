@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -54,7 +55,7 @@ type Conn struct {
 }
 
 type tableID struct {
-	fam  nft.Family
+	fam  ipfamily.Family
 	name string
 }
 

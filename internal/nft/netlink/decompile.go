@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -128,7 +129,7 @@ var errNoPattern = errors.New("no svcnet expression matches")
 
 // decompile turns kernel expressions back into the nft vocabulary and checks
 // that compiling the result gives exactly xs.
-func decompile(f nft.Family, xs []expr.Any) ([]nft.Expr, error) {
+func decompile(f ipfamily.Family, xs []expr.Any) ([]nft.Expr, error) {
 	d := decoder{f: f, xs: xs}
 	var out []nft.Expr
 	for d.i < len(xs) {
@@ -210,7 +211,7 @@ func normalise(x expr.Any) expr.Any {
 }
 
 type decoder struct {
-	f  nft.Family
+	f  ipfamily.Family
 	xs []expr.Any
 	i  int
 }
@@ -230,7 +231,7 @@ func (d *decoder) fieldOf(x expr.Any) (nft.Field, bool) {
 			return 0, false
 		}
 		switch {
-		case x.Base == expr.PayloadBaseNetworkHeader && int(x.Len) == addrLen(d.f):
+		case x.Base == expr.PayloadBaseNetworkHeader && int(x.Len) == d.f.AddrLen():
 			for _, fld := range []nft.Field{nft.FieldSaddr, nft.FieldDaddr} {
 				if off, _ := addrOffset(d.f, fld); off == x.Offset {
 					return fld, true
@@ -364,7 +365,7 @@ func (d *decoder) prefix() (nft.Expr, int) {
 			fld = c
 		}
 	}
-	alen := addrLen(d.f)
+	alen := d.f.AddrLen()
 	if fld == 0 || p.Len == 0 || int(p.Len) > alen {
 		return nil, 0
 	}

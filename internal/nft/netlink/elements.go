@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/nftables"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -15,7 +16,7 @@ import (
 type keyLayout []nftables.SetDatatype
 
 // layoutOf returns the key layout of a model set of family f.
-func layoutOf(f nft.Family, key []nft.Field) (keyLayout, error) {
+func layoutOf(f ipfamily.Family, key []nft.Field) (keyLayout, error) {
 	if len(key) == 0 {
 		return nil, fmt.Errorf("set without a key")
 	}
@@ -24,7 +25,7 @@ func layoutOf(f nft.Family, key []nft.Field) (keyLayout, error) {
 		switch fld {
 		case nft.FieldSaddr, nft.FieldDaddr:
 			l[i] = nftables.TypeIPAddr
-			if f == nft.IPv6 {
+			if f == ipfamily.IPv6 {
 				l[i] = nftables.TypeIP6Addr
 			}
 		case nft.FieldL4Proto:
@@ -166,9 +167,9 @@ func (l keyLayout) decodeKey(b []byte) ([]nft.Value, error) {
 		n := int(t.Bytes)
 		switch t.GetNFTMagic() {
 		case nftables.TypeIPAddr.GetNFTMagic(), nftables.TypeIP6Addr.GetNFTMagic():
-			fam := nft.IPv4
+			fam := ipfamily.IPv4
 			if n == 16 {
-				fam = nft.IPv6
+				fam = ipfamily.IPv6
 			}
 			a, _ := addrFrom(fam, b[:n])
 			vals[i] = nft.A(a)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -33,7 +34,7 @@ func TestReadForeignRules(t *testing.T) {
 	nftCmd(t, ns, "add", "chain", "ip", "t", "in", "{ type filter hook input priority 0; policy drop; }")
 	nftCmd(t, ns, "add", "set", "ip", "t", "ranges", "{ type ipv4_addr; flags interval; }")
 
-	got, err := c.Read(ctx, nft.IPv4, "t")
+	got, err := c.Read(ctx, ipfamily.IPv4, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestReadForeignRules(t *testing.T) {
 	}
 	wantLast := nft.R(nft.ProtoMatch{Proto: nft.ProtoUDP}, nft.PortMatch{Field: nft.FieldDport, Port: 53},
 		nft.Saddr(netip.MustParsePrefix("10.0.0.0/8")), nft.Counter{}, nft.Verdict{Kind: nft.Accept})
-	if d := cmp.Diff(wantLast.Render(nft.IPv4), rules[6].Render(nft.IPv4)); d != "" || IsUnrecognised(rules[6]) {
+	if d := cmp.Diff(wantLast.Render(ipfamily.IPv4), rules[6].Render(ipfamily.IPv4)); d != "" || IsUnrecognised(rules[6]) {
 		t.Errorf("nft's own rule (-want +got):\n%s", d)
 	}
 	if in := got.Chains["in"]; in == nil || len(in.Rules) != 1 || !strings.Contains(in.Rules[0].Comment, "policy drop") {
@@ -65,7 +66,7 @@ func TestReadForeignRules(t *testing.T) {
 	}
 
 	// Repair: flush and refill the chain, delete what svcnet does not own.
-	tx := nft.NewTx(nft.IPv4, "t")
+	tx := nft.NewTx(ipfamily.IPv4, "t")
 	tx.FlushChain("services")
 	tx.AddRule("services", nft.R(nft.VMap{Fields: []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}, Map: "service-ips"}))
 	tx.DeleteChain("in")
@@ -73,8 +74,8 @@ func TestReadForeignRules(t *testing.T) {
 	if err := c.Apply(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := applyFake(t, exampleTx()).Read(ctx, nft.IPv4, "t")
-	got, err = c.Read(ctx, nft.IPv4, "t")
+	want, _ := applyFake(t, exampleTx()).Read(ctx, ipfamily.IPv4, "t")
+	got, err = c.Read(ctx, ipfamily.IPv4, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -24,7 +25,7 @@ func TestGeneration(t *testing.T) {
 		t.Fatalf("generation moved from %d to %d with no change", g, g2)
 	}
 	for i, tx := range []*nft.Tx{exampleTx(), func() *nft.Tx {
-		tx := nft.NewTx(nft.IPv4, "t")
+		tx := nft.NewTx(ipfamily.IPv4, "t")
 		tx.FlushChain("svc/a:b")
 		return tx
 	}()} {
@@ -38,7 +39,7 @@ func TestGeneration(t *testing.T) {
 		g = g2
 	}
 	// An empty transaction sends nothing.
-	if err := c.Apply(ctx, nft.NewTx(nft.IPv4, "t")); err != nil {
+	if err := c.Apply(ctx, nft.NewTx(ipfamily.IPv4, "t")); err != nil {
 		t.Fatal(err)
 	}
 	if g2 := gen(); g2 != g {
@@ -54,7 +55,7 @@ func TestGeneration(t *testing.T) {
 func TestReadMissingTable(t *testing.T) {
 	_, c := openNS(t, "nlmiss")
 	ctx := testCtx(t)
-	_, err := c.Read(ctx, nft.IPv4, "t")
+	_, err := c.Read(ctx, ipfamily.IPv4, "t")
 	if !errors.Is(err, nft.ErrNoTable) {
 		t.Fatalf("err = %v, want ErrNoTable", err)
 	}
@@ -62,15 +63,15 @@ func TestReadMissingTable(t *testing.T) {
 	if err := c.Apply(ctx, exampleTx()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Read(ctx, nft.IPv6, "t"); !errors.Is(err, nft.ErrNoTable) {
+	if _, err := c.Read(ctx, ipfamily.IPv6, "t"); !errors.Is(err, nft.ErrNoTable) {
 		t.Fatalf("ip6 t: err = %v, want ErrNoTable", err)
 	}
-	del := nft.NewTx(nft.IPv4, "t")
+	del := nft.NewTx(ipfamily.IPv4, "t")
 	del.DeleteTable()
 	if err := c.Apply(ctx, del); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Read(ctx, nft.IPv4, "t"); !errors.Is(err, nft.ErrNoTable) || !strings.Contains(err.Error(), "ip t") {
+	if _, err := c.Read(ctx, ipfamily.IPv4, "t"); !errors.Is(err, nft.ErrNoTable) || !strings.Contains(err.Error(), "ip t") {
 		t.Fatalf("after delete: err = %v, want ErrNoTable naming the table", err)
 	}
 }
@@ -87,7 +88,7 @@ func TestClosed(t *testing.T) {
 	if _, err := c.Generation(ctx); !errors.Is(err, errClosed) {
 		t.Errorf("generation after close: %v", err)
 	}
-	if _, err := c.Read(ctx, nft.IPv4, "t"); !errors.Is(err, errClosed) {
+	if _, err := c.Read(ctx, ipfamily.IPv4, "t"); !errors.Is(err, errClosed) {
 		t.Errorf("read after close: %v", err)
 	}
 	if err := c.Close(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -50,11 +51,11 @@ func (p *pair) apply(tx *nft.Tx) {
 // same requires the kernel's table to render as the fake's.
 func (p *pair) same() string {
 	p.t.Helper()
-	want, err := p.fake.Read(p.ctx, nft.IPv4, "t")
+	want, err := p.fake.Read(p.ctx, ipfamily.IPv4, "t")
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	got, err := p.c.Read(p.ctx, nft.IPv4, "t")
+	got, err := p.c.Read(p.ctx, ipfamily.IPv4, "t")
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -68,14 +69,14 @@ func TestIncremental(t *testing.T) {
 	p := newPair(t, "nlinc")
 
 	// Flush and refill a chain.
-	tx := nft.NewTx(nft.IPv4, "t")
+	tx := nft.NewTx(ipfamily.IPv4, "t")
 	tx.FlushChain("svc/a:b")
 	tx.AddRule("svc/a:b", nft.R(nft.Counter{}, nft.ProtoMatch{Proto: nft.ProtoUDP}, nft.DNAT{To: netip.MustParseAddrPort("10.1.0.2:53")}))
 	tx.AddRule("svc/a:b", nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("last"))
 	p.apply(tx)
 
 	// Change a map element's verdict: delete and add in one transaction.
-	tx = nft.NewTx(nft.IPv4, "t")
+	tx = nft.NewTx(ipfamily.IPv4, "t")
 	tx.AddChain(&nft.Chain{Name: "other"})
 	tx.AddRule("other", nft.R(nft.Verdict{Kind: nft.Accept}))
 	tx.DeleteElements("service-ips", nft.Element{Key: vipKey})
@@ -92,16 +93,16 @@ func TestIncremental(t *testing.T) {
 	defer c2.Close()
 	first := p.c
 	p.c = c2
-	tx = nft.NewTx(nft.IPv4, "t")
+	tx = nft.NewTx(ipfamily.IPv4, "t")
 	tx.AddElements("service-ips", nft.Element{Key: []nft.Value{nft.A(netip.MustParseAddr("10.96.0.3")), nft.N(nft.ProtoSCTP), nft.N(9)}, Verdict: &nft.Verdict{Kind: nft.Drop}})
 	p.apply(tx)
-	if _, ok := c2.keys[tableID{nft.IPv4, "t"}]["service-ips"]; !ok {
+	if _, ok := c2.keys[tableID{ipfamily.IPv4, "t"}]["service-ips"]; !ok {
 		t.Error("layout of service-ips not cached")
 	}
 	p.c = first
 
 	// Delete elements, then the chains they pointed at, in one transaction.
-	tx = nft.NewTx(nft.IPv4, "t")
+	tx = nft.NewTx(ipfamily.IPv4, "t")
 	tx.DeleteElements("service-ips", nft.Element{Key: vipKey}, nft.Element{Key: vipKey2})
 	tx.DeleteChain("other")
 	tx.DeleteChain("svc/a:b")
@@ -112,7 +113,7 @@ func TestIncremental(t *testing.T) {
 	}
 
 	// Flush a set; delete and recreate the table in one transaction.
-	tx = nft.NewTx(nft.IPv4, "t")
+	tx = nft.NewTx(ipfamily.IPv4, "t")
 	tx.FlushSet("service-ips")
 	p.apply(tx)
 	tx = exampleTx()
@@ -153,7 +154,7 @@ func TestFailedTransactionChangesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tx := nft.NewTx(nft.IPv4, "t")
+			tx := nft.NewTx(ipfamily.IPv4, "t")
 			tx.AddChain(&nft.Chain{Name: "extra"})
 			tx.AddRule("extra", nft.R(nft.Counter{}))
 			tc.op(tx)
@@ -192,20 +193,20 @@ func TestLargeElementList(t *testing.T) {
 			Verdict: &nft.Verdict{Kind: nft.Goto, Chain: "svc/a:b"},
 		})
 	}
-	tx := nft.NewTx(nft.IPv4, "t")
+	tx := nft.NewTx(ipfamily.IPv4, "t")
 	tx.AddElements("service-ips", els...)
 	p.apply(tx)
 	if msgs := p.c.lastBatch / elemChunk; msgs < 2 {
 		t.Fatalf("batch of %d bytes: elements not split", p.c.lastBatch)
 	}
-	got, err := p.c.Read(p.ctx, nft.IPv4, "t")
+	got, err := p.c.Read(p.ctx, ipfamily.IPv4, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(got.Sets["service-ips"].Elements); n != 3001 {
 		t.Fatalf("%d elements, want 3001", n)
 	}
-	tx = nft.NewTx(nft.IPv4, "t")
+	tx = nft.NewTx(ipfamily.IPv4, "t")
 	tx.DeleteElements("service-ips", els...)
 	p.apply(tx)
 }
@@ -232,14 +233,14 @@ func TestReadWhileSetResizes(t *testing.T) {
 		if err := c.Apply(ctx, tx); err != nil {
 			t.Fatalf("round %d, %s: %v", round, what, err)
 		}
-		got, err := c.Read(ctx, nft.IPv4, "t")
+		got, err := c.Read(ctx, ipfamily.IPv4, "t")
 		if err != nil {
 			t.Fatalf("round %d, %s: %v", round, what, err)
 		}
 		s := got.Sets["service-ips"]
 		missing := 0
 		for _, e := range want {
-			if _, ok := s.Elements[nft.KeyString(nft.IPv4, s.Key, e.Key)]; !ok {
+			if _, ok := s.Elements[nft.KeyString(ipfamily.IPv4, s.Key, e.Key)]; !ok {
 				missing++
 			}
 		}
@@ -249,14 +250,14 @@ func TestReadWhileSetResizes(t *testing.T) {
 		}
 	}
 	for round := range 10 {
-		tx := nft.NewTx(nft.IPv4, "t")
+		tx := nft.NewTx(ipfamily.IPv4, "t")
 		tx.AddElements("service-ips", els...)
 		step(round, "add 3000", tx, els)
 		// 1001 elements left in 4096 buckets: below 30% load, the table shrinks.
-		tx = nft.NewTx(nft.IPv4, "t")
+		tx = nft.NewTx(ipfamily.IPv4, "t")
 		tx.DeleteElements("service-ips", els[1000:]...)
 		step(round, "delete 2000", tx, els[:1000])
-		tx = nft.NewTx(nft.IPv4, "t")
+		tx = nft.NewTx(ipfamily.IPv4, "t")
 		tx.DeleteElements("service-ips", els[:1000]...)
 		step(round, "delete 1000", tx, nil)
 	}
@@ -268,7 +269,7 @@ func TestReadWhileSetResizes(t *testing.T) {
 func TestManyErrors(t *testing.T) {
 	p := newPair(t, "nlerrs")
 	before := p.same()
-	tx := nft.NewTx(nft.IPv4, "t")
+	tx := nft.NewTx(ipfamily.IPv4, "t")
 	for range 40000 {
 		tx.AddRule("no-such-chain", nft.R(nft.Counter{}))
 	}
@@ -280,7 +281,7 @@ func TestManyErrors(t *testing.T) {
 	if after := p.same(); after != before {
 		t.Fatalf("failed transaction changed the table:\n%s", after)
 	}
-	tx = nft.NewTx(nft.IPv4, "t")
+	tx = nft.NewTx(ipfamily.IPv4, "t")
 	tx.AddRule("services", nft.R(nft.Counter{}))
 	p.apply(tx)
 }

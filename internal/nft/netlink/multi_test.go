@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -24,7 +25,7 @@ func render(t *testing.T, ctx context.Context, k nft.Conn, ids ...tableID) strin
 		tb, err := k.Read(ctx, id.fam, id.name)
 		switch {
 		case errors.Is(err, nft.ErrNoTable):
-			sb.WriteString("<no table " + id.fam.String() + " " + id.name + ">\n")
+			sb.WriteString("<no table " + nft.Keyword(id.fam) + " " + id.name + ">\n")
 		case err != nil:
 			t.Fatal(err)
 		default:
@@ -35,7 +36,7 @@ func render(t *testing.T, ctx context.Context, k nft.Conn, ids ...tableID) strin
 }
 
 // tables returns k's tables of family f.
-func tables(t *testing.T, ctx context.Context, k nft.Conn, f nft.Family) []string {
+func tables(t *testing.T, ctx context.Context, k nft.Conn, f ipfamily.Family) []string {
 	t.Helper()
 	names, err := k.Tables(ctx, f)
 	if err != nil {
@@ -57,14 +58,14 @@ func generation(t *testing.T, ctx context.Context, c *Conn) uint32 {
 // BEGIN … END, each message in its tx's family and mapped back to its
 // (tx, op), empty txs skipped, set layouts local to their table.
 func TestBuildTables(t *testing.T) {
-	a := nft.NewTx(nft.IPv4, "a")
+	a := nft.NewTx(ipfamily.IPv4, "a")
 	a.AddTable()
 	a.AddSet(&nft.Set{Name: "s", Key: []nft.Field{nft.FieldDport}})
 	a.AddElements("s", nft.Element{Key: []nft.Value{nft.N(80)}})
-	b := nft.NewTx(nft.IPv6, "b")
+	b := nft.NewTx(ipfamily.IPv6, "b")
 	b.AddTable()
 	b.AddElements("s", nft.Element{Key: []nft.Value{nft.N(443)}}) // ip6 b's s: not a's
-	txs := []*nft.Tx{a, nft.NewTx(nft.IPv4, "empty"), b}
+	txs := []*nft.Tx{a, nft.NewTx(ipfamily.IPv4, "empty"), b}
 
 	var bl builder
 	var asked []tableID
@@ -76,7 +77,7 @@ func TestBuildTables(t *testing.T) {
 	if err := bl.build(txs); err != nil {
 		t.Fatal(err)
 	}
-	if want := []tableID{{nft.IPv6, "b"}}; !cmp.Equal(asked, want, cmp.AllowUnexported(tableID{})) {
+	if want := []tableID{{ipfamily.IPv6, "b"}}; !cmp.Equal(asked, want, cmp.AllowUnexported(tableID{})) {
 		t.Errorf("layout look-ups %v, want %v", asked, want)
 	}
 	wantOps := []opRef{{-1, -1}, {0, 0}, {0, 1}, {0, 2}, {2, 0}, {2, 1}, {-1, -1}}
@@ -120,8 +121,8 @@ func TestBuildTables(t *testing.T) {
 func TestApplyTables(t *testing.T) {
 	_, c := openNS(t, "nlmulti")
 	ctx := testCtx(t)
-	txs := []*nft.Tx{exampleTx(), everyExprTx(nft.IPv4), nft.NewTx(nft.IPv6, "empty"), everyExprTx(nft.IPv6)}
-	ids := []tableID{{nft.IPv4, "t"}, {nft.IPv4, "every"}, {nft.IPv6, "every"}, {nft.IPv6, "empty"}}
+	txs := []*nft.Tx{exampleTx(), everyExprTx(ipfamily.IPv4), nft.NewTx(ipfamily.IPv6, "empty"), everyExprTx(ipfamily.IPv6)}
+	ids := []tableID{{ipfamily.IPv4, "t"}, {ipfamily.IPv4, "every"}, {ipfamily.IPv6, "every"}, {ipfamily.IPv6, "empty"}}
 	g0 := generation(t, ctx, c)
 	if err := c.Apply(ctx, txs...); err != nil {
 		t.Fatal(err)
@@ -165,21 +166,21 @@ func TestApplyTablesFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns, c := openNS(t, "nlmfail")
 			ctx := testCtx(t)
-			if err := c.Apply(ctx, exampleTx(), everyExprTx(nft.IPv6)); err != nil {
+			if err := c.Apply(ctx, exampleTx(), everyExprTx(ipfamily.IPv6)); err != nil {
 				t.Fatal(err)
 			}
-			ids := []tableID{{nft.IPv4, "t"}, {nft.IPv6, tc.table}}
+			ids := []tableID{{ipfamily.IPv4, "t"}, {ipfamily.IPv6, tc.table}}
 			before, ruleset := render(t, ctx, c, ids...), nftCmd(t, ns, "list", "ruleset")
 			g0 := generation(t, ctx, c)
 
 			// The first table's part is valid: it changes chains, rules and
 			// elements.
-			first := nft.NewTx(nft.IPv4, "t")
+			first := nft.NewTx(ipfamily.IPv4, "t")
 			first.AddChain(&nft.Chain{Name: "extra"})
 			first.AddRule("extra", nft.R(nft.Counter{}))
 			first.DeleteElements("service-ips", nft.Element{Key: vipKey})
 			first.AddElements("service-ips", nft.Element{Key: vipKey2, Verdict: &nft.Verdict{Kind: nft.Jump, Chain: "extra"}})
-			second := nft.NewTx(nft.IPv6, tc.table)
+			second := nft.NewTx(ipfamily.IPv6, tc.table)
 			if tc.table == "new" {
 				second.AddTable()
 			}
@@ -211,7 +212,7 @@ func TestApplyTablesFails(t *testing.T) {
 			if g1 := generation(t, ctx, c); g1 != g0 {
 				t.Errorf("generation %d → %d after a failed batch", g0, g1)
 			}
-			if got := tables(t, ctx, c, nft.IPv6); !cmp.Equal(got, []string{"every"}) {
+			if got := tables(t, ctx, c, ipfamily.IPv6); !cmp.Equal(got, []string{"every"}) {
 				t.Errorf("ip6 tables %q after a failed batch, want [every]", got)
 			}
 
@@ -224,7 +225,7 @@ func TestApplyTablesFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := nft.NewFake()
-			for _, txs := range [][]*nft.Tx{{exampleTx(), everyExprTx(nft.IPv6)}, {first, second}} {
+			for _, txs := range [][]*nft.Tx{{exampleTx(), everyExprTx(ipfamily.IPv6)}, {first, second}} {
 				if err := fake.Apply(ctx, txs...); err != nil {
 					t.Fatalf("fake: %v", err)
 				}
@@ -242,13 +243,13 @@ func TestApplyTablesFails(t *testing.T) {
 func TestTables(t *testing.T) {
 	ns, c := openNS(t, "nltables")
 	ctx := testCtx(t)
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		if got := tables(t, ctx, c, f); len(got) != 0 {
 			t.Errorf("new namespace: %s tables %q", f, got)
 		}
 	}
 	var txs []*nft.Tx
-	for _, id := range []tableID{{nft.IPv4, "b"}, {nft.IPv6, "z"}, {nft.IPv4, "a"}, {nft.IPv6, "m"}} {
+	for _, id := range []tableID{{ipfamily.IPv4, "b"}, {ipfamily.IPv6, "z"}, {ipfamily.IPv4, "a"}, {ipfamily.IPv6, "m"}} {
 		tx := nft.NewTx(id.fam, id.name)
 		tx.AddTable()
 		txs = append(txs, tx)
@@ -258,7 +259,7 @@ func TestTables(t *testing.T) {
 	}
 	nftCmd(t, ns, "add", "table", "ip", "c")
 	nftCmd(t, ns, "add", "table", "inet", "x")
-	want := map[nft.Family][]string{nft.IPv4: {"a", "b", "c"}, nft.IPv6: {"m", "z"}}
+	want := map[ipfamily.Family][]string{ipfamily.IPv4: {"a", "b", "c"}, ipfamily.IPv6: {"m", "z"}}
 	for f, w := range want {
 		if got := tables(t, ctx, c, f); !cmp.Equal(got, w) {
 			t.Errorf("%s tables %q, want %q", f, got, w)
@@ -276,7 +277,7 @@ func TestApplyOnlyEmpty(t *testing.T) {
 	}
 	g0, sent := generation(t, ctx, c), c.lastBatch
 	c.lastBatch = 0
-	for _, txs := range [][]*nft.Tx{nil, {nft.NewTx(nft.IPv4, "t")}, {nft.NewTx(nft.IPv4, "t"), nft.NewTx(nft.IPv6, "u")}} {
+	for _, txs := range [][]*nft.Tx{nil, {nft.NewTx(ipfamily.IPv4, "t")}, {nft.NewTx(ipfamily.IPv4, "t"), nft.NewTx(ipfamily.IPv6, "u")}} {
 		if err := c.Apply(ctx, txs...); err != nil {
 			t.Fatalf("%d txs: %v", len(txs), err)
 		}
@@ -287,7 +288,7 @@ func TestApplyOnlyEmpty(t *testing.T) {
 	if g1 := generation(t, ctx, c); g1 != g0 {
 		t.Errorf("generation %d → %d with only empty txs", g0, g1)
 	}
-	if got := tables(t, ctx, c, nft.IPv6); len(got) != 0 {
+	if got := tables(t, ctx, c, ipfamily.IPv6); len(got) != 0 {
 		t.Errorf("ip6 tables %q, want none", got)
 	}
 }

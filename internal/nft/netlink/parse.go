@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -132,7 +133,7 @@ func udataString(b []byte, t byte) (string, bool) {
 }
 
 // parseRule decodes a rule of table; r is nil for another table's rule.
-func parseRule(f nft.Family, m nlMsg, table string, sets map[string]*setInfo) (chain string, r *nft.Rule, err error) {
+func parseRule(f ipfamily.Family, m nlMsg, table string, sets map[string]*setInfo) (chain string, r *nft.Rule, err error) {
 	a, err := payload(m)
 	if err != nil {
 		return "", nil, err
@@ -157,7 +158,7 @@ func parseRule(f nft.Family, m nlMsg, table string, sets map[string]*setInfo) (c
 	if tbl != table {
 		return "", nil, nil
 	}
-	xs, names, err := parseExprs(nfproto(f), exprs)
+	xs, names, err := parseExprs(f.Proto(), exprs)
 	if err != nil {
 		return chain, unrecognised(names, err, comment), nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -33,7 +34,7 @@ const readAttempts = 5
 // destination, so Set.Key takes it from the first rule (in chain name order)
 // that uses the set, and is FieldDaddr for an unused set. Elements of dynamic
 // (timeout) sets are runtime state and are not returned.
-func (c *Conn) Read(ctx context.Context, f nft.Family, name string) (*nft.Table, error) {
+func (c *Conn) Read(ctx context.Context, f ipfamily.Family, name string) (*nft.Table, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var err error
@@ -60,16 +61,16 @@ func (c *Conn) Read(ctx context.Context, f nft.Family, name string) (*nft.Table,
 	if errors.Is(err, nft.ErrNoTable) {
 		return nil, err
 	}
-	return nil, fmt.Errorf("read table %s %s: %w", f, name, err)
+	return nil, fmt.Errorf("read table %s %s: %w", nft.Keyword(f), name, err)
 }
 
 // Tables implements nft.Conn: the names of family f's tables, sorted, from
 // one NFT_MSG_GETTABLE dump (repeated when a concurrent change interrupts it).
 // Every table of the family is listed, whoever created it.
-func (c *Conn) Tables(ctx context.Context, f nft.Family) ([]string, error) {
+func (c *Conn) Tables(ctx context.Context, f ipfamily.Family) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fam := nfproto(f)
+	fam := f.Proto()
 	var names []string
 	var err error
 	for range readAttempts {
@@ -103,8 +104,8 @@ func (c *Conn) Tables(ctx context.Context, f nft.Family) ([]string, error) {
 	return names, nil
 }
 
-func (c *Conn) readOnce(ctx context.Context, f nft.Family, name string) (*nft.Table, error) {
-	fam := nfproto(f)
+func (c *Conn) readOnce(ctx context.Context, f ipfamily.Family, name string) (*nft.Table, error) {
+	fam := f.Proto()
 	var handle uint64
 	err := c.request(ctx, unix.NFT_MSG_GETTABLE, 0, fam, func(e *enc) {
 		e.str(unix.NFTA_TABLE_NAME, name)
@@ -121,7 +122,7 @@ func (c *Conn) readOnce(ctx context.Context, f nft.Family, name string) (*nft.Ta
 		return nil
 	})
 	if errors.Is(err, unix.ENOENT) {
-		return nil, fmt.Errorf("table %s %s: %w", f, name, nft.ErrNoTable)
+		return nil, fmt.Errorf("table %s %s: %w", nft.Keyword(f), name, nft.ErrNoTable)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get table: %w", err)

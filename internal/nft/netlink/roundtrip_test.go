@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 
 	"github.com/svcnet/svcnet/internal/nft"
@@ -15,7 +16,7 @@ import (
 
 // exampleTx is internal/nft's example transaction.
 func exampleTx() *nft.Tx {
-	tx := nft.NewTx(nft.IPv4, "t")
+	tx := nft.NewTx(ipfamily.IPv4, "t")
 	tx.AddTable()
 	tx.AddSet(&nft.Set{Name: "service-ips", Comment: "frontends", Key: []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}, Verdict: true})
 	tx.AddSet(&nft.Set{Name: "affinity", Key: []nft.Field{nft.FieldSaddr}, Timeout: 3 * time.Hour})
@@ -39,8 +40,8 @@ func exampleTx() *nft.Tx {
 var tcp = nft.ProtoMatch{Proto: nft.ProtoTCP}
 
 // pick returns the IPv4 or the IPv6 form of an address or prefix.
-func pick(f nft.Family, v4, v6 string) string {
-	if f == nft.IPv6 {
+func pick(f ipfamily.Family, v4, v6 string) string {
+	if f == ipfamily.IPv6 {
 		return v6
 	}
 	return v4
@@ -51,7 +52,7 @@ func pick(f nft.Family, v4, v6 string) string {
 // masquerade only behind postrouting, reject only behind input and forward;
 // "misc" is referenced by nothing, so it is not hook-validated. Chain names
 // avoid nft keywords so that nft(8) can load the rendering too.
-func everyExprTx(f nft.Family) *nft.Tx {
+func everyExprTx(f ipfamily.Family) *nft.Tx {
 	a := func(v4, v6 string) netip.Addr { return netip.MustParseAddr(pick(f, v4, v6)) }
 	p := func(v4, v6 string) netip.Prefix { return netip.MustParsePrefix(pick(f, v4, v6)) }
 	svcKey := []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}
@@ -136,8 +137,8 @@ func TestRoundTrip(t *testing.T) {
 		tx   *nft.Tx
 	}{
 		{"example", exampleTx()},
-		{"every-ip", everyExprTx(nft.IPv4)},
-		{"every-ip6", everyExprTx(nft.IPv6)},
+		{"every-ip", everyExprTx(ipfamily.IPv4)},
+		{"every-ip6", everyExprTx(ipfamily.IPv6)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns, c := openNS(t, "nlrt")
@@ -156,7 +157,7 @@ func TestRoundTrip(t *testing.T) {
 			if d := cmp.Diff(want.Render(), got.Render()); d != "" {
 				t.Errorf("read back (-want +got):\n%s", d)
 			}
-			listed := nftCmd(t, ns, "list", "table", tc.tx.Family.String(), tc.tx.Table)
+			listed := nftCmd(t, ns, "list", "table", nft.Keyword(tc.tx.Family), tc.tx.Table)
 			if d := cmp.Diff(normaliseList(want.Render()), normaliseList(listed)); d != "" {
 				t.Errorf("nft list vs render, normalised (-render +nft):\n%s\nnft list:\n%s", d, listed)
 			}
@@ -171,7 +172,7 @@ func TestRoundTrip(t *testing.T) {
 // where nft 1.0.6 cannot load what Render prints (a nat output chain's
 // priority is listed as -100, not dstnat).
 func TestCompilesLikeNft(t *testing.T) {
-	for _, f := range []nft.Family{nft.IPv4, nft.IPv6} {
+	for _, f := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		t.Run(f.String(), func(t *testing.T) {
 			ctx := testCtx(t)
 			tx := everyExprTx(f)
@@ -187,7 +188,7 @@ func TestCompilesLikeNft(t *testing.T) {
 			if out, err := load.CombinedOutput(); err != nil {
 				t.Fatalf("nft -f: %v\n%s\n%s", err, out, text)
 			}
-			args := []string{"--debug=netlink", "list", "table", f.String(), tx.Table}
+			args := []string{"--debug=netlink", "list", "table", nft.Keyword(f), tx.Table}
 			got, exp := normaliseDebug(nftCmd(t, mine, args...)), normaliseDebug(nftCmd(t, theirs, args...))
 			if !strings.Contains(exp, "nat dnat") || !strings.Contains(exp, "element") {
 				t.Fatalf("debug listing not understood:\n%s", exp)

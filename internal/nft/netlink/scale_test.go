@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -81,7 +82,7 @@ func TestScale(t *testing.T) {
 	_, c := openNS(t, "nlscale")
 	ctx := testCtx(t)
 
-	tx := nft.NewTx(nft.IPv4, "svcnet")
+	tx := nft.NewTx(ipfamily.IPv4, "svcnet")
 	scaleSkeleton(tx)
 	for i := range scaleServices {
 		scaleService(tx, i)
@@ -108,7 +109,7 @@ func TestScale(t *testing.T) {
 
 	var lat []time.Duration
 	for i := range 50 {
-		one := nft.NewTx(nft.IPv4, "svcnet")
+		one := nft.NewTx(ipfamily.IPv4, "svcnet")
 		scaleService(one, scaleServices+i)
 		start := time.Now()
 		if err := c.Apply(ctx, one); err != nil {
@@ -121,7 +122,7 @@ func TestScale(t *testing.T) {
 		scaleServices, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
 
 	start = time.Now()
-	got, err := c.Read(ctx, nft.IPv4, "svcnet")
+	got, err := c.Read(ctx, ipfamily.IPv4, "svcnet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestScale(t *testing.T) {
 	nftFull := time.Since(start)
 	var nftLat []time.Duration
 	for i := range 10 {
-		one := nft.NewTx(nft.IPv4, "svcnet")
+		one := nft.NewTx(ipfamily.IPv4, "svcnet")
 		scaleService(one, scaleServices+i)
 		script := txScript(one)
 		start := time.Now()
@@ -179,12 +180,12 @@ func txScript(tx *nft.Tx) string {
 	for _, op := range tx.Ops {
 		switch op.Kind {
 		case nft.OpAddChain:
-			fmt.Fprintf(&b, "add chain %s %s %s\n", tx.Family, tx.Table, op.Name)
+			fmt.Fprintf(&b, "add chain %s %s %s\n", nft.Keyword(tx.Family), tx.Table, op.Name)
 		case nft.OpAddRule:
-			fmt.Fprintf(&b, "add rule %s %s %s %s\n", tx.Family, tx.Table, op.Name, op.Rule.Render(tx.Family))
+			fmt.Fprintf(&b, "add rule %s %s %s %s\n", nft.Keyword(tx.Family), tx.Table, op.Name, op.Rule.Render(tx.Family))
 		case nft.OpAddElements:
 			for _, e := range op.Elements {
-				fmt.Fprintf(&b, "add element %s %s %s { %s : %s }\n", tx.Family, tx.Table, op.Name,
+				fmt.Fprintf(&b, "add element %s %s %s { %s : %s }\n", nft.Keyword(tx.Family), tx.Table, op.Name,
 					nft.KeyString(tx.Family, keySvc, e.Key), e.Verdict)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -84,11 +85,11 @@ func (d *elemDump) err() error {
 // retryReordered), so after a nil error add has seen every element exactly
 // once since the last start. Other errors (errDumpInterrupted among them)
 // are returned at once.
-func (c *Conn) dumpElements(ctx context.Context, f nft.Family, table, set string, start func(), add func(key []byte, v *nft.Verdict) error) error {
+func (c *Conn) dumpElements(ctx context.Context, f ipfamily.Family, table, set string, start func(), add func(key []byte, v *nft.Verdict) error) error {
 	return retryReordered(ctx, elemDumpAttempts, elemRetryWait, elemRetryMaxWait, func() error {
 		start()
 		d := newElemDump(add)
-		err := c.request(ctx, unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, nfproto(f), func(e *enc) {
+		err := c.request(ctx, unix.NFT_MSG_GETSETELEM, unix.NLM_F_DUMP, f.Proto(), func(e *enc) {
 			e.str(unix.NFTA_SET_ELEM_LIST_TABLE, table)
 			e.str(unix.NFTA_SET_ELEM_LIST_SET, set)
 		}, d.msg)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -31,7 +32,7 @@ func svcElements(n int) []nft.Element {
 // earlier parts sent, and sends at most per elements.
 func kernelElemDump(t *testing.T, per int, orders ...[]nft.Element) []nlMsg {
 	t.Helper()
-	l, err := layoutOf(nft.IPv4, keySvc)
+	l, err := layoutOf(ipfamily.IPv4, keySvc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func kernelElemDump(t *testing.T, per int, orders ...[]nft.Element) []nlMsg {
 // collect feeds msgs to an elemDump and returns the decoded keys it passed on.
 func collect(t *testing.T, msgs []nlMsg) ([]string, error) {
 	t.Helper()
-	l, err := layoutOf(nft.IPv4, keySvc)
+	l, err := layoutOf(ipfamily.IPv4, keySvc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func collect(t *testing.T, msgs []nlMsg) ([]string, error) {
 		if v == nil || v.Chain != "svc" {
 			t.Errorf("element %v: verdict %v", vals, v)
 		}
-		got = append(got, nft.KeyString(nft.IPv4, keySvc, vals))
+		got = append(got, nft.KeyString(ipfamily.IPv4, keySvc, vals))
 		return nil
 	})
 	for _, m := range msgs {
@@ -91,7 +92,7 @@ func collect(t *testing.T, msgs []nlMsg) ([]string, error) {
 func keyStrings(els []nft.Element) []string {
 	var out []string
 	for _, e := range els {
-		out = append(out, nft.KeyString(nft.IPv4, keySvc, e.Key))
+		out = append(out, nft.KeyString(ipfamily.IPv4, keySvc, e.Key))
 	}
 	return out
 }

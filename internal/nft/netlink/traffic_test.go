@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -75,7 +76,7 @@ func TestTrafficDNAT(t *testing.T) {
 	defer c.Close()
 	ctx := testCtx(t)
 	key := []nft.Field{nft.FieldDaddr, nft.FieldL4Proto, nft.FieldDport}
-	tx := nft.NewTx(nft.IPv4, "svcnet")
+	tx := nft.NewTx(ipfamily.IPv4, "svcnet")
 	tx.AddTable()
 	tx.AddSet(&nft.Set{Name: "service-ips", Key: key, Verdict: true})
 	tx.AddChain(&nft.Chain{Name: "nat-output", Hook: &nft.Hook{Type: "nat", Hook: "output", Priority: -100}})

@@ -12,13 +12,14 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // Match selects the packets Arm marks. Zero fields match anything.
 type Match struct {
-	Family nft.Family
+	Family ipfamily.Family
 	// Proto is the layer-4 protocol (meta l4proto); 0 is any.
 	Proto uint8
 	// Src and Dst match the addresses (ip[6] saddr/daddr); the zero
@@ -43,7 +44,7 @@ type Armed struct {
 	mu       sync.Mutex
 	ns       *netns.NS // own handle on the namespace, closed by Close
 	table    string
-	families []nft.Family
+	families []ipfamily.Family
 	closed   bool
 }
 
@@ -65,8 +66,8 @@ func Arm(ns *netns.NS, table string, matches []Match) (*Armed, error) {
 	if len(matches) == 0 {
 		return nil, fmt.Errorf("arm nftrace table %q: no match given", table)
 	}
-	byFam := map[nft.Family][][]expr.Any{}
-	var fams []nft.Family
+	byFam := map[ipfamily.Family][][]expr.Any{}
+	var fams []ipfamily.Family
 	for i, m := range matches {
 		exprs, err := m.exprs()
 		if err != nil {
@@ -91,7 +92,7 @@ func Arm(ns *netns.NS, table string, matches []Match) (*Armed, error) {
 			return err
 		}
 		for _, f := range fams {
-			t := c.CreateTable(&nftables.Table{Name: table, Family: nftables.TableFamily(nfproto(f))})
+			t := c.CreateTable(&nftables.Table{Name: table, Family: nftables.TableFamily(f.Proto())})
 			for _, ch := range []struct {
 				name string
 				hook *nftables.ChainHook
@@ -122,7 +123,7 @@ func Arm(ns *netns.NS, table string, matches []Match) (*Armed, error) {
 func (a *Armed) Table() string { return a.table }
 
 // Families returns the families armed, in order.
-func (a *Armed) Families() []nft.Family { return slices.Clone(a.families) }
+func (a *Armed) Families() []ipfamily.Family { return slices.Clone(a.families) }
 
 // Owns reports whether e comes from one of the armed tables (the marking
 // rule itself, and the end-of-chain and policy events of the armed chains),
@@ -132,7 +133,7 @@ func (a *Armed) Owns(e Event) bool {
 		return false
 	}
 	for _, f := range a.families {
-		if uint8(e.Family) == nfproto(f) {
+		if uint8(e.Family) == f.Proto() {
 			return true
 		}
 	}
@@ -173,9 +174,9 @@ func (a *Armed) Close() error {
 			if err != nil {
 				return err
 			}
-			c.DelTable(&nftables.Table{Name: a.table, Family: nftables.TableFamily(nfproto(f))})
+			c.DelTable(&nftables.Table{Name: a.table, Family: nftables.TableFamily(f.Proto())})
 			if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("delete nftrace table %s %s: %w", f, a.table, err))
+				errs = append(errs, fmt.Errorf("delete nftrace table %s %s: %w", nft.Keyword(f), a.table, err))
 			}
 		}
 		return nil
@@ -192,12 +193,12 @@ func (a *Armed) Close() error {
 
 // exprs compiles the match and the "meta nftrace set 1" statement.
 func (m Match) exprs() ([]expr.Any, error) {
-	if m.Family != nft.IPv4 && m.Family != nft.IPv6 {
+	if m.Family != ipfamily.IPv4 && m.Family != ipfamily.IPv6 {
 		return nil, fmt.Errorf("family %d is neither IPv4 nor IPv6", m.Family)
 	}
 	var out []expr.Any
 	srcOff, dstOff, alen := uint32(12), uint32(16), 4
-	if m.Family == nft.IPv6 {
+	if m.Family == ipfamily.IPv6 {
 		srcOff, dstOff, alen = 8, 24, 16
 	}
 	for _, p := range []struct {
@@ -209,8 +210,8 @@ func (m Match) exprs() ([]expr.Any, error) {
 			continue
 		}
 		a := p.prefix.Addr()
-		if a.Is4() != (m.Family == nft.IPv4) || a.Is4In6() {
-			return nil, fmt.Errorf("%s %s is not a %s prefix", p.what, p.prefix, m.Family)
+		if a.Is4() != (m.Family == ipfamily.IPv4) || a.Is4In6() {
+			return nil, fmt.Errorf("%s %s is not a %s prefix", p.what, p.prefix, nft.Keyword(m.Family))
 		}
 		if p.prefix.Bits() == 0 {
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -37,11 +38,11 @@ func TestArmRulesAndClose(t *testing.T) {
 	ns := netnstest.New(t, "trarm")
 	nftLoad(t, ns, "table ip other { chain c { counter; }; }")
 	a, err := Arm(ns, armTable, []Match{
-		{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: netip.MustParsePrefix("10.0.0.0/8"),
+		{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: netip.MustParsePrefix("10.0.0.0/8"),
 			Dst: netip.MustParsePrefix("10.96.0.10/32"), Sport: 1234, Dport: 80},
-		{Family: nft.IPv6, Proto: nft.ProtoUDP, Dst: netip.MustParsePrefix("fd00:1::/64"), Dport: 53},
-		{Family: nft.IPv4},
-		{Family: nft.IPv4, Src: netip.MustParsePrefix("192.0.2.0/0"), Sport: 7},
+		{Family: ipfamily.IPv6, Proto: nft.ProtoUDP, Dst: netip.MustParsePrefix("fd00:1::/64"), Dport: 53},
+		{Family: ipfamily.IPv4},
+		{Family: ipfamily.IPv4, Src: netip.MustParsePrefix("192.0.2.0/0"), Sport: 7},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestArmRulesAndClose(t *testing.T) {
 			}
 		}
 	}
-	if got := a.Families(); len(got) != 2 || got[0] != nft.IPv4 || got[1] != nft.IPv6 {
+	if got := a.Families(); len(got) != 2 || got[0] != ipfamily.IPv4 || got[1] != ipfamily.IPv6 {
 		t.Errorf("families %v, want [4 6]", got)
 	}
 	for _, c := range []struct {
@@ -96,7 +97,7 @@ func TestArmRulesAndClose(t *testing.T) {
 // TestCloseToleratesGoneTable closes an Armed whose table someone deleted.
 func TestCloseToleratesGoneTable(t *testing.T) {
 	ns := netnstest.New(t, "trgone")
-	a, err := Arm(ns, armTable, []Match{{Family: nft.IPv4, Dport: 80}, {Family: nft.IPv6, Dport: 80}})
+	a, err := Arm(ns, armTable, []Match{{Family: ipfamily.IPv4, Dport: 80}, {Family: ipfamily.IPv6, Dport: 80}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +117,14 @@ func TestArmRefusesExistingTable(t *testing.T) {
 	ns := netnstest.New(t, "trexist")
 	nftLoad(t, ns, "table ip6 "+armTable+" { chain mine { counter; }; }")
 	before := run(t, ns, "nft", "list", "ruleset")
-	_, err := Arm(ns, armTable, []Match{{Family: nft.IPv4, Dport: 80}, {Family: nft.IPv6, Dport: 80}})
+	_, err := Arm(ns, armTable, []Match{{Family: ipfamily.IPv4, Dport: 80}, {Family: ipfamily.IPv6, Dport: 80}})
 	if !errors.Is(err, unix.EEXIST) {
 		t.Fatalf("Arm over an existing ip6 table: %v, want EEXIST", err)
 	}
 	if after := run(t, ns, "nft", "list", "ruleset"); after != before {
 		t.Fatalf("failed Arm changed the ruleset:\n%s\nwant:\n%s", after, before)
 	}
-	a, err := Arm(ns, armTable, []Match{{Family: nft.IPv4, Dport: 80}})
+	a, err := Arm(ns, armTable, []Match{{Family: ipfamily.IPv4, Dport: 80}})
 	if err != nil {
 		t.Fatalf("Arm ip only, next to someone's ip6 table: %v", err)
 	}
@@ -143,13 +144,13 @@ func TestArmRejectsBadInput(t *testing.T) {
 		matches []Match
 		want    string
 	}{
-		"no name":       {"", []Match{{Family: nft.IPv4}}, "invalid name"},
-		"long name":     {strings.Repeat("x", 300), []Match{{Family: nft.IPv4}}, "invalid name"},
+		"no name":       {"", []Match{{Family: ipfamily.IPv4}}, "invalid name"},
+		"long name":     {strings.Repeat("x", 300), []Match{{Family: ipfamily.IPv4}}, "invalid name"},
 		"no match":      {armTable, nil, "no match given"},
 		"family":        {armTable, []Match{{Family: 5}}, "match 0: family 5 is neither IPv4 nor IPv6"},
-		"prefix family": {armTable, []Match{{Family: nft.IPv4}, {Family: nft.IPv4, Dst: netip.MustParsePrefix("fd00::/64")}}, "match 1: destination fd00::/64 is not a ip prefix"},
-		"mapped":        {armTable, []Match{{Family: nft.IPv6, Src: netip.MustParsePrefix("::ffff:10.0.0.1/128")}}, "is not a ip6 prefix"},
-		"no namespace":  {armTable, []Match{{Family: nft.IPv4}}, "no network namespace given"},
+		"prefix family": {armTable, []Match{{Family: ipfamily.IPv4}, {Family: ipfamily.IPv4, Dst: netip.MustParsePrefix("fd00::/64")}}, "match 1: destination fd00::/64 is not a ip prefix"},
+		"mapped":        {armTable, []Match{{Family: ipfamily.IPv6, Src: netip.MustParsePrefix("::ffff:10.0.0.1/128")}}, "is not a ip6 prefix"},
+		"no namespace":  {armTable, []Match{{Family: ipfamily.IPv4}}, "no network namespace given"},
 	} {
 		if _, err := Arm(nil, c.table, c.matches); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)

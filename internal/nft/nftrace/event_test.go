@@ -204,6 +204,6 @@ func TestNames(t *testing.T) {
 		t.Errorf("ip6 family: %v %v", f, ok)
 	}
 	if _, ok := NFProto(unix.NFPROTO_INET).Family(); ok {
-		t.Error("inet has an nft.Family")
+		t.Error("inet has an ipfamily.Family")
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nft"
 )
@@ -43,14 +44,14 @@ const dumpRetries = 5
 // transaction gets a new one: read them from the same ruleset generation the
 // events were produced by (in practice: right after collecting them, with no
 // ruleset change in between).
-func RuleHandles(ns *netns.NS, f nft.Family, table string) (Handles, error) {
-	fam := nfproto(f)
+func RuleHandles(ns *netns.NS, f ipfamily.Family, table string) (Handles, error) {
+	fam := f.Proto()
 	get := nftRequest(unix.NFT_MSG_GETTABLE, unix.NLM_F_ACK, 1, fam, appendAttr(nil, unix.NFTA_TABLE_NAME, cstring(table)))
 	if _, err := exchange(ns, get, false); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("rule handles of table %s %s: no such table", f, table)
+			return nil, fmt.Errorf("rule handles of table %s %s: no such table", nft.Keyword(f), table)
 		}
-		return nil, fmt.Errorf("rule handles of table %s %s: %w", f, table, err)
+		return nil, fmt.Errorf("rule handles of table %s %s: %w", nft.Keyword(f), table, err)
 	}
 	dump := nftRequest(unix.NFT_MSG_GETRULE, unix.NLM_F_DUMP, 2, fam, appendAttr(nil, unix.NFTA_RULE_TABLE, cstring(table)))
 	var msgs []nlMsg
@@ -61,7 +62,7 @@ func RuleHandles(ns *netns.NS, f nft.Family, table string) (Handles, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rule handles of table %s %s: %w", f, table, err)
+		return nil, fmt.Errorf("rule handles of table %s %s: %w", nft.Keyword(f), table, err)
 	}
 	out := Handles{}
 	for _, m := range msgs {
@@ -70,7 +71,7 @@ func RuleHandles(ns *netns.NS, f nft.Family, table string) (Handles, error) {
 		}
 		attrs, err := parseAttrs(m.data[nfgenLen:])
 		if err != nil {
-			return nil, fmt.Errorf("rule handles of table %s %s: %w", f, table, err)
+			return nil, fmt.Errorf("rule handles of table %s %s: %w", nft.Keyword(f), table, err)
 		}
 		var tbl, chain string
 		var handle uint64
@@ -95,9 +96,3 @@ func RuleHandles(ns *netns.NS, f nft.Family, table string) (Handles, error) {
 }
 
 // nfproto returns the nfgen family of a table family.
-func nfproto(f nft.Family) uint8 {
-	if f == nft.IPv6 {
-		return unix.NFPROTO_IPV6
-	}
-	return unix.NFPROTO_IPV4
-}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
-	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // TestRuleHandles reads the handles of svcTable and checks them, chain by
@@ -20,7 +20,7 @@ func TestRuleHandles(t *testing.T) {
 	nftLoad(t, ns, svcTable)
 	// A table of another name must not leak into the answer.
 	nftLoad(t, ns, "table ip noise { chain services { counter; counter; }; }")
-	got, err := RuleHandles(ns, nft.IPv4, "svc")
+	got, err := RuleHandles(ns, ipfamily.IPv4, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +57,9 @@ func TestRuleHandles(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		f     nft.Family
+		f     ipfamily.Family
 		table string
-	}{{nft.IPv6, "svc"}, {nft.IPv4, "absent"}} {
+	}{{ipfamily.IPv6, "svc"}, {ipfamily.IPv4, "absent"}} {
 		if _, err := RuleHandles(ns, c.f, c.table); err == nil || !strings.Contains(err.Error(), "no such table") {
 			t.Errorf("RuleHandles(%s %s): %v, want no such table", c.f, c.table, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -59,7 +60,7 @@ func readHandles(t *testing.T, l *lab) map[string]Handles {
 	t.Helper()
 	out := map[string]Handles{}
 	for _, name := range []string{"svc", armTable} {
-		h, err := RuleHandles(l.node, nft.IPv4, name)
+		h, err := RuleHandles(l.node, ipfamily.IPv4, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,8 +70,8 @@ func readHandles(t *testing.T, l *lab) map[string]Handles {
 }
 
 var serviceMatches = []Match{
-	{Family: nft.IPv4, Proto: nft.ProtoTCP, Dst: netip.MustParsePrefix("10.96.0.10/32"), Dport: 80},
-	{Family: nft.IPv4, Proto: nft.ProtoUDP, Dst: netip.MustParsePrefix("10.96.0.10/32"), Dport: 53},
+	{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Dst: netip.MustParsePrefix("10.96.0.10/32"), Dport: 80},
+	{Family: ipfamily.IPv4, Proto: nft.ProtoUDP, Dst: netip.MustParsePrefix("10.96.0.10/32"), Dport: 53},
 }
 
 func logEvents(t *testing.T, evs []Event) {

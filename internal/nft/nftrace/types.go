@@ -3,9 +3,8 @@ package nftrace
 import (
 	"fmt"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"golang.org/x/sys/unix"
-
-	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // NFProto is a netfilter protocol family (NFPROTO_*): the family of a table,
@@ -32,14 +31,8 @@ func (p NFProto) String() string {
 }
 
 // Family returns svcnet's model family of an ip or ip6 table family.
-func (p NFProto) Family() (nft.Family, bool) {
-	switch p {
-	case unix.NFPROTO_IPV4:
-		return nft.IPv4, true
-	case unix.NFPROTO_IPV6:
-		return nft.IPv6, true
-	}
-	return 0, false
+func (p NFProto) Family() (ipfamily.Family, bool) {
+	return ipfamily.FromProto(uint8(p))
 }
 
 // Type is the kind of a trace event (NFTA_TRACE_TYPE); see the package doc

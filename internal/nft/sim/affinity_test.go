@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -87,7 +88,7 @@ func TestAffinity(t *testing.T) {
 
 // TestAffinityTrace checks the update and lookup steps the tracer shows.
 func TestAffinityTrace(t *testing.T) {
-	a := fixtureAddrs(nft.IPv4)
+	a := fixtureAddrs(ipfamily.IPv4)
 	s := New(nil, proxyTable(t, a))
 	ctx := a.nodeContext(PathPrerouting, nil)
 	var details []string

@@ -71,13 +71,13 @@ func (w *walker) evalBase(h Hook, bc baseChain) (fate, error) {
 		}
 		if w.budget--; w.budget < 0 {
 			return fate{}, fmt.Errorf("table %s %s chain %s: more than %d rules evaluated, a loop: %w",
-				w.fam, t.Name, cur.chain.Name, maxRuleEvals, ErrBadRuleset)
+				nft.Keyword(w.fam), t.Name, cur.chain.Name, maxRuleEvals, ErrBadRuleset)
 		}
 		i := cur.next
 		cur.next++
 		o, err := w.evalRule(h, t, cur.chain, i)
 		if err != nil {
-			return fate{}, fmt.Errorf("table %s %s chain %s rule %d: %w", w.fam, t.Name, cur.chain.Name, i, err)
+			return fate{}, fmt.Errorf("table %s %s chain %s rule %d: %w", nft.Keyword(w.fam), t.Name, cur.chain.Name, i, err)
 		}
 		if o.kind == outReturn && len(stack) > 0 {
 			o.step.Target = stack[len(stack)-1].chain.Name
@@ -100,12 +100,12 @@ func (w *walker) evalBase(h Hook, bc baseChain) (fate, error) {
 		case outJump, outGoto:
 			next, err := jumpTarget(t, o.target)
 			if err != nil {
-				return fate{}, fmt.Errorf("table %s %s chain %s rule %d: %w", w.fam, t.Name, cur.chain.Name, i, err)
+				return fate{}, fmt.Errorf("table %s %s chain %s rule %d: %w", nft.Keyword(w.fam), t.Name, cur.chain.Name, i, err)
 			}
 			if o.kind == outJump {
 				if len(stack) >= maxJumpStack {
 					return fate{}, fmt.Errorf("table %s %s chain %s rule %d: jumps nested deeper than %d: %w",
-						w.fam, t.Name, cur.chain.Name, i, maxJumpStack, ErrBadRuleset)
+						nft.Keyword(w.fam), t.Name, cur.chain.Name, i, maxJumpStack, ErrBadRuleset)
 				}
 				stack = append(stack, cur)
 			}

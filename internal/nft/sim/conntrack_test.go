@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -97,7 +98,7 @@ func TestConntrack(t *testing.T) {
 
 // TestConntrackTraceOfReply pins the conntrack steps of a reply.
 func TestConntrackTraceOfReply(t *testing.T) {
-	a := fixtureAddrs(nft.IPv4)
+	a := fixtureAddrs(ipfamily.IPv4)
 	s := New(nil, proxyTable(t, a))
 	ctx := a.nodeContext(PathPrerouting, nil)
 	if _, err := s.Run(ctx, a.tcp(ap(a.client, 40000), ap(a.svcA, 80))); err != nil {

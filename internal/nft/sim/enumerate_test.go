@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -105,12 +106,12 @@ func TestEnumerateBranching(t *testing.T) {
 		want:  map[string]string{dst(0).String(): "1/4", dst(1).String(): "1/4", dst(2).String(): "1/6", dst(3).String(): "1/3"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tbl := table(nft.IPv4, "t", []*nft.Chain{
+			tbl := table(ipfamily.IPv4, "t", []*nft.Chain{
 				base("pre", "nat", "prerouting", -100, tc.rules...),
 				regular("half", rnd(2, 1, "epa"), nft.R(nft.GotoTo("epb"))),
 				dnatTo(0), dnatTo(1), dnatTo(2), dnatTo(3),
 			})
-			pkt := Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.96.0.1:80")}
+			pkt := Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.96.0.1:80")}
 			outs, err := New(nil, tbl).Enumerate(Context{Path: PathPrerouting}, pkt)
 			if err != nil {
 				t.Fatal(err)
@@ -135,8 +136,8 @@ func TestEnumerateTooManyBranches(t *testing.T) {
 	for i := 0; i < 20; i++ { // 2^20 paths, none of them ending the chain
 		rules = append(rules, nft.R(nft.Random{Mod: 2, Value: 0}, nft.Counter{}))
 	}
-	tbl := table(nft.IPv4, "t", []*nft.Chain{base("f", "filter", "prerouting", 0, rules...)})
-	pkt := Packet{Family: nft.IPv4, Proto: nft.ProtoUDP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:6")}
+	tbl := table(ipfamily.IPv4, "t", []*nft.Chain{base("f", "filter", "prerouting", 0, rules...)})
+	pkt := Packet{Family: ipfamily.IPv4, Proto: nft.ProtoUDP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:6")}
 	_, err := New(nil, tbl).Enumerate(Context{Path: PathPrerouting}, pkt)
 	if !errors.Is(err, ErrTooManyBranches) {
 		t.Fatalf("err = %v, want ErrTooManyBranches", err)
@@ -158,8 +159,8 @@ func BenchmarkEnumerateCascade(b *testing.B) {
 			rules = append(rules, nft.R(nft.GotoTo(name)))
 		}
 	}
-	tbl := table(nft.IPv4, "t", append(chains, base("pre", "nat", "prerouting", -100, rules...)))
-	pkt := Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:1"), Dst: mustAP("10.96.0.1:80")}
+	tbl := table(ipfamily.IPv4, "t", append(chains, base("pre", "nat", "prerouting", -100, rules...)))
+	pkt := Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:1"), Dst: mustAP("10.96.0.1:80")}
 	for b.Loop() {
 		outs, err := New(nil, tbl).Enumerate(Context{Path: PathPrerouting}, pkt)
 		if err != nil || len(outs) != n {
@@ -171,7 +172,7 @@ func BenchmarkEnumerateCascade(b *testing.B) {
 // TestRunChoicesFollowsAnOutcome: running an outcome's choices gives that
 // outcome's result, and remembers its connection for the reply.
 func TestRunChoicesFollowsAnOutcome(t *testing.T) {
-	a := fixtureAddrs(nft.IPv4)
+	a := fixtureAddrs(ipfamily.IPv4)
 	s := New(nil, proxyTable(t, a))
 	ctx := a.nodeContext(PathPrerouting, nil)
 	p := a.tcp(ap(a.client, 40000), ap(a.svcA, 80))

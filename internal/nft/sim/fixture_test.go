@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // addrs is the cluster the fixture table serves, in one family.
 type addrs struct {
-	fam         nft.Family
+	fam         ipfamily.Family
 	clusterCIDR netip.Prefix // pods; traffic from elsewhere to a ClusterIP is masqueraded
 	localPods   netip.Prefix // this node's pod subnet, behind the bridge
 	loopback    netip.Prefix
@@ -47,10 +48,10 @@ var (
 	mustP  = netip.MustParsePrefix
 )
 
-func fixtureAddrs(f nft.Family) addrs {
-	if f == nft.IPv6 {
+func fixtureAddrs(f ipfamily.Family) addrs {
+	if f == ipfamily.IPv6 {
 		return addrs{
-			fam:         nft.IPv6,
+			fam:         ipfamily.IPv6,
 			clusterCIDR: mustP("fd00:192:168::/56"), localPods: mustP("fd00:192:168:1::/64"), loopback: mustP("::1/128"), lo: mustA("::1"),
 			node: mustA("fd00:26:236::177"), otherNode: mustA("fd00:26:236::178"),
 			bridge: mustA("fd00:192:168:1::1"), client: mustA("fd00:26:236::10"), pod: mustA("fd00:192:168:1::20"),
@@ -65,7 +66,7 @@ func fixtureAddrs(f nft.Family) addrs {
 		}
 	}
 	return addrs{
-		fam:         nft.IPv4,
+		fam:         ipfamily.IPv4,
 		clusterCIDR: mustP("192.168.0.0/16"), localPods: mustP("192.168.1.0/24"), loopback: mustP("127.0.0.0/8"), lo: mustA("127.0.0.1"),
 		node: mustA("172.26.236.177"), otherNode: mustA("172.26.236.178"),
 		bridge: mustA("192.168.1.1"), client: mustA("172.26.236.10"), pod: mustA("192.168.1.20"),

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -44,7 +45,7 @@ func renderTrace(steps []Step) string {
 }
 
 // table builds a table directly (no fake kernel) from chains and sets.
-func table(f nft.Family, name string, chains []*nft.Chain, sets ...*nft.Set) *nft.Table {
+func table(f ipfamily.Family, name string, chains []*nft.Chain, sets ...*nft.Set) *nft.Table {
 	t := nft.NewTable(f, name)
 	for _, c := range chains {
 		t.Chains[c.Name] = c

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -48,8 +49,8 @@ type familyHooks struct {
 }
 
 // indexHooks sorts the base chains of tables by family and hook.
-func indexHooks(tables []*nft.Table) map[nft.Family]*familyHooks {
-	out := map[nft.Family]*familyHooks{}
+func indexHooks(tables []*nft.Table) map[ipfamily.Family]*familyHooks {
+	out := map[ipfamily.Family]*familyHooks{}
 	for _, t := range tables {
 		if t == nil {
 			continue
@@ -92,7 +93,7 @@ func (w *walker) hook(h Hook) (bool, error) {
 	filter, nat := w.hooks.filter[h], w.hooks.nat[h]
 	if h == HookForward && len(nat) > 0 {
 		bc := nat[0]
-		return false, fmt.Errorf("table %s %s chain %s: nat chain at forward: %w", w.fam, bc.table.Name, bc.chain.Name, ErrBadRuleset)
+		return false, fmt.Errorf("table %s %s chain %s: nat chain at forward: %w", nft.Keyword(w.fam), bc.table.Name, bc.chain.Name, ErrBadRuleset)
 	}
 	natDone := !w.hooks.natActive || h == HookForward
 	for _, bc := range filter {

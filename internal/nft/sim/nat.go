@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -14,8 +15,8 @@ func (w *walker) dnat(h Hook, t *nft.Table, c *nft.Chain, i int, e nft.DNAT, s S
 	if w.base.Hook.Type != "nat" || (h != HookPrerouting && h != HookOutput) {
 		return outcome{}, fmt.Errorf("dnat in base chain %s (type %s hook %s): %w", w.base.Name, w.base.Hook.Type, h, ErrBadRuleset)
 	}
-	if !e.To.Addr().IsValid() || e.To.Addr().Is4() != (w.fam == nft.IPv4) {
-		return outcome{}, fmt.Errorf("dnat to %s: not an address of family %s: %w", e.To, w.fam, ErrBadRuleset)
+	if !e.To.Addr().IsValid() || e.To.Addr().Is4() != (w.fam == ipfamily.IPv4) {
+		return outcome{}, fmt.Errorf("dnat to %s: not an address of family %s: %w", e.To, nft.Keyword(w.fam), ErrBadRuleset)
 	}
 	to := e.To
 	if to.Port() == 0 {
@@ -43,7 +44,7 @@ func (w *walker) masquerade(h Hook, t *nft.Table, c *nft.Chain, i int, e nft.Mas
 	if w.ctx.EgressAddr != nil {
 		egress = w.ctx.EgressAddr(w.pkt.Dst.Addr()).Unmap()
 	}
-	if !egress.IsValid() || egress.Is4() != (w.fam == nft.IPv4) {
+	if !egress.IsValid() || egress.Is4() != (w.fam == ipfamily.IPv4) {
 		s.Action = ActDrop
 		s.Detail = fmt.Sprintf("masquerade: no %s address to leave for %s with", w.fam, w.pkt.Dst.Addr())
 		return outcome{kind: outDrop, step: s}, nil

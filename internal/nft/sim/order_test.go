@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -12,8 +13,8 @@ import (
 // inside the kernel's NAT hook at -100, ordered among themselves, and stop
 // once one has translated.
 func TestHookOrder(t *testing.T) {
-	a := fixtureAddrs(nft.IPv4)
-	other := table(nft.IPv4, "other", []*nft.Chain{
+	a := fixtureAddrs(ipfamily.IPv4)
+	other := table(ipfamily.IPv4, "other", []*nft.Chain{
 		base("raw", "filter", "prerouting", -300, nft.R(nft.Counter{})),
 		base("tie", "filter", "prerouting", -100, nft.R(nft.Counter{})),
 		base("nat-early", "nat", "prerouting", -150,
@@ -21,7 +22,7 @@ func TestHookOrder(t *testing.T) {
 		base("late", "filter", "prerouting", 0, nft.R(nft.Counter{})),
 		base("nat-late", "nat", "prerouting", 50, nft.R(nft.Counter{})),
 	})
-	s := New(nil, proxyTable(t, a), other, table(nft.IPv6, "v6", []*nft.Chain{base("ignored", "filter", "prerouting", -400)}))
+	s := New(nil, proxyTable(t, a), other, table(ipfamily.IPv6, "v6", []*nft.Chain{base("ignored", "filter", "prerouting", -400)}))
 	chains := func(res Result) []string {
 		var out []string
 		for _, st := range res.Trace {
@@ -81,7 +82,7 @@ func TestHookOrder(t *testing.T) {
 
 // TestPaths checks the hooks each path takes.
 func TestPaths(t *testing.T) {
-	a := fixtureAddrs(nft.IPv4)
+	a := fixtureAddrs(ipfamily.IPv4)
 	s := New(nil, proxyTable(t, a))
 	hooks := func(res Result) []Hook {
 		var out []Hook
@@ -127,12 +128,12 @@ func TestPaths(t *testing.T) {
 // has its translations from output and postrouting, so the nat chains at
 // prerouting and input do not run again.
 func TestLoopbackSkipsNATAfterOutput(t *testing.T) {
-	tbl := table(nft.IPv4, "t", []*nft.Chain{
+	tbl := table(ipfamily.IPv4, "t", []*nft.Chain{
 		base("out", "nat", "output", -100, nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.DNAT{To: mustAP("127.0.0.1:8080")})),
 		base("pre", "nat", "prerouting", -100, nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.DNAT{To: mustAP("10.9.9.9:1")})),
 		base("in", "nat", "input", 100, nft.R(nft.Counter{})),
 	})
-	res, err := New(nil, tbl).Run(Context{Path: PathOutput}, Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: mustAP("127.0.0.1:5"), Dst: mustAP("127.0.0.1:80")})
+	res, err := New(nil, tbl).Run(Context{Path: PathOutput}, Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: mustAP("127.0.0.1:5"), Dst: mustAP("127.0.0.1:80")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -110,7 +111,7 @@ func (w *walker) evalRule(h Hook, t *nft.Table, c *nft.Chain, i int) (outcome, e
 			return w.masquerade(h, t, c, i, e, with(ActMasquerade, ""))
 		case nft.Reject:
 			k, why := RejectICMP, "icmp port-unreachable"
-			if w.fam == nft.IPv6 {
+			if w.fam == ipfamily.IPv6 {
 				why = "icmpv6 port-unreachable"
 			}
 			if e.TCPReset {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -24,7 +25,7 @@ var (
 // TestVerdicts checks nft's verdict semantics; the mark bits set show which
 // rules ran.
 func TestVerdicts(t *testing.T) {
-	pkt := Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")}
+	pkt := Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")}
 	dportMap := &nft.Set{Name: "m", Key: []nft.Field{nft.FieldDport}, Verdict: true, Elements: map[string]nft.Element{
 		"99": {Key: []nft.Value{nft.N(99)}, Verdict: &accept},
 	}}
@@ -195,7 +196,7 @@ func TestVerdicts(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dyn := &nft.Set{Name: "dyn", Key: []nft.Field{nft.FieldSaddr}, Timeout: time.Minute}
-			tbl := table(nft.IPv4, "t", tc.chains, dportMap, srcSet, dyn)
+			tbl := table(ipfamily.IPv4, "t", tc.chains, dportMap, srcSet, dyn)
 			p, ctx := pkt, Context{Path: PathPrerouting}
 			if tc.edit != nil {
 				tc.edit(&p, &ctx)
@@ -253,8 +254,8 @@ func TestBadRulesets(t *testing.T) {
 		{"address match on a port", []*nft.Chain{pre(nft.R(nft.AddrMatch{Field: nft.FieldDport, Prefix: mustP("10.0.0.0/8")}))}, "address match on dport"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tbl := table(nft.IPv4, "t", tc.chains, set, vm)
-			_, err := New(nil, tbl).Run(Context{Path: PathPrerouting}, Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")})
+			tbl := table(ipfamily.IPv4, "t", tc.chains, set, vm)
+			_, err := New(nil, tbl).Run(Context{Path: PathPrerouting}, Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")})
 			if !errors.Is(err, ErrBadRuleset) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrBadRuleset containing %q", err, tc.want)
 			}
@@ -264,7 +265,7 @@ func TestBadRulesets(t *testing.T) {
 
 // TestBadInput rejects packets and contexts that cannot be simulated.
 func TestBadInput(t *testing.T) {
-	ok := Packet{Family: nft.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")}
+	ok := Packet{Family: ipfamily.IPv4, Proto: nft.ProtoTCP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")}
 	for _, tc := range []struct {
 		name string
 		ctx  Context
@@ -274,7 +275,7 @@ func TestBadInput(t *testing.T) {
 		{"no family", Context{Path: PathOutput}, func(p *Packet) { p.Family = 0 }},
 		{"address of the other family", Context{Path: PathOutput}, func(p *Packet) { p.Dst = mustAP("[fd00::1]:80") }},
 		{"v4-mapped address in ip6", Context{Path: PathOutput}, func(p *Packet) {
-			p.Family, p.Src, p.Dst = nft.IPv6, mustAP("[fd00::1]:5"), mustAP("[::ffff:10.0.0.2]:80")
+			p.Family, p.Src, p.Dst = ipfamily.IPv6, mustAP("[fd00::1]:5"), mustAP("[::ffff:10.0.0.2]:80")
 		}},
 		{"missing address", Context{Path: PathOutput}, func(p *Packet) { p.Src = netip.AddrPort{} }},
 		{"input interface of a locally sent packet", Context{Path: PathOutput, InIface: "eth0"}, func(*Packet) {}},
@@ -295,14 +296,14 @@ func TestBadInput(t *testing.T) {
 // TestFailedRunKeepsState: a run that fails changes no state.
 func TestFailedRunKeepsState(t *testing.T) {
 	dyn := &nft.Set{Name: "dyn", Key: []nft.Field{nft.FieldSaddr}, Timeout: time.Hour}
-	tbl := table(nft.IPv4, "t", []*nft.Chain{base("b", "filter", "prerouting", 0,
+	tbl := table(ipfamily.IPv4, "t", []*nft.Chain{base("b", "filter", "prerouting", 0,
 		nft.R(nft.Lookup{Fields: []nft.Field{nft.FieldSaddr}, Set: "dyn"}, nft.SetMark{Op: nft.MarkOr, Value: 1}),
 		nft.R(nft.Update{Set: "dyn", Fields: []nft.Field{nft.FieldSaddr}}),
 		nft.R(nft.ProtoMatch{Proto: nft.ProtoUDP}, nft.JumpTo("missing")),
 	)}, dyn)
 	s := New(nil, tbl)
 	ctx := Context{Path: PathPrerouting}
-	p := Packet{Family: nft.IPv4, Proto: nft.ProtoUDP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")}
+	p := Packet{Family: ipfamily.IPv4, Proto: nft.ProtoUDP, Src: mustAP("10.0.0.1:5"), Dst: mustAP("10.0.0.2:80")}
 	if _, err := s.Run(ctx, p); !errors.Is(err, ErrBadRuleset) {
 		t.Fatalf("udp: err = %v", err)
 	}
@@ -322,7 +323,7 @@ func TestFailedRunKeepsState(t *testing.T) {
 
 // TestDeterministic: the same input gives the same Result, trace included.
 func TestDeterministic(t *testing.T) {
-	a := fixtureAddrs(nft.IPv6)
+	a := fixtureAddrs(ipfamily.IPv6)
 	tbl := proxyTable(t, a)
 	run := func() []Outcome {
 		outs, err := New(nil, tbl).Enumerate(a.nodeContext(PathPrerouting, nil), a.tcp(ap(a.client, 4), ap(a.node, nodePortA)))

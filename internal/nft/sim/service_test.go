@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -21,7 +22,7 @@ func summarize(r Result) summary {
 	return summary{Verdict: r.Verdict, Reject: r.Reject, Delivery: r.Delivery, Final: r.Final}
 }
 
-func families() []nft.Family { return []nft.Family{nft.IPv4, nft.IPv6} }
+func families() []ipfamily.Family { return []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} }
 
 // TestServices walks first packets of the fixture cluster's flows: what the
 // proxy's rules must do to them.
@@ -133,9 +134,9 @@ func TestServices(t *testing.T) {
 
 // TestRejectDetailNamesICMPv6 checks the reject step of an IPv6 packet.
 func TestRejectDetailNamesICMPv6(t *testing.T) {
-	a := fixtureAddrs(nft.IPv6)
+	a := fixtureAddrs(ipfamily.IPv6)
 	s := New(nil, proxyTable(t, a))
-	res, err := s.Run(a.nodeContext(PathPrerouting, nil), Packet{Family: nft.IPv6, Proto: nft.ProtoUDP, Src: ap(a.pod, 1), Dst: ap(a.svcB, 53)})
+	res, err := s.Run(a.nodeContext(PathPrerouting, nil), Packet{Family: ipfamily.IPv6, Proto: nft.ProtoUDP, Src: ap(a.pod, 1), Dst: ap(a.svcB, 53)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
@@ -20,7 +21,7 @@ var ErrBadRuleset = errors.New("ruleset cannot be simulated")
 // Simulator walks packets through a fixed set of tables, remembering, as the
 // kernel does, connections and elements added to dynamic sets.
 type Simulator struct {
-	hooks map[nft.Family]*familyHooks
+	hooks map[ipfamily.Family]*familyHooks
 	now   func() time.Time
 	st    *state
 	// texts caches rendered rules (rules are immutable values).
@@ -28,12 +29,12 @@ type Simulator struct {
 }
 
 type ruleKey struct {
-	fam  nft.Family
+	fam  ipfamily.Family
 	rule *nft.Rule
 }
 
 // ruleText returns r rendered for family f.
-func (s *Simulator) ruleText(f nft.Family, r *nft.Rule) string {
+func (s *Simulator) ruleText(f ipfamily.Family, r *nft.Rule) string {
 	k := ruleKey{f, r}
 	t, ok := s.texts[k]
 	if !ok {
@@ -98,11 +99,11 @@ func checkInput(ctx Context, p Packet) error {
 	if ctx.Path == PathOutput && ctx.InIface != "" {
 		return fmt.Errorf("context: input interface %q on path %s (a locally sent packet has none): %w", ctx.InIface, ctx.Path, ErrBadInput)
 	}
-	if p.Family != nft.IPv4 && p.Family != nft.IPv6 {
+	if p.Family != ipfamily.IPv4 && p.Family != ipfamily.IPv6 {
 		return fmt.Errorf("packet: family %d: %w", p.Family, ErrBadInput)
 	}
 	for _, a := range []netip.AddrPort{p.Src, p.Dst} {
-		if !a.IsValid() || a.Addr().Is4() != (p.Family == nft.IPv4) || a.Addr().Is4In6() {
+		if !a.IsValid() || a.Addr().Is4() != (p.Family == ipfamily.IPv4) || a.Addr().Is4In6() {
 			return fmt.Errorf("packet: address %s is not of family %s: %w", a, p.Family, ErrBadInput)
 		}
 	}
@@ -120,7 +121,7 @@ type walker struct {
 	st     *state
 	ch     chooser
 	now    time.Time
-	fam    nft.Family
+	fam    ipfamily.Family
 	hooks  *familyHooks
 	pkt    Packet
 	res    Result

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
 // state is what the kernel remembers between packets: elements added to
@@ -28,7 +28,7 @@ func (s *state) clone() *state {
 
 // dynKey identifies an element of a dynamic set by its rendered key.
 type dynKey struct {
-	family     nft.Family
+	family     ipfamily.Family
 	table, set string
 	key        string
 }
@@ -44,7 +44,7 @@ func (e dynElem) liveAt(now time.Time) bool { return e.forever || now.Before(e.e
 
 // tuple is one direction of a connection as conntrack keys it.
 type tuple struct {
-	family   nft.Family
+	family   ipfamily.Family
 	proto    uint8
 	src, dst netip.AddrPort
 }
@@ -56,7 +56,7 @@ func tupleOf(p Packet) tuple {
 // Flow is a connection conntrack remembers: the original direction as the
 // first packet arrived, and the reply direction expected back (after NAT).
 type Flow struct {
-	Family nft.Family
+	Family ipfamily.Family
 	Proto  uint8
 	// OrigSrc → OrigDst is the first packet before any translation.
 	OrigSrc, OrigDst netip.AddrPort

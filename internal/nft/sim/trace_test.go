@@ -5,13 +5,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // TestTraceClusterIPFromOutside pins the whole trace of one packet: every
 // hook, base chain, rule and rewrite, in order.
 func TestTraceClusterIPFromOutside(t *testing.T) {
-	a := fixtureAddrs(nft.IPv4)
+	a := fixtureAddrs(ipfamily.IPv4)
 	s := New(nil, proxyTable(t, a))
 	res, err := s.Run(a.nodeContext(PathPrerouting, nil), a.tcp(ap(a.client, 40000), ap(a.svcA, 80)))
 	if err != nil {

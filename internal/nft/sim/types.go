@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // Packet is the part of a packet the rules can see. Src and Dst carry the
 // transport ports (0 for protocols without ports).
 type Packet struct {
-	Family nft.Family
+	Family ipfamily.Family
 	Proto  uint8 // nft.ProtoTCP, nft.ProtoUDP, nft.ProtoSCTP, or another IP protocol number
 	Src    netip.AddrPort
 	Dst    netip.AddrPort

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -42,9 +43,9 @@ func special(a netip.Addr) bool {
 
 // clusterIPOf returns the Service's first clusterIP of family fam, as kube-proxy's
 // GetClusterIPByFamily.
-func clusterIPOf(svc *model.Service, fam Family) (netip.Addr, bool) {
+func clusterIPOf(svc *model.Service, fam ipfamily.Family) (netip.Addr, bool) {
 	for _, a := range svc.ClusterIPs {
-		if a = a.Unmap(); FamilyOf(a) == fam {
+		if a = a.Unmap(); ipfamily.Of(a) == fam {
 			return a, true
 		}
 	}
@@ -63,10 +64,10 @@ type familyAddresses struct {
 // familyAddrs picks the Service's externalIPs, VIP-mode LB ingress IPs and
 // source ranges of family fam, and the node-port addresses of fam. cfg's
 // NodePortAddresses must be cleaned (nodePortAddrs).
-func familyAddrs(svc *model.Service, cfg NodeConfig, fam Family) familyAddresses {
+func familyAddrs(svc *model.Service, cfg NodeConfig, fam ipfamily.Family) familyAddresses {
 	var fa familyAddresses
 	for _, a := range svc.ExternalIPs {
-		if a = a.Unmap(); FamilyOf(a) == fam {
+		if a = a.Unmap(); ipfamily.Of(a) == fam {
 			fa.externalIPs = append(fa.externalIPs, a)
 		}
 	}
@@ -76,7 +77,7 @@ func familyAddrs(svc *model.Service, cfg NodeConfig, fam Family) familyAddresses
 		if !ing.IP.IsValid() || ing.IPMode != model.IPModeVIP && ing.IPMode != "" {
 			continue
 		}
-		if a := ing.IP.Unmap(); FamilyOf(a) == fam {
+		if a := ing.IP.Unmap(); ipfamily.Of(a) == fam {
 			fa.lbIPs = append(fa.lbIPs, a)
 		}
 	}
@@ -99,7 +100,7 @@ func familyAddrs(svc *model.Service, cfg NodeConfig, fam Family) familyAddresses
 		fa.sourceRanges = append(fa.sourceRanges, p)
 	}
 	for _, a := range cfg.NodePortAddresses {
-		if FamilyOf(a) == fam {
+		if ipfamily.Of(a) == fam {
 			fa.nodePortAddrs = append(fa.nodePortAddrs, a)
 		}
 	}
@@ -111,12 +112,12 @@ func familyAddrs(svc *model.Service, cfg NodeConfig, fam Family) familyAddresses
 }
 
 // prefixFamily is the family of a prefix whose address is already unmapped
-// (a mapped prefix shorter than /96 stays IPv6).
-func prefixFamily(p netip.Prefix) Family {
+// (a mapped prefix shorter than /96 stays ipfamily.IPv6).
+func prefixFamily(p netip.Prefix) ipfamily.Family {
 	if p.Addr().Is4() {
-		return IPv4
+		return ipfamily.IPv4
 	}
-	return IPv6
+	return ipfamily.IPv6
 }
 
 func sortedAddrs(a []netip.Addr) []netip.Addr {

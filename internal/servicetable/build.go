@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -68,7 +69,7 @@ func BuildService(st *model.ServiceState, cfg NodeConfig) ([]*ServicePort, *Skip
 	sls := usableSlices(st.Slices)
 
 	var out []*ServicePort
-	for _, fam := range []Family{IPv4, IPv6} {
+	for _, fam := range []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6} {
 		clusterIP, ok := clusterIPOf(svc, fam)
 		if !ok {
 			continue
@@ -83,7 +84,7 @@ func BuildService(st *model.ServiceState, cfg NodeConfig) ([]*ServicePort, *Skip
 }
 
 // buildPort builds the entry of one Service port in one family.
-func buildPort(svc *model.Service, p *model.ServicePort, fam Family, clusterIP netip.Addr, addrs familyAddresses, sls []*model.EndpointSlice, cfg NodeConfig) *ServicePort {
+func buildPort(svc *model.Service, p *model.ServicePort, fam ipfamily.Family, clusterIP netip.Addr, addrs familyAddresses, sls []*model.EndpointSlice, cfg NodeConfig) *ServicePort {
 	sp := &ServicePort{
 		ID:                  portID(svc, p),
 		Name:                PortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: p.Protocol},

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -47,15 +48,11 @@ func usableSlices(in []*model.EndpointSlice) []*model.EndpointSlice {
 //     order; the tie-breaks make it deterministic.
 //
 // An endpoint is local when cfg names a node and the endpoint's NodeName is it.
-func gatherEndpoints(sls []*model.EndpointSlice, fam Family, portName string, proto model.Protocol, nodeName string) []candidate {
-	addrType := model.IPv4
-	if fam == IPv6 {
-		addrType = model.IPv6
-	}
+func gatherEndpoints(sls []*model.EndpointSlice, fam ipfamily.Family, portName string, proto model.Protocol, nodeName string) []candidate {
 	idx := map[netip.AddrPort]int{}
 	var out []candidate
 	for _, sl := range sls {
-		if sl.AddressType != addrType {
+		if sl.AddressType != fam {
 			continue
 		}
 		for _, p := range sl.Ports {
@@ -68,7 +65,7 @@ func gatherEndpoints(sls []*model.EndpointSlice, fam Family, portName string, pr
 					continue
 				}
 				a := ep.Addresses[0].Unmap()
-				if special(a) || FamilyOf(a) != fam {
+				if special(a) || ipfamily.Of(a) != fam {
 					continue
 				}
 				c := candidate{

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -70,7 +71,7 @@ type claimKey struct {
 	proto model.Protocol
 	addr  netip.Addr
 	port  uint16
-	fam   Family
+	fam   ipfamily.Family
 }
 
 func (k claimKey) String() string {

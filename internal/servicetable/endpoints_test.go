@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -181,15 +182,15 @@ func TestEndpointSelection(t *testing.T) {
 		svc:  svc("web"),
 		slices: []*model.EndpointSlice{
 			httpSlice("web", "w1", mep(a1, "node1", "zone-a", ready)),
-			slice("web", "w-v6", model.IPv6, []model.EndpointPort{eport("http", model.ProtocolTCP, 8080)}, mep("fd00:192:168:1::10", "node1", "zone-a", ready)),
+			slice("web", "w-v6", ipfamily.IPv6, []model.EndpointPort{eport("http", model.ProtocolTCP, 8080)}, mep("fd00:192:168:1::10", "node1", "zone-a", ready)),
 			func() *model.EndpointSlice {
 				sl := httpSlice("web", "w-headless", mep(b1, "node2", "zone-b", ready))
 				sl.Headless = true
 				return sl
 			}(),
-			slice("web", "w-name", model.IPv4, []model.EndpointPort{eport("metrics", model.ProtocolTCP, 9090)}, mep(b1, "node2", "zone-b", ready)),
-			slice("web", "w-proto", model.IPv4, []model.EndpointPort{eport("http", model.ProtocolUDP, 8080)}, mep(b1, "node2", "zone-b", ready)),
-			slice("web", "w-zero", model.IPv4, []model.EndpointPort{eport("http", model.ProtocolTCP, 0)}, mep(b1, "node2", "zone-b", ready)),
+			slice("web", "w-name", ipfamily.IPv4, []model.EndpointPort{eport("metrics", model.ProtocolTCP, 9090)}, mep(b1, "node2", "zone-b", ready)),
+			slice("web", "w-proto", ipfamily.IPv4, []model.EndpointPort{eport("http", model.ProtocolUDP, 8080)}, mep(b1, "node2", "zone-b", ready)),
+			slice("web", "w-zero", ipfamily.IPv4, []model.EndpointPort{eport("http", model.ProtocolTCP, 0)}, mep(b1, "node2", "zone-b", ready)),
 		},
 		want: sets{Cluster: strs(a1 + ":8080"), All: strs(a1 + ":8080"), Has: true},
 	}, {
@@ -199,12 +200,12 @@ func TestEndpointSelection(t *testing.T) {
 			mep(a1, "node1", "zone-a", ready, func(e *model.Endpoint) { e.Addresses = append(e.Addresses, ip(b2)) }),
 			mep("fd00::1", "node2", "zone-b", ready),
 			mep(b1, "node2", "zone-b", ready, func(e *model.Endpoint) { e.Addresses = nil }),
-			mep("::ffff:"+b1, "node2", "zone-b", ready))}, // mapped: unmapped to IPv4
+			mep("::ffff:"+b1, "node2", "zone-b", ready))}, // mapped: unmapped to ipfamily.IPv4
 		want: sets{Cluster: strs(a1+":8080", b1+":8080"), All: strs(a1+":8080", b1+":8080"), Has: true},
 	}, {
 		name: "one slice port listed twice, different numbers: both (address, port) pairs",
 		svc:  svc("web"),
-		slices: []*model.EndpointSlice{slice("web", "w1", model.IPv4,
+		slices: []*model.EndpointSlice{slice("web", "w1", ipfamily.IPv4,
 			[]model.EndpointPort{eport("http", model.ProtocolTCP, 8080), eport("http", model.ProtocolTCP, 8081)},
 			mep(b1, "node2", "zone-b", ready))},
 		want: sets{Cluster: strs(b1+":8080", b1+":8081"), All: strs(b1+":8080", b1+":8081"), Has: true},

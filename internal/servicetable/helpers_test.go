@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -26,7 +27,7 @@ func ips(ss ...string) []netip.Addr {
 
 func cidr(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
-// testNode is node1 of the lab, zone-a, serving NodePorts on its IPv4 and IPv6
+// testNode is node1 of the lab, zone-a, serving NodePorts on its ipfamily.IPv4 and ipfamily.IPv6
 // addresses; the loopback addresses in the list must be dropped.
 func testNode() NodeConfig {
 	return NodeConfig{
@@ -44,7 +45,7 @@ func svc(name string, mut ...func(*model.Service)) *model.Service {
 		Name:                  name,
 		Type:                  model.ServiceTypeClusterIP,
 		ClusterIPs:            ips("10.96.0.20"),
-		IPFamilies:            []model.IPFamily{model.IPv4},
+		IPFamilies:            []ipfamily.Family{ipfamily.IPv4},
 		Ports:                 []model.ServicePort{{Name: "http", Protocol: model.ProtocolTCP, Port: 80, TargetPort: 8080}},
 		InternalTrafficPolicy: model.TrafficPolicyCluster,
 	}
@@ -109,13 +110,13 @@ func eport(name string, proto model.Protocol, port int32) model.EndpointPort {
 }
 
 // slice returns an EndpointSlice default/<name> of Service default/<service>.
-func slice(service, name string, fam model.IPFamily, ports []model.EndpointPort, eps ...model.Endpoint) *model.EndpointSlice {
+func slice(service, name string, fam ipfamily.Family, ports []model.EndpointPort, eps ...model.Endpoint) *model.EndpointSlice {
 	return &model.EndpointSlice{Namespace: "default", Name: name, Service: service, AddressType: fam, Ports: ports, Endpoints: eps}
 }
 
-// httpSlice is a slice of IPv4 endpoints for port "http" 8080/TCP.
+// httpSlice is a slice of ipfamily.IPv4 endpoints for port "http" 8080/TCP.
 func httpSlice(service, name string, eps ...model.Endpoint) *model.EndpointSlice {
-	return slice(service, name, model.IPv4, []model.EndpointPort{eport("http", model.ProtocolTCP, 8080)}, eps...)
+	return slice(service, name, ipfamily.IPv4, []model.EndpointPort{eport("http", model.ProtocolTCP, 8080)}, eps...)
 }
 
 // snapshot stores the objects, in the order given, and returns the snapshot.

@@ -1,11 +1,3 @@
-// Package servicetable builds the per-node service table: for every Service
-// port and IP family, everything a data plane needs to deliver its traffic on
-// one node (frontends, filters, policies, affinity, endpoint sets), computed
-// purely from a model snapshot and the node's settings.
-//
-// The table is the one input of every data-plane backend and of the tracer, so
-// every Kubernetes semantic (which endpoints count, what Local means, which
-// frontends exist) is decided here, once, and never again in a backend.
 package servicetable
 
 import (
@@ -13,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -101,35 +94,12 @@ func (n NodeConfig) Mark() uint32 {
 	return n.MasqueradeMark
 }
 
-// Family is an IP family of the table.
-type Family uint8
-
-const (
-	IPv4 Family = 4
-	IPv6 Family = 6
-)
-
-func (f Family) String() string {
-	if f == IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
-
-// FamilyOf returns the family of a.
-func FamilyOf(a netip.Addr) Family {
-	if a.Unmap().Is4() {
-		return IPv4
-	}
-	return IPv6
-}
-
 // Table is the per-node service table. It is immutable once built.
 type Table struct {
 	// Node is the NodeConfig the table was built for, NodePortAddresses cleaned.
 	Node NodeConfig
 	// Ports holds one entry per (Service, port, family), sorted by ID, then
-	// family (IPv4 first). (ID, Family) is unique.
+	// family (ipfamily.IPv4 first). (ID, ipfamily.Family) is unique.
 	Ports []*ServicePort
 	// Errors lists Services (or ports) the node cannot express, each skipped
 	// whole; all other Services are in Ports. Sorted by Service, Port, Family.
@@ -190,7 +160,7 @@ type Endpoint struct {
 	Zone     string
 }
 
-// String returns "addr:port" ("[addr]:port" for IPv6).
+// String returns "addr:port" ("[addr]:port" for ipfamily.IPv6).
 func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).String() }
 
 // ServicePort is one Service port in one IP family: the unit every data plane
@@ -205,7 +175,7 @@ type ServicePort struct {
 	// in). Sorting is by ID, then Family.
 	ID       string
 	Name     PortName
-	Family   Family
+	Family   ipfamily.Family
 	Protocol model.Protocol
 	// Port is the Service port (spec.ports[].port).
 	Port uint16
@@ -317,14 +287,14 @@ func (sp *ServicePort) HasExternalFrontends() bool {
 // cannot express, and why. The rest of the table is unaffected.
 //
 // Port == "": the whole Service is skipped (an invalid value in it: Reason names
-// the field). Port != "": only that Service port is skipped, in Family only
-// (Family 0: in every family); Port is the port part of the ID ("http/tcp",
+// the field). Port != "": only that Service port is skipped, in ipfamily.Family only
+// (ipfamily.Family 0: in every family); Port is the port part of the ID ("http/tcp",
 // "80/tcp"), used when two entries claim the same frontend.
 type SkipError struct {
 	Service model.ServiceKey
 	Port    string // "" when the whole Service is skipped
 	// Family is the family of the skipped entry; 0 when every family is affected.
-	Family Family
+	Family ipfamily.Family
 	// Conflict is set when the entry lost a claim to another Service (a
 	// NodePort or frontend taken twice); otherwise the Service is invalid.
 	Conflict bool

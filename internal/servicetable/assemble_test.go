@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -260,8 +261,8 @@ func randomCluster(r *rand.Rand, n int) ([]*model.Service, []*model.EndpointSlic
 			}
 			ports := []model.EndpointPort{eport("http", model.ProtocolTCP, 8080), eport("dns", model.ProtocolUDP, 53)}
 			sls = append(sls,
-				slice(name, fmt.Sprintf("%s-v4-%d", name, k), model.IPv4, ports, eps4...),
-				slice(name, fmt.Sprintf("%s-v6-%d", name, k), model.IPv6, ports, eps6...))
+				slice(name, fmt.Sprintf("%s-v4-%d", name, k), ipfamily.IPv4, ports, eps4...),
+				slice(name, fmt.Sprintf("%s-v6-%d", name, k), ipfamily.IPv6, ports, eps6...))
 		}
 	}
 	return svcs, sls
@@ -408,7 +409,7 @@ func TestAssembleOddInput(t *testing.T) {
 // once; it must neither panic nor let the odd Service affect a good one.
 func TestBuildOddInputNoPanic(t *testing.T) {
 	odd := svc("odd", func(s *model.Service) {
-		s.ClusterIPs = ips("10.96.0.9", "10.96.0.10", "fd00:96::9") // two IPv4: the first counts
+		s.ClusterIPs = ips("10.96.0.9", "10.96.0.10", "fd00:96::9") // two ipfamily.IPv4: the first counts
 		s.Type = model.ServiceTypeLoadBalancer
 		s.LoadBalancerIngress = []model.LoadBalancerIngress{{}, {Hostname: "x"}, {IP: ip("172.26.236.190"), IPMode: "Weird"}}
 		s.LoadBalancerSourceRanges = []netip.Prefix{{}, cidr("::ffff:172.26.0.0/112")}
@@ -418,10 +419,10 @@ func TestBuildOddInputNoPanic(t *testing.T) {
 	good := svc("good", withClusterIPs("10.96.0.1"))
 	sls := []*model.EndpointSlice{
 		nil,
-		{Namespace: "default", Name: "odd-1", Service: "odd", AddressType: model.IPv4,
+		{Namespace: "default", Name: "odd-1", Service: "odd", AddressType: ipfamily.IPv4,
 			Ports:     []model.EndpointPort{eport("http", model.ProtocolTCP, -5), eport("http", model.ProtocolTCP, 70000), eport("http", model.ProtocolTCP, 8080)},
 			Endpoints: []model.Endpoint{{}, {Addresses: ips("0.0.0.0")}, mep("192.168.1.10", "node1", "", ready, hintZones(), hintNodes(""))}},
-		{Namespace: "default", Name: "odd-2", Service: "odd", AddressType: "FQDN"},
+		{Namespace: "default", Name: "odd-2", Service: "odd", AddressType: 0 /* an FQDN slice: no IP family */},
 		httpSlice("good", "good-1", mep("192.168.2.10", "node2", "zone-b", ready)),
 	}
 	st := &model.ServiceState{Service: odd, Slices: sls[:3]}

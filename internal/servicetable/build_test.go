@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -21,7 +22,7 @@ func TestBuildServiceEntries(t *testing.T) {
 	name := PortName{Namespace: "default", Name: "web", Port: "http", Protocol: model.ProtocolTCP}
 	base := func(mut func(*ServicePort)) []*ServicePort {
 		sp := &ServicePort{
-			ID: "default/web:http/tcp", Name: name, Family: IPv4, Protocol: model.ProtocolTCP, Port: 80,
+			ID: "default/web:http/tcp", Name: name, Family: ipfamily.IPv4, Protocol: model.ProtocolTCP, Port: 80,
 			ClusterIP:        ip("10.96.0.20"),
 			Frontends:        []Frontend{{FrontendClusterIP, ip("10.96.0.20"), 80}},
 			ClusterEndpoints: both, HasEndpoints: true, AllEndpoints: both,
@@ -49,7 +50,7 @@ func TestBuildServiceEntries(t *testing.T) {
 	}, {
 		name: "unnamed port: ID carries the number",
 		svc:  svc("web", withPorts(model.ServicePort{Protocol: model.ProtocolUDP, Port: 53, TargetPort: 5353})),
-		slices: []*model.EndpointSlice{slice("web", "web-1", model.IPv4, []model.EndpointPort{eport("", model.ProtocolUDP, 5353)},
+		slices: []*model.EndpointSlice{slice("web", "web-1", ipfamily.IPv4, []model.EndpointPort{eport("", model.ProtocolUDP, 5353)},
 			mep("192.168.2.10", "node2", "zone-b", ready))},
 		want: base(func(sp *ServicePort) {
 			sp.ID, sp.Name.Port, sp.Name.Protocol, sp.Protocol, sp.Port = "default/web:53/udp", "", model.ProtocolUDP, model.ProtocolUDP, 53
@@ -212,14 +213,14 @@ func TestBuildServiceEntries(t *testing.T) {
 
 func TestBuildServiceDualStack(t *testing.T) {
 	s := svc("web", withClusterIPs("fd00:96::20", "10.96.0.20"), withType(model.ServiceTypeLoadBalancer, model.TrafficPolicyCluster), func(s *model.Service) {
-		s.IPFamilies = []model.IPFamily{model.IPv6, model.IPv4}
+		s.IPFamilies = []ipfamily.Family{ipfamily.IPv6, ipfamily.IPv4}
 		s.Ports[0].NodePort = 30080
 		s.ExternalIPs = ips("172.26.236.200", "fd00:26:236::200")
 		s.LoadBalancerIngress = []model.LoadBalancerIngress{{IP: ip("fd00:26:236::180"), IPMode: model.IPModeVIP}}
 		s.LoadBalancerSourceRanges = []netip.Prefix{cidr("fd00:26::/32"), cidr("172.26.0.0/16")}
 	})
 	v4 := httpSlice("web", "web-v4", mep("192.168.1.10", "node1", "zone-a", ready))
-	v6 := slice("web", "web-v6", model.IPv6, []model.EndpointPort{eport("http", model.ProtocolTCP, 8080)},
+	v6 := slice("web", "web-v6", ipfamily.IPv6, []model.EndpointPort{eport("http", model.ProtocolTCP, 8080)},
 		mep("fd00:192:168:2::10", "node2", "zone-b", ready))
 	got, err := BuildService(state(s, v6, v4), testNode())
 	if err != nil {
@@ -229,7 +230,7 @@ func TestBuildServiceDualStack(t *testing.T) {
 	e4 := []Endpoint{tep("192.168.1.10", 8080)}
 	e6 := []Endpoint{tep("fd00:192:168:2::10", 8080, remote)}
 	want := []*ServicePort{{
-		ID: "default/web:http/tcp", Name: name, Family: IPv4, Protocol: model.ProtocolTCP, Port: 80, NodePort: 30080,
+		ID: "default/web:http/tcp", Name: name, Family: ipfamily.IPv4, Protocol: model.ProtocolTCP, Port: 80, NodePort: 30080,
 		ClusterIP: ip("10.96.0.20"), ExternalIPs: ips("172.26.236.200"), SourceRanges: []netip.Prefix{cidr("172.26.0.0/16")},
 		Frontends: []Frontend{
 			{FrontendClusterIP, ip("10.96.0.20"), 80},
@@ -238,7 +239,7 @@ func TestBuildServiceDualStack(t *testing.T) {
 		},
 		ClusterEndpoints: e4, HasEndpoints: true, AllEndpoints: e4,
 	}, {
-		ID: "default/web:http/tcp", Name: name, Family: IPv6, Protocol: model.ProtocolTCP, Port: 80, NodePort: 30080,
+		ID: "default/web:http/tcp", Name: name, Family: ipfamily.IPv6, Protocol: model.ProtocolTCP, Port: 80, NodePort: 30080,
 		ClusterIP: ip("fd00:96::20"), ExternalIPs: ips("fd00:26:236::200"), LoadBalancerIPs: ips("fd00:26:236::180"),
 		SourceRanges: []netip.Prefix{cidr("fd00:26::/32")},
 		Frontends: []Frontend{
@@ -362,7 +363,7 @@ func TestSkipErrorString(t *testing.T) {
 	}{
 		{&SkipError{Service: k, Reason: "bad"}, "Service default/web: bad"},
 		{&SkipError{Service: k, Port: "http/tcp", Reason: "taken"}, "Service default/web port http/tcp: taken"},
-		{&SkipError{Service: k, Port: "http/tcp", Family: IPv6, Reason: "taken"}, "Service default/web port http/tcp (IPv6): taken"},
+		{&SkipError{Service: k, Port: "http/tcp", Family: ipfamily.IPv6, Reason: "taken"}, "Service default/web port http/tcp (IPv6): taken"},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
