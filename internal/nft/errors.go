@@ -34,4 +34,4 @@ func (e *OpError) Unwrap() error { return e.Err }
 // ErrNotSupported is wrapped by the error of Probe when the kernel refuses an
 // expression, chain type or set kind svcnet needs: the kernel lacks the
 // feature (a module not built or not loadable, a kernel too old).
-var ErrNotSupported = errors.New("not supported by the kernel")
+var ErrNotSupported = errors.New("nftables feature not supported")
