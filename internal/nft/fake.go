@@ -144,7 +144,10 @@ func (k *Fake) Mutate(f ipfamily.Family, name string, fn func(t *Table) *Table) 
 // applyOp applies op to t (nil: no such table); handle is the table's
 // handle counter.
 func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
-	if op.Kind == OpAddTable {
+	if op.Kind == OpCreateTable && t != nil {
+		return nil, fmt.Errorf("create table: %w", ErrTableExists)
+	}
+	if op.Kind == OpAddTable || op.Kind == OpCreateTable {
 		if t == nil {
 			t, *handle = NewTable(tx.Family, tx.Table), 0
 		}

@@ -98,6 +98,7 @@ func TestFakeRejectsBadTransactionsAtomically(t *testing.T) {
 		}, "family"},
 		{"vmap on a plain set", func(tx *Tx) { tx.AddRule("services", R(VMap{Fields: []Field{FieldSaddr}, Map: "affinity"})) }, "verdict map"},
 		{"delete used set", func(tx *Tx) { tx.DeleteSet("service-ips") }, "still referenced"},
+		{"create an existing table", func(tx *Tx) { tx.CreateTable() }, "table exists"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := NewFake()

@@ -89,6 +89,10 @@ func TestCompileLikeNft(t *testing.T) {
 			&expr.Lookup{SourceRegister: 1, SetName: "s", Invert: true},
 		}},
 		{ipfamily.IPv6, nft.Reject{}, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}}},
+		{ipfamily.IPv4, nft.SetNftrace{}, []expr.Any{
+			&expr.Immediate{Register: 1, Data: []byte{1}},
+			&expr.Meta{Key: expr.MetaKeyNFTRACE, SourceRegister: true, Register: 1},
+		}},
 		{ipfamily.IPv4, nft.IifnameMatch{Name: "cbr0"}, []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 			&expr.Cmp{Register: 1, Data: []byte{'c', 'b', 'r', '0', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
