@@ -302,3 +302,23 @@ func TestBuildRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixMask: the network mask of a prefix length, and back.
+func TestPrefixMask(t *testing.T) {
+	for _, c := range []struct {
+		bits, n int
+		want    []byte
+	}{
+		{8, 4, []byte{0xff, 0, 0, 0}},
+		{12, 4, []byte{0xff, 0xf0, 0, 0}},
+		{1, 4, []byte{0x80, 0, 0, 0}},
+		{64, 16, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		if got := prefixMask(c.n, c.bits); !bytes.Equal(got, c.want) {
+			t.Errorf("prefixMask(%d, %d) = %x, want %x", c.n, c.bits, got, c.want)
+		}
+		if got := prefixOf(c.want); got != c.bits {
+			t.Errorf("prefixOf(%x) = %d, want %d", c.want, got, c.bits)
+		}
+	}
+}
