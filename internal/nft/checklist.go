@@ -197,6 +197,8 @@ func Examples() []Example {
 			Rule: rule(func(p ExampleFlow) []Expr { return []Expr{SetMark{Op: MarkOr, Value: p.Mark}} })},
 		{Name: "meta mark set meta mark ^ value", Kernel: "nft_meta", Hook: hookFilterPrerouting,
 			Rule: rule(func(p ExampleFlow) []Expr { return []Expr{SetMark{Op: MarkXor, Value: p.Mark}} })},
+		{Name: "meta nftrace set 1", Kernel: "nft_meta", Hook: hookFilterPrerouting,
+			Rule: rule(func(ExampleFlow) []Expr { return []Expr{SetNftrace{}} })},
 		{Name: "update of a dynamic set", Kernel: "nft_dynset", Hook: hookFilterPrerouting, Sets: []string{exSetAffinity},
 			Rule: rule(func(ExampleFlow) []Expr { return []Expr{Update{Set: exSetAffinity, Fields: []Field{FieldSaddr}}} })},
 		{Name: "counter", Kernel: "nft_counter", Hook: hookFilterPrerouting,
