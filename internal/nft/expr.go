@@ -120,6 +120,12 @@ type SetMark struct {
 	Value uint32
 }
 
+// SetNftrace sets the packet's nftrace bit: `meta nftrace set 1`. The kernel
+// then reports the packet's way through every nf_tables chain of its network
+// namespace as trace events (package nftrace reads them); the packet's
+// forwarding is unchanged, so the rule goes on to its next expression.
+type SetNftrace struct{}
+
 // Reject answers with a TCP reset (TCPReset; the rule must match tcp first) or
 // an ICMP/ICMPv6 port unreachable.
 type Reject struct{ TCPReset bool }
@@ -148,6 +154,7 @@ func (Verdict) isExpr()      {}
 func (DNAT) isExpr()         {}
 func (Masquerade) isExpr()   {}
 func (SetMark) isExpr()      {}
+func (SetNftrace) isExpr()   {}
 func (Reject) isExpr()       {}
 func (Update) isExpr()       {}
 func (Counter) isExpr()      {}

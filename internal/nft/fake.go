@@ -13,20 +13,28 @@ import (
 // references (a rule may jump only to an existing regular chain and look up
 // only existing sets; a referenced chain or set cannot be deleted; an element
 // key cannot be re-added with another verdict) and applies each transaction
-// atomically. It is safe for concurrent use.
+// atomically. Like the kernel it gives each chain, set and rule it creates
+// the next handle of the table's counter (a new table starts at 1) and
+// returns the rules' handles on Read. It is safe for concurrent use.
 type Fake struct {
 	mu     sync.Mutex
 	tables map[string]*Table
-	gen    uint32
+	// handles is the last handle given out in each table.
+	handles map[string]uint64
+	gen     uint32
 	// FailApply, when set, is called for each non-empty Tx of an Apply; a
 	// non-nil error fails the whole Apply (nothing changes).
 	FailApply func(tx *Tx) error
+	// FailOp, when set, is called for each op of each non-empty Tx of an
+	// Apply, before the op applies; a non-nil error fails the whole Apply at
+	// that op (an *OpError, as the kernel refuses one message of a batch).
+	FailOp func(tx *Tx, op int) error
 	// Applied counts committed transactions.
 	Applied int
 }
 
 // NewFake returns an empty fake kernel.
-func NewFake() *Fake { return &Fake{tables: map[string]*Table{}} }
+func NewFake() *Fake { return &Fake{tables: map[string]*Table{}, handles: map[string]uint64{}} }
 
 func tableKey(f ipfamily.Family, name string) string { return Keyword(f) + " " + name }
 
@@ -35,6 +43,7 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	next := map[string]*Table{}
+	nextHandle := map[string]uint64{}
 	applied := false
 	for _, tx := range txs {
 		if tx.Len() == 0 {
@@ -51,15 +60,22 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 			if cur := k.tables[key]; cur != nil {
 				t = cur.Clone()
 			}
+			nextHandle[key] = k.handles[key]
 		}
+		h := nextHandle[key]
 		for i, op := range tx.Ops {
 			var err error
-			t, err = applyOp(t, tx, op)
+			if k.FailOp != nil {
+				err = k.FailOp(tx, i)
+			}
+			if err == nil {
+				t, err = applyOp(t, &h, tx, op)
+			}
 			if err != nil {
-				return fmt.Errorf("table %s %s: op %d: %w", Keyword(tx.Family), tx.Table, i, err)
+				return &OpError{Family: tx.Family, Table: tx.Table, Op: i, Err: err}
 			}
 		}
-		next[key] = t
+		next[key], nextHandle[key] = t, h
 		applied = true
 	}
 	if !applied {
@@ -68,8 +84,9 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 	for key, t := range next {
 		if t == nil {
 			delete(k.tables, key)
+			delete(k.handles, key)
 		} else {
-			k.tables[key] = t
+			k.tables[key], k.handles[key] = t, nextHandle[key]
 		}
 	}
 	k.gen++
@@ -133,10 +150,15 @@ func (k *Fake) Mutate(f ipfamily.Family, name string, fn func(t *Table) *Table) 
 	k.gen++
 }
 
-func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
-	if op.Kind == OpAddTable {
+// applyOp applies op to t (nil: no such table); handle is the table's
+// handle counter.
+func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
+	if op.Kind == OpCreateTable && t != nil {
+		return nil, fmt.Errorf("create table: %w", ErrTableExists)
+	}
+	if op.Kind == OpAddTable || op.Kind == OpCreateTable {
 		if t == nil {
-			t = NewTable(tx.Family, tx.Table)
+			t, *handle = NewTable(tx.Family, tx.Table), 0
 		}
 		return t, nil
 	}
@@ -149,6 +171,7 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 	case OpAddChain:
 		if _, ok := t.Chains[op.Name]; !ok {
 			t.Chains[op.Name] = &Chain{Name: op.Name, Hook: op.Chain.Hook}
+			*handle++
 		}
 	case OpFlushChain:
 		c, ok := t.Chains[op.Name]
@@ -174,7 +197,11 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 		if err := checkRule(t, op.Rule); err != nil {
 			return nil, fmt.Errorf("add rule to %s: %w", op.Name, err)
 		}
-		c.Rules = append(c.Rules, op.Rule)
+		// A copy: the caller's rule keeps handle 0.
+		r := *op.Rule
+		*handle++
+		r.Handle = *handle
+		c.Rules = append(c.Rules, &r)
 	case OpAddSet:
 		if old, ok := t.Sets[op.Name]; ok {
 			if old.Verdict != op.Set.Verdict || keyType(t.Family, old.Key) != keyType(t.Family, op.Set.Key) || old.Timeout != op.Set.Timeout {
@@ -185,6 +212,7 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 		s := *op.Set
 		s.Elements = map[string]Element{}
 		t.Sets[op.Name] = &s
+		*handle++
 	case OpFlushSet:
 		s, ok := t.Sets[op.Name]
 		if !ok {

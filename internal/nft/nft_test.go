@@ -98,6 +98,7 @@ func TestFakeRejectsBadTransactionsAtomically(t *testing.T) {
 		}, "family"},
 		{"vmap on a plain set", func(tx *Tx) { tx.AddRule("services", R(VMap{Fields: []Field{FieldSaddr}, Map: "affinity"})) }, "verdict map"},
 		{"delete used set", func(tx *Tx) { tx.DeleteSet("service-ips") }, "still referenced"},
+		{"create an existing table", func(tx *Tx) { tx.CreateTable() }, "table exists"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := NewFake()
@@ -146,5 +147,71 @@ func TestFakeDeleteInOrder(t *testing.T) {
 	}
 	if _, err := k.Read(ctx, ipfamily.IPv4, "t"); err == nil {
 		t.Fatal("table still there")
+	}
+}
+
+// ruleHandles returns the handles of each chain's rules, in rule order.
+func ruleHandles(t *Table) map[string][]uint64 {
+	out := map[string][]uint64{}
+	for n, c := range t.Chains {
+		for _, r := range c.Rules {
+			out[n] = append(out[n], r.Handle)
+		}
+	}
+	return out
+}
+
+// TestFakeRuleHandles: the fake numbers chains, sets and rules from one
+// counter per table, in the order the transaction creates them, as the
+// kernel does (netlink's TestRoundTrip compares the two); the caller's rules
+// keep handle 0, handles do not show in the rendering, and a table created
+// again starts from 1.
+func TestFakeRuleHandles(t *testing.T) {
+	ctx := context.Background()
+	k := NewFake()
+	tx := exampleTx()
+	if err := k.Apply(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range tx.Ops {
+		if op.Rule != nil && op.Rule.Handle != 0 {
+			t.Fatalf("the caller's rule got handle %d", op.Rule.Handle)
+		}
+	}
+	got, _ := k.Read(ctx, ipfamily.IPv4, "t")
+	// Sets 1 and 2, chains 3 to 5, then the rules.
+	want := map[string][]uint64{"nat-prerouting": {6}, "services": {7}, "svc/a:b": {8, 9}}
+	if d := cmp.Diff(want, ruleHandles(got)); d != "" {
+		t.Fatalf("handles (-want +got):\n%s", d)
+	}
+	if got.Render() != exampleRender {
+		t.Fatalf("handles changed the rendering:\n%s", got.Render())
+	}
+
+	more := NewTx(ipfamily.IPv4, "t")
+	more.AddChain(&Chain{Name: "extra"})
+	more.AddRule("services", R(Counter{}))
+	more.FlushChain("nat-prerouting")
+	more.AddRule("nat-prerouting", R(JumpTo("services")))
+	if err := k.Apply(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = k.Read(ctx, ipfamily.IPv4, "t")
+	want = map[string][]uint64{"nat-prerouting": {12}, "services": {7, 11}, "svc/a:b": {8, 9}}
+	if d := cmp.Diff(want, ruleHandles(got)); d != "" {
+		t.Fatalf("handles after a second transaction (-want +got):\n%s", d)
+	}
+
+	again := NewTx(ipfamily.IPv4, "t")
+	again.DeleteTable()
+	again.AddTable()
+	again.AddChain(&Chain{Name: "c"})
+	again.AddRule("c", R(Counter{}))
+	if err := k.Apply(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = k.Read(ctx, ipfamily.IPv4, "t")
+	if d := cmp.Diff(map[string][]uint64{"c": {2}}, ruleHandles(got)); d != "" {
+		t.Fatalf("handles of a table created again (-want +got):\n%s", d)
 	}
 }

@@ -149,6 +149,8 @@ func RenderExpr(f ipfamily.Family, e Expr) string {
 			op = "^"
 		}
 		return fmt.Sprintf("meta mark set meta mark %s 0x%08x", op, e.Value)
+	case SetNftrace:
+		return "meta nftrace set 1"
 	case Reject:
 		if e.TCPReset {
 			return "reject with tcp reset"

@@ -23,6 +23,7 @@ const (
 	OpDeleteSet                        // delete set Name; fails if referenced
 	OpAddElements                      // add Elements to set Name; an existing key must map to the same verdict
 	OpDeleteElements                   // delete Elements (by key) from set Name; each must exist
+	OpCreateTable                      // create the table; fails (EEXIST in the kernel) if it exists
 )
 
 // Op is one operation of a transaction.
@@ -52,6 +53,7 @@ func NewTx(f ipfamily.Family, name string) *Tx { return &Tx{Family: f, Table: na
 func (tx *Tx) Len() int { return len(tx.Ops) }
 
 func (tx *Tx) AddTable()    { tx.Ops = append(tx.Ops, Op{Kind: OpAddTable}) }
+func (tx *Tx) CreateTable() { tx.Ops = append(tx.Ops, Op{Kind: OpCreateTable}) }
 func (tx *Tx) DeleteTable() { tx.Ops = append(tx.Ops, Op{Kind: OpDeleteTable}) }
 func (tx *Tx) AddChain(c *Chain) {
 	tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: c.Name, Chain: c})
@@ -94,6 +96,10 @@ type Conn interface {
 
 // ErrNoTable is returned (wrapped) by Read when the table does not exist.
 var ErrNoTable = errors.New("no such table")
+
+// ErrTableExists is returned (wrapped) by the Fake's Apply for OpCreateTable
+// on a table that exists; the kernel's answer is EEXIST.
+var ErrTableExists = errors.New("table exists")
 
 // ReadTables reads every table of family f whose name keep accepts, in name
 // order. A table deleted between the listing and its read is skipped.

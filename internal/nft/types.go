@@ -90,6 +90,12 @@ type Chain struct {
 type Rule struct {
 	Exprs   []Expr
 	Comment string
+	// Handle is the kernel's handle of a rule read back from it: unique in
+	// its table and growing with creation (chains, sets and rules of a table
+	// draw from one counter), so it names the rule in trace events. A rule
+	// svcnet builds has handle 0, and nothing that renders or compares rules
+	// looks at it: two rules that differ only in Handle are the same rule.
+	Handle uint64
 }
 
 // R builds a rule from expressions.

@@ -279,14 +279,19 @@ func expectedProbe(tr *Trace) string {
 	return ""
 }
 
-// readHandles reads the rule handles of the node's tables (those the tracer
-// read its rules from), by family and table ("ip svcnet").
+// readHandles returns the rule handles of the node's tables (those the tracer
+// read its rules from), by family and table ("ip svcnet"): those of the
+// tables themselves when they were read back from the kernel (a table
+// handle), else read from the kernel now.
 func readHandles(ns *netns.NS, tables []*nft.Table) (map[string]nftrace.Handles, error) {
 	out := map[string]nftrace.Handles{}
 	for _, t := range tables {
-		h, err := nftrace.RuleHandles(ns, t.Family, t.Name)
-		if err != nil {
-			return nil, err
+		h := nftrace.HandlesOf(t)
+		if t.Handle == 0 {
+			var err error
+			if h, err = nftrace.RuleHandles(ns, t.Family, t.Name); err != nil {
+				return nil, err
+			}
 		}
 		out[t.Family.String()+" "+t.Name] = h
 	}

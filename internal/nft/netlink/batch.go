@@ -177,7 +177,7 @@ func (b *builder) build(txs []*nft.Tx) error {
 		b.fam, b.family, b.table, b.tx = tx.Family.Proto(), tx.Family, tx.Table, int32(ti)
 		for i, op := range tx.Ops {
 			if err := b.op(i, op); err != nil {
-				return fmt.Errorf("table %s %s: op %d (%s): %w", nft.Keyword(tx.Family), tx.Table, i, describeOp(op), err)
+				return &nft.OpError{Family: tx.Family, Table: tx.Table, Op: i, Detail: describeOp(op), Err: err}
 			}
 		}
 	}
@@ -200,8 +200,12 @@ func (b *builder) dropLocal() {
 
 func (b *builder) op(i int, op nft.Op) error {
 	switch op.Kind {
-	case nft.OpAddTable:
-		off := b.begin(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, i)
+	case nft.OpAddTable, nft.OpCreateTable:
+		flags := uint16(unix.NLM_F_CREATE)
+		if op.Kind == nft.OpCreateTable {
+			flags |= unix.NLM_F_EXCL
+		}
+		off := b.begin(unix.NFT_MSG_NEWTABLE, flags, i)
 		b.str(unix.NFTA_TABLE_NAME, b.table)
 		b.end(off)
 	case nft.OpDeleteTable:
@@ -475,6 +479,8 @@ func describeOp(op nft.Op) string {
 	switch op.Kind {
 	case nft.OpAddTable:
 		return "add table"
+	case nft.OpCreateTable:
+		return "create table"
 	case nft.OpDeleteTable:
 		return "delete table"
 	case nft.OpAddChain:

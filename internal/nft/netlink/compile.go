@@ -216,6 +216,10 @@ func compileExpr(out []expr.Any, f ipfamily.Family, e nft.Expr) ([]expr.Any, err
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(mask), Xor: native32(xor)},
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1}), nil
+	case nft.SetNftrace:
+		return append(out,
+			&expr.Immediate{Register: reg1, Data: []byte{1}},
+			&expr.Meta{Key: expr.MetaKeyNFTRACE, SourceRegister: true, Register: reg1}), nil
 	case nft.Reject:
 		if e.TCPReset {
 			return append(out, &expr.Reject{Type: unix.NFT_REJECT_TCP_RST}), nil

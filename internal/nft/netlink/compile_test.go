@@ -89,6 +89,10 @@ func TestCompileLikeNft(t *testing.T) {
 			&expr.Lookup{SourceRegister: 1, SetName: "s", Invert: true},
 		}},
 		{ipfamily.IPv6, nft.Reject{}, []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 4}}},
+		{ipfamily.IPv4, nft.SetNftrace{}, []expr.Any{
+			&expr.Immediate{Register: 1, Data: []byte{1}},
+			&expr.Meta{Key: expr.MetaKeyNFTRACE, SourceRegister: true, Register: 1},
+		}},
 		{ipfamily.IPv4, nft.IifnameMatch{Name: "cbr0"}, []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 			&expr.Cmp{Register: 1, Data: []byte{'c', 'b', 'r', '0', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
@@ -295,6 +299,26 @@ func TestBuildRejects(t *testing.T) {
 			t.Errorf("%s: built", name)
 		} else if !strings.Contains(err.Error(), "table ip t: op 1") {
 			t.Errorf("%s: error %q does not name table ip t, op 1", name, err)
+		}
+	}
+}
+
+// TestPrefixMask: the network mask of a prefix length, and back.
+func TestPrefixMask(t *testing.T) {
+	for _, c := range []struct {
+		bits, n int
+		want    []byte
+	}{
+		{8, 4, []byte{0xff, 0, 0, 0}},
+		{12, 4, []byte{0xff, 0xf0, 0, 0}},
+		{1, 4, []byte{0x80, 0, 0, 0}},
+		{64, 16, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		if got := prefixMask(c.n, c.bits); !bytes.Equal(got, c.want) {
+			t.Errorf("prefixMask(%d, %d) = %x, want %x", c.n, c.bits, got, c.want)
+		}
+		if got := prefixOf(c.want); got != c.bits {
+			t.Errorf("prefixOf(%x) = %d, want %d", c.want, got, c.bits)
 		}
 	}
 }

@@ -36,15 +36,13 @@ const (
 // interrupted or abandoned dump) the next operation reopens the socket, so a
 // Conn never reads stale answers. Close releases it.
 type Conn struct {
-	mu     sync.Mutex
-	ns     *netns.NS // for reopening; nil: the namespace of the opening thread
-	fd     int
+	mu sync.Mutex
+	ns *netns.NS // for reopening; nil: the namespace of the opening thread
+	sock
 	broken bool // the socket may hold the rest of an abandoned exchange
 	until  time.Time
 	seq    uint32
 	sndBuf int
-	rbuf   []byte
-	msgs   []nlMsg
 	b      builder
 	// lastBatch is the size in bytes of the last batch sent.
 	lastBatch int
@@ -68,7 +66,7 @@ func New(ns ...*netns.NS) (*Conn, error) {
 	if len(ns) > 1 {
 		return nil, fmt.Errorf("nftables netlink: %d namespaces given, want at most one", len(ns))
 	}
-	c := &Conn{fd: -1, rbuf: make([]byte, readBuf), keys: map[tableID]map[string]keyLayout{}}
+	c := &Conn{sock: sock{fd: -1, rbuf: make([]byte, readBuf)}, keys: map[tableID]map[string]keyLayout{}}
 	path, inNS := "/proc/thread-self/ns/net", false
 	if len(ns) == 1 && ns[0] != nil {
 		path, inNS = ns[0].Path(), true
@@ -90,6 +88,27 @@ func New(ns ...*netns.NS) (*Conn, error) {
 // socket opens, binds and configures the netlink socket, inside c.ns when
 // inNS is set.
 func (c *Conn) socket(inNS bool) error {
+	var ns *netns.NS
+	if inNS {
+		ns = c.ns
+	}
+	fd, err := openSocket(ns)
+	if err != nil {
+		return fmt.Errorf("nftables netlink socket: %w", err)
+	}
+	// Extended acks carry the kernel's error text; capped acks do not echo
+	// the failed message back.
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+	_ = setRcvBuf(fd, rcvBuf)
+	c.fd, c.sndBuf, c.broken = fd, 0, false
+	return nil
+}
+
+// openSocket opens a NETLINK_NETFILTER socket inside ns (the calling
+// thread's namespace when ns is nil; the socket keeps its namespace whatever
+// thread uses it later) and binds it.
+func openSocket(ns *netns.NS) (int, error) {
 	var fd int
 	mk := func() error {
 		var err error
@@ -97,26 +116,28 @@ func (c *Conn) socket(inNS bool) error {
 		return err
 	}
 	var err error
-	if inNS {
-		err = c.ns.Do(mk)
+	if ns != nil {
+		err = ns.Do(mk)
 	} else {
 		err = mk()
 	}
 	if err != nil {
-		return fmt.Errorf("nftables netlink socket: %w", err)
+		return -1, err
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("nftables netlink socket: bind: %w", err)
+		return -1, fmt.Errorf("bind: %w", err)
 	}
-	// Extended acks carry the kernel's error text; capped acks do not echo
-	// the failed message back.
-	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1)
-	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf); err != nil {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf)
+	return fd, nil
+}
+
+// setRcvBuf sets the socket receive buffer to n bytes: SO_RCVBUFFORCE passes
+// rmem_max (it needs CAP_NET_ADMIN, which nf_tables needs anyway), SO_RCVBUF
+// is the fallback.
+func setRcvBuf(fd, n int) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); err != nil {
+		return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
 	}
-	c.fd, c.sndBuf, c.broken = fd, 0, false
 	return nil
 }
 
@@ -201,15 +222,24 @@ func (c *Conn) send(b []byte) error {
 	}
 }
 
-// recv reads one datagram and returns its messages (valid until the next
-// recv). With nonblock it returns (nil, nil) when nothing is queued.
-func (c *Conn) recv(nonblock bool) ([]nlMsg, error) {
+// sock is a netlink socket with its receive buffer.
+type sock struct {
+	fd   int
+	rbuf []byte
+	msgs []nlMsg
+}
+
+// recv reads one datagram from the kernel and returns its messages (valid
+// until the next recv); datagrams from other senders are skipped. With
+// nonblock it returns (nil, nil) when nothing is queued. A receive queue
+// overflow is returned as unix.ENOBUFS.
+func (s *sock) recv(nonblock bool) ([]nlMsg, error) {
 	flags := 0
 	if nonblock {
 		flags = unix.MSG_DONTWAIT
 	}
 	for {
-		n, _, rflags, _, err := unix.Recvmsg(c.fd, c.rbuf, nil, flags)
+		n, _, rflags, from, err := unix.Recvmsg(s.fd, s.rbuf, nil, flags)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -220,11 +250,14 @@ func (c *Conn) recv(nonblock bool) ([]nlMsg, error) {
 		case err != nil:
 			return nil, err
 		}
+		if sa, ok := from.(*unix.SockaddrNetlink); ok && sa.Pid != 0 {
+			continue // not from the kernel
+		}
 		if rflags&unix.MSG_TRUNC != 0 {
 			return nil, fmt.Errorf("netlink datagram truncated to %d bytes", n)
 		}
-		c.msgs, err = parseMsgs(c.rbuf[:n], c.msgs[:0])
-		return c.msgs, err
+		s.msgs, err = parseMsgs(s.rbuf[:n], s.msgs[:0])
+		return s.msgs, err
 	}
 }
 

@@ -281,6 +281,10 @@ func (d *decoder) next() (nft.Expr, int) {
 			return nft.Random{Mod: x.Modulus, Value: binary.NativeEndian.Uint32(c.Data)}, 2
 		}
 	case *expr.Immediate:
+		if m, ok := d.at(1).(*expr.Meta); ok && m.Key == expr.MetaKeyNFTRACE && m.SourceRegister &&
+			x.Register == reg1 && m.Register == reg1 && bytes.Equal(x.Data, []byte{1}) {
+			return nft.SetNftrace{}, 2
+		}
 		port, ok1 := d.at(1).(*expr.Immediate)
 		_, ok2 := d.at(2).(*expr.NAT)
 		a, ok3 := addrFrom(d.f, x.Data)

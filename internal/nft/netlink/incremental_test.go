@@ -146,6 +146,7 @@ func TestFailedTransactionChangesNothing(t *testing.T) {
 			tx.AddRule("services", nft.R(nft.VMap{Fields: []nft.Field{nft.FieldSaddr}, Map: "affinity"}))
 		}, unix.EINVAL, "op 2"},
 		{"delete used set", func(tx *nft.Tx) { tx.DeleteSet("service-ips") }, unix.EBUSY, "op 2 (delete set service-ips)"},
+		{"create an existing table", func(tx *nft.Tx) { tx.CreateTable() }, unix.EEXIST, "op 2 (create table)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, "nlfail")

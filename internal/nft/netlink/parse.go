@@ -140,8 +140,11 @@ func parseRule(f ipfamily.Family, m nlMsg, table string, sets map[string]*setInf
 	}
 	var exprs []byte
 	var comment, tbl string
+	var handle uint64
 	for a.next() {
 		switch a.typ {
+		case unix.NFTA_RULE_HANDLE:
+			handle = a.u64()
 		case unix.NFTA_RULE_TABLE:
 			tbl = a.str()
 		case unix.NFTA_RULE_CHAIN:
@@ -158,21 +161,29 @@ func parseRule(f ipfamily.Family, m nlMsg, table string, sets map[string]*setInf
 	if tbl != table {
 		return "", nil, nil
 	}
+	r = decodeRule(f, exprs, comment, sets)
+	r.Handle = handle
+	return chain, r, nil
+}
+
+// decodeRule decompiles a rule's expression list, or returns the
+// unrecognised rule that stands for it.
+func decodeRule(f ipfamily.Family, exprs []byte, comment string, sets map[string]*setInfo) *nft.Rule {
 	xs, names, err := parseExprs(f.Proto(), exprs)
 	if err != nil {
-		return chain, unrecognised(names, err, comment), nil
+		return unrecognised(names, err, comment)
 	}
 	if xs == nil && len(names) > 0 {
-		return chain, unrecognised(names, nil, comment), nil
+		return unrecognised(names, nil, comment)
 	}
 	out, err := decompile(f, xs)
 	if err == nil {
 		err = checkSetRefs(out, sets)
 	}
 	if err != nil {
-		return chain, unrecognised(names, err, comment), nil
+		return unrecognised(names, err, comment)
 	}
-	return chain, &nft.Rule{Exprs: out, Comment: comment}, nil
+	return &nft.Rule{Exprs: out, Comment: comment}
 }
 
 // checkSetRefs rejects rules that use anonymous sets (svcnet never makes any;

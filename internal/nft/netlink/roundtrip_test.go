@@ -2,6 +2,7 @@ package netlink
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,7 @@ func everyExprTx(f ipfamily.Family) *nft.Tx {
 	tx.AddRule("misc", nft.R(nft.ProtoMatch{Proto: nft.ProtoSCTP}, nft.AddrMatch{Field: nft.FieldSaddr, Prefix: p("0.0.0.0/0", "::/0")}, nft.AddrMatch{Field: nft.FieldSaddr, Prefix: p("128.0.0.0/1", "8000::/1")}))
 	tx.AddRule("misc", nft.R(nft.IifnameMatch{Name: "cbr0"}, nft.IifnameMatch{Name: "abcdefghijklmno", Neq: true}, nft.Verdict{Kind: nft.Accept}))
 	tx.AddRule("misc", nft.R(nft.IifnameMatch{Name: "cali", Prefix: true}, nft.Verdict{Kind: nft.Drop}))
+	tx.AddRule("misc", nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.PortMatch{Field: nft.FieldDport, Port: 80}, nft.SetNftrace{}, nft.Counter{}))
 	tx.AddRule("misc", nft.R(nft.Verdict{Kind: nft.Return}))
 	k := func(addr string, proto uint8, port uint32) []nft.Value {
 		return []nft.Value{nft.A(netip.MustParseAddr(addr)), nft.N(uint32(proto)), nft.N(port)}
@@ -161,8 +163,57 @@ func TestRoundTrip(t *testing.T) {
 			if d := cmp.Diff(normaliseList(want.Render()), normaliseList(listed)); d != "" {
 				t.Errorf("nft list vs render, normalised (-render +nft):\n%s\nnft list:\n%s", d, listed)
 			}
+			// Rule handles: as nft -a lists them, and as the fake numbers them.
+			withHandles := nftCmd(t, ns, "-a", "list", "table", nft.Keyword(tc.tx.Family), tc.tx.Table)
+			listedH := listedHandles(withHandles)
+			if len(listedH) == 0 {
+				t.Fatalf("nft -a listing not understood:\n%s", withHandles)
+			}
+			if d := cmp.Diff(listedH, ruleHandles(got)); d != "" {
+				t.Errorf("rule handles (-nft -a +Read):\n%s", d)
+			}
+			if d := cmp.Diff(ruleHandles(want), ruleHandles(got)); d != "" {
+				t.Errorf("rule handles (-fake +Read):\n%s", d)
+			}
 		})
 	}
+}
+
+// ruleHandles returns the handles of each chain's rules, in rule order.
+func ruleHandles(t *nft.Table) map[string][]uint64 {
+	out := map[string][]uint64{}
+	for n, c := range t.Chains {
+		for _, r := range c.Rules {
+			out[n] = append(out[n], r.Handle)
+		}
+	}
+	return out
+}
+
+// listedHandles returns the rule handles of each chain in `nft -a list`
+// output, in rule order.
+func listedHandles(listing string) map[string][]uint64 {
+	out := map[string][]uint64{}
+	chain := ""
+	for _, line := range strings.Split(listing, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "chain "):
+			chain = strings.Trim(strings.Fields(line)[1], `"`)
+			continue
+		case strings.HasPrefix(line, "set ") || strings.HasPrefix(line, "map ") || line == "}":
+			chain = ""
+		}
+		i := strings.LastIndex(line, "# handle ")
+		if chain == "" || i < 0 || strings.HasPrefix(line, "type ") {
+			continue
+		}
+		h, err := strconv.ParseUint(line[i+len("# handle "):], 10, 64)
+		if err == nil {
+			out[chain] = append(out[chain], h)
+		}
+	}
+	return out
 }
 
 // TestCompilesLikeNft loads the same table twice, once through this package

@@ -1,20 +1,20 @@
 package nftrace
 
 import (
-	"encoding/binary"
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
-	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/nft/netlink"
 )
 
 // Match selects the packets Arm marks. Zero fields match anything.
@@ -42,7 +42,7 @@ const (
 // Armed is the set of tables Arm created. Close deletes them.
 type Armed struct {
 	mu       sync.Mutex
-	ns       *netns.NS // own handle on the namespace, closed by Close
+	conn     *netlink.Conn // into the armed namespace, closed by Close
 	table    string
 	families []ipfamily.Family
 	closed   bool
@@ -56,9 +56,10 @@ type Armed struct {
 //	ip saddr S ip daddr D meta l4proto P th sport X th dport Y meta nftrace set 1
 //
 // (parts that match anything left out). Everything is created in one atomic
-// transaction; a table of that name that already exists in one of those
-// families fails it, and then nothing at all is created (Arm never adopts a
-// table it did not make). Arm marks packets only: it never changes a verdict.
+// nf_tables transaction through internal/nft/netlink; a table of that name
+// that already exists in one of those families fails it (an error wrapping
+// EEXIST), and then nothing at all is created (Arm never adopts a table it
+// did not make). Arm marks packets only: it never changes a verdict.
 func Arm(ns *netns.NS, table string, matches []Match) (*Armed, error) {
 	if table == "" || len(table) >= unix.NFT_TABLE_MAXNAMELEN {
 		return nil, fmt.Errorf("arm nftrace table %q: invalid name", table)
@@ -66,58 +67,52 @@ func Arm(ns *netns.NS, table string, matches []Match) (*Armed, error) {
 	if len(matches) == 0 {
 		return nil, fmt.Errorf("arm nftrace table %q: no match given", table)
 	}
-	byFam := map[ipfamily.Family][][]expr.Any{}
+	byFam := map[ipfamily.Family][]*nft.Rule{}
 	var fams []ipfamily.Family
 	for i, m := range matches {
-		exprs, err := m.exprs()
+		r, err := m.rule()
 		if err != nil {
 			return nil, fmt.Errorf("arm nftrace table %q: match %d: %w", table, i, err)
 		}
 		if _, ok := byFam[m.Family]; !ok {
 			fams = append(fams, m.Family)
 		}
-		byFam[m.Family] = append(byFam[m.Family], exprs)
+		byFam[m.Family] = append(byFam[m.Family], r)
 	}
 	slices.Sort(fams)
 	if ns == nil {
 		return nil, fmt.Errorf("arm nftrace table %q: no network namespace given", table)
 	}
-	own, err := netns.OpenPath(ns.Path())
+	conn, err := netlink.New(ns)
 	if err != nil {
 		return nil, fmt.Errorf("arm nftrace table %q: %w", table, err)
 	}
-	err = own.Do(func() error {
-		c, err := nftables.New()
-		if err != nil {
-			return err
-		}
-		for _, f := range fams {
-			t := c.CreateTable(&nftables.Table{Name: table, Family: nftables.TableFamily(f.Proto())})
-			for _, ch := range []struct {
-				name string
-				hook *nftables.ChainHook
-			}{{ChainPrerouting, nftables.ChainHookPrerouting}, {ChainOutput, nftables.ChainHookOutput}} {
-				accept := nftables.ChainPolicyAccept
-				chain := c.AddChain(&nftables.Chain{
-					Name: ch.name, Table: t, Type: nftables.ChainTypeFilter,
-					Hooknum: ch.hook, Priority: nftables.ChainPriorityRef(armPriority), Policy: &accept,
-				})
-				for _, exprs := range byFam[f] {
-					c.AddRule(&nftables.Rule{Table: t, Chain: chain, Exprs: exprs})
-				}
+	var txs []*nft.Tx
+	for _, f := range fams {
+		tx := nft.NewTx(f, table)
+		tx.CreateTable()
+		for _, ch := range []string{ChainPrerouting, ChainOutput} {
+			tx.AddChain(&nft.Chain{Name: ch, Hook: &nft.Hook{Type: "filter", Hook: ch, Priority: armPriority}})
+			for _, r := range byFam[f] {
+				tx.AddRule(ch, r)
 			}
 		}
-		return c.Flush()
-	})
-	if err != nil {
-		own.Close()
+		txs = append(txs, tx)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kernelTimeout)
+	defer cancel()
+	if err := conn.Apply(ctx, txs...); err != nil {
+		conn.Close()
 		if errors.Is(err, unix.EEXIST) {
 			return nil, fmt.Errorf("arm nftrace table %q: a table of that name already exists: %w", table, err)
 		}
 		return nil, fmt.Errorf("arm nftrace table %q: %w", table, err)
 	}
-	return &Armed{ns: own, table: table, families: fams}, nil
+	return &Armed{conn: conn, table: table, families: fams}, nil
 }
+
+// kernelTimeout bounds one exchange of Arm or Close with the kernel.
+const kernelTimeout = 30 * time.Second
 
 // Table returns the name of the armed tables.
 func (a *Armed) Table() string { return a.table }
@@ -157,55 +152,45 @@ func (a *Armed) Packets(evs []Event) [][]Event {
 	return out
 }
 
-// Close deletes the armed tables, each by family and name. It is idempotent:
-// a second Close, or a table that is already gone, is not an error. Packets
-// already marked keep their mark (and so keep producing events) until they
-// leave the namespace.
+// Close deletes the armed tables, each by family and name in a transaction
+// of its own. It is idempotent: a second Close, or a table that is already
+// gone, is not an error. Packets already marked keep their mark (and so keep
+// producing events) until they leave the namespace.
 func (a *Armed) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), kernelTimeout)
+	defer cancel()
 	var errs []error
-	err := a.ns.Do(func() error {
-		for _, f := range a.families {
-			c, err := nftables.New()
-			if err != nil {
-				return err
-			}
-			c.DelTable(&nftables.Table{Name: a.table, Family: nftables.TableFamily(f.Proto())})
-			if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("delete nftrace table %s %s: %w", nft.Keyword(f), a.table, err))
-			}
+	for _, f := range a.families {
+		tx := nft.NewTx(f, a.table)
+		tx.DeleteTable()
+		if err := a.conn.Apply(ctx, tx); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete nftrace table %s %s: %w", nft.Keyword(f), a.table, err))
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("delete nftrace table %q: %w", a.table, err)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	a.closed = true
-	return a.ns.Close()
+	return a.conn.Close()
 }
 
-// exprs compiles the match and the "meta nftrace set 1" statement.
-func (m Match) exprs() ([]expr.Any, error) {
+// rule checks the match and returns its marking rule: the matches in the
+// order of the Arm doc, then `meta nftrace set 1`.
+func (m Match) rule() (*nft.Rule, error) {
 	if m.Family != ipfamily.IPv4 && m.Family != ipfamily.IPv6 {
 		return nil, fmt.Errorf("family %d is neither IPv4 nor IPv6", m.Family)
 	}
-	var out []expr.Any
-	srcOff, dstOff, alen := uint32(12), uint32(16), 4
-	if m.Family == ipfamily.IPv6 {
-		srcOff, dstOff, alen = 8, 24, 16
-	}
+	r := nft.R()
 	for _, p := range []struct {
 		prefix netip.Prefix
-		off    uint32
+		field  nft.Field
 		what   string
-	}{{m.Src, srcOff, "source"}, {m.Dst, dstOff, "destination"}} {
+	}{{m.Src, nft.FieldSaddr, "source"}, {m.Dst, nft.FieldDaddr, "destination"}} {
 		if !p.prefix.IsValid() {
 			continue
 		}
@@ -216,47 +201,19 @@ func (m Match) exprs() ([]expr.Any, error) {
 		if p.prefix.Bits() == 0 {
 			continue
 		}
-		pfx := p.prefix.Masked()
-		out = append(out, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: p.off, Len: uint32(alen)})
-		if p.prefix.Bits() < alen*8 {
-			out = append(out, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(alen),
-				Mask: maskBytes(p.prefix.Bits(), alen), Xor: make([]byte, alen)})
-		}
-		out = append(out, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: pfx.Addr().AsSlice()})
+		r.Exprs = append(r.Exprs, nft.AddrMatch{Field: p.field, Prefix: p.prefix.Masked()})
 	}
 	if m.Proto != 0 {
-		out = append(out,
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{m.Proto}})
+		r.Exprs = append(r.Exprs, nft.ProtoMatch{Proto: m.Proto})
 	}
 	for _, p := range []struct {
-		port uint16
-		off  uint32
-	}{{m.Sport, 0}, {m.Dport, 2}} {
-		if p.port == 0 {
-			continue
-		}
-		out = append(out,
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: p.off, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, p.port)})
-	}
-	return append(out,
-		&expr.Immediate{Register: 1, Data: []byte{1}},
-		&expr.Meta{Key: expr.MetaKeyNFTRACE, SourceRegister: true, Register: 1}), nil
-}
-
-// maskBytes returns a network mask of bits ones in n bytes.
-func maskBytes(bits, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		switch {
-		case bits >= 8:
-			b[i] = 0xff
-			bits -= 8
-		case bits > 0:
-			b[i] = byte(0xff << (8 - bits))
-			bits = 0
+		port  uint16
+		field nft.Field
+	}{{m.Sport, nft.FieldSport}, {m.Dport, nft.FieldDport}} {
+		if p.port != 0 {
+			r.Exprs = append(r.Exprs, nft.PortMatch{Field: p.field, Port: p.port})
 		}
 	}
-	return b
+	r.Exprs = append(r.Exprs, nft.SetNftrace{})
+	return r, nil
 }

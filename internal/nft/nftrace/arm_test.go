@@ -157,19 +157,3 @@ func TestArmRejectsBadInput(t *testing.T) {
 		}
 	}
 }
-
-func TestMaskBytes(t *testing.T) {
-	for _, c := range []struct {
-		bits, n int
-		want    []byte
-	}{
-		{8, 4, []byte{0xff, 0, 0, 0}},
-		{12, 4, []byte{0xff, 0xf0, 0, 0}},
-		{1, 4, []byte{0x80, 0, 0, 0}},
-		{64, 16, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0}},
-	} {
-		if got := maskBytes(c.bits, c.n); string(got) != string(c.want) {
-			t.Errorf("maskBytes(%d, %d) = %x, want %x", c.bits, c.n, got, c.want)
-		}
-	}
-}

@@ -2,13 +2,18 @@
 // chosen packets with nftrace in a network namespace (Arm) and reads the
 // kernel's nf_tables trace events (NFT_MSG_TRACE on the netlink multicast
 // group NFNLGRP_NFTRACE; Listen, Collect), so that the tracer can compare what
-// the kernel did with what its simulator predicted. RuleHandles maps an
-// event's rule handle to the rule's index in a chain, the index package nft
-// models rules by.
+// the kernel did with what its simulator predicted. Handles (HandlesOf a
+// table read back, or RuleHandles) maps an event's rule handle to the rule's
+// index in a chain, the index package nft models rules by.
+//
+// All of it speaks nf_tables through internal/nft/netlink: arming is an
+// ordinary nft transaction (its marking statement is nft.SetNftrace), the
+// handles come from the ordinary read-back (nft.Rule.Handle), and the
+// listener is a netlink.TraceSocket; this package decodes the events.
 //
 // Use: Listen first (the kernel only builds events while a socket of the
 // namespace listens, and events sent before the subscription are lost), then
-// Arm, send the probe, Collect, read RuleHandles, Close both.
+// Arm, send the probe, Collect, read the handles, Close both.
 //
 // # When the kernel emits events
 //

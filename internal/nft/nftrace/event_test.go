@@ -14,6 +14,26 @@ import (
 // Unit tests of the event parser on hand-built netlink messages, laid out as
 // nf_tables_trace.c builds them (big-endian values, nested verdict).
 
+// traceMsgType is the netlink type of a trace event.
+const traceMsgType = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_TRACE
+
+// Header lengths: struct nlmsghdr, struct nfgenmsg.
+const nlHdrLen, nfgenLen = unix.NLMSG_HDRLEN, 4
+
+// appendAttr appends one attribute to b.
+func appendAttr(b []byte, typ uint16, data []byte) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(data)))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, data...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// cstring returns a NUL-terminated copy of s as an attribute payload.
+func cstring(s string) []byte { return append([]byte(s), 0) }
+
 func be32b(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 func be64b(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 

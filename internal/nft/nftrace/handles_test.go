@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/nft"
 )
 
 // TestRuleHandles reads the handles of svcTable and checks them, chain by
@@ -63,5 +64,21 @@ func TestRuleHandles(t *testing.T) {
 		if _, err := RuleHandles(ns, c.f, c.table); err == nil || !strings.Contains(err.Error(), "no such table") {
 			t.Errorf("RuleHandles(%s %s): %v, want no such table", c.f, c.table, err)
 		}
+	}
+}
+
+// TestHandlesOf: handles by chain in rule order; rules without a handle
+// (the policy marker of a read-back base chain) and chains without rules
+// are left out.
+func TestHandlesOf(t *testing.T) {
+	tbl := nft.NewTable(ipfamily.IPv4, "svc")
+	tbl.Chains["input"] = &nft.Chain{Name: "input", Hook: &nft.Hook{Type: "filter", Hook: "input"}, Rules: []*nft.Rule{
+		{Exprs: []nft.Expr{nft.Counter{}}, Handle: 3},
+		{Exprs: []nft.Expr{nft.Verdict{Kind: nft.Accept}}, Handle: 5},
+		{Comment: "<unrecognised: policy drop>"},
+	}}
+	tbl.Chains["empty"] = &nft.Chain{Name: "empty"}
+	if d := cmp.Diff(Handles{"input": {3, 5}}, HandlesOf(tbl)); d != "" {
+		t.Errorf("HandlesOf (-want +got):\n%s", d)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/nft/netlink"
 )
 
 // Collection bounds.
@@ -24,6 +25,9 @@ const (
 	DefaultWindow = time.Minute
 	// pollSlice is the longest Collect blocks without looking at its context.
 	pollSlice = 100 * time.Millisecond
+	// rcvBuf is the receive buffer of a trace listener: a traced TCP
+	// handshake through a svcnet table is a few dozen events of ~250 bytes.
+	rcvBuf = 8 << 20
 )
 
 // ErrOverrun reports trace events the kernel dropped because the listener's
@@ -31,8 +35,8 @@ const (
 var ErrOverrun = errors.New("nftrace events lost: receive buffer overrun")
 
 // Listener receives the nf_tables trace events of one network namespace: a
-// NETLINK_NETFILTER socket created in the namespace and joined to the
-// NFNLGRP_NFTRACE multicast group, with an 8 MiB receive buffer. Events are
+// netlink.TraceSocket (NETLINK_NETFILTER, created in the namespace, joined to
+// the NFNLGRP_NFTRACE multicast group) with an 8 MiB receive buffer. Events are
 // queued in the socket from Listen on, so create the Listener before sending
 // the probe.
 //
@@ -45,15 +49,17 @@ var ErrOverrun = errors.New("nftrace events lost: receive buffer overrun")
 // Collect to end (cancel its context first to end it early).
 type Listener struct {
 	mu     sync.Mutex
-	fd     int
+	sock   *netlink.TraceSocket
 	ns     *netns.NS // own handle, for interface names
-	buf    []byte
 	names  map[uint32]string
 	closed bool
 }
 
 // Listen subscribes to the trace events of ns.
-func Listen(ns *netns.NS) (*Listener, error) {
+func Listen(ns *netns.NS) (*Listener, error) { return newListener(ns, rcvBuf) }
+
+// newListener is Listen with a receive buffer of buf bytes.
+func newListener(ns *netns.NS, buf int) (*Listener, error) {
 	if ns == nil {
 		return nil, errors.New("nftrace listener: no network namespace given")
 	}
@@ -61,26 +67,12 @@ func Listen(ns *netns.NS) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nftrace listener: %w", err)
 	}
-	fd, err := openNetfilter(own)
+	sock, err := netlink.ListenTrace(own, buf)
 	if err != nil {
 		own.Close()
 		return nil, fmt.Errorf("nftrace listener: %w", err)
 	}
-	fail := func(what string, err error) (*Listener, error) {
-		unix.Close(fd)
-		own.Close()
-		return nil, fmt.Errorf("nftrace listener: %s: %w", what, err)
-	}
-	// SO_RCVBUFFORCE passes rmem_max (we are root); SO_RCVBUF is the fallback.
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf); err != nil {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf); err != nil {
-			return fail("receive buffer", err)
-		}
-	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, unix.NFNLGRP_NFTRACE); err != nil {
-		return fail("join NFNLGRP_NFTRACE", err)
-	}
-	return &Listener{fd: fd, ns: own, buf: make([]byte, readBuf), names: map[uint32]string{}}, nil
+	return &Listener{sock: sock, ns: own, names: map[uint32]string{}}, nil
 }
 
 // Collect reads events in the order the kernel sent them until ctx ends
@@ -137,42 +129,31 @@ func (l *Listener) Collect(ctx context.Context, quiet time.Duration, maxEvents i
 // receive waits up to wait for one datagram and returns its trace events (at
 // most n).
 func (l *Listener) receive(wait time.Duration, n int) ([]Event, error) {
-	fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
-	k, err := unix.Poll(fds, int((wait+time.Millisecond-1)/time.Millisecond))
-	if err == unix.EINTR || k == 0 {
-		return nil, nil
+	msgs, err := l.sock.Receive(wait)
+	if errors.Is(err, unix.ENOBUFS) {
+		return nil, ErrOverrun
 	}
 	if err != nil {
-		return nil, fmt.Errorf("poll: %w", err)
+		return nil, err
 	}
-	size, from, err := unix.Recvfrom(l.fd, l.buf, unix.MSG_DONTWAIT)
-	switch {
-	case err == unix.EAGAIN || err == unix.EINTR:
-		return nil, nil
-	case err == unix.ENOBUFS:
-		return nil, ErrOverrun
-	case err != nil:
-		return nil, fmt.Errorf("receive: %w", err)
-	}
-	if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
-		return nil, nil // not from the kernel
-	}
-	return parseDatagram(l.buf[:size], n)
+	return parseEvents(msgs, n)
 }
 
 // parseDatagram returns the trace events (at most n) of one datagram from
 // the kernel, skipping messages of other types.
 func parseDatagram(b []byte, n int) ([]Event, error) {
-	msgs, err := splitMsgs(b)
+	msgs, err := netlink.TraceMessages(b)
 	if err != nil {
 		return nil, err
 	}
+	return parseEvents(msgs, n)
+}
+
+// parseEvents decodes at most n trace messages.
+func parseEvents(msgs []netlink.TraceMsg, n int) ([]Event, error) {
 	var out []Event
-	for _, m := range msgs {
-		if m.typ != traceMsgType || len(out) == n {
-			continue
-		}
-		e, err := parseEvent(m.data)
+	for _, m := range msgs[:min(n, len(msgs))] {
+		e, err := parseEvent(m)
 		if err != nil {
 			return out, err
 		}
@@ -217,7 +198,7 @@ func (l *Listener) Close() error {
 		return nil
 	}
 	l.closed = true
-	err := unix.Close(l.fd)
+	err := l.sock.Close()
 	if cerr := l.ns.Close(); err == nil {
 		err = cerr
 	}

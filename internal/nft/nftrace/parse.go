@@ -2,11 +2,12 @@ package nftrace
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/nft/netlink"
 )
 
 // Conntrack attributes of trace events (uapi nf_tables.h, enum
@@ -19,17 +20,10 @@ const (
 	nftaTraceCTState     = 21 // NLA_U32 (big endian), NF_CT_STATE_* bits
 )
 
-// traceMsgType is the netlink type of a trace event.
-const traceMsgType = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_TRACE
-
-// parseEvent decodes the payload of an NFT_MSG_TRACE message (nfgenmsg and
-// attributes).
-func parseEvent(b []byte) (Event, error) {
-	if len(b) < nfgenLen {
-		return Event{}, errors.New("trace event: truncated nfgenmsg")
-	}
-	e := Event{Family: NFProto(b[0])}
-	attrs, err := parseAttrs(b[nfgenLen:])
+// parseEvent decodes an NFT_MSG_TRACE message.
+func parseEvent(m netlink.TraceMsg) (Event, error) {
+	e := Event{Family: NFProto(m.Family)}
+	attrs, err := netlink.ParseAttrs(m.Attrs)
 	if err != nil {
 		return Event{}, fmt.Errorf("trace event: %w", err)
 	}
@@ -37,49 +31,49 @@ func parseEvent(b []byte) (Event, error) {
 	var ct CT
 	hasCT := false
 	for _, a := range attrs {
-		switch a.typ {
+		switch a.Type {
 		case unix.NFTA_TRACE_TABLE:
-			e.Table = gostring(a.data)
+			e.Table = a.String()
 		case unix.NFTA_TRACE_CHAIN:
-			e.Chain = gostring(a.data)
+			e.Chain = a.String()
 		case unix.NFTA_TRACE_RULE_HANDLE:
-			e.Handle = be64(a.data)
+			e.Handle = be64(a.Data)
 		case unix.NFTA_TRACE_TYPE:
-			e.Type = Type(be32(a.data))
+			e.Type = Type(be32(a.Data))
 		case unix.NFTA_TRACE_VERDICT:
-			if e.Verdict, err = parseVerdict(a.data); err != nil {
+			if e.Verdict, err = parseVerdict(a.Data); err != nil {
 				return Event{}, err
 			}
 		case unix.NFTA_TRACE_ID:
-			e.ID = be32(a.data)
+			e.ID = be32(a.Data)
 		case unix.NFTA_TRACE_NETWORK_HEADER:
-			nh = a.data
+			nh = a.Data
 		case unix.NFTA_TRACE_TRANSPORT_HEADER:
-			th = a.data
+			th = a.Data
 		case unix.NFTA_TRACE_IIF:
-			e.Iif = be32(a.data)
+			e.Iif = be32(a.Data)
 		case unix.NFTA_TRACE_OIF:
-			e.Oif = be32(a.data)
+			e.Oif = be32(a.Data)
 		case unix.NFTA_TRACE_MARK:
-			e.Mark = be32(a.data)
+			e.Mark = be32(a.Data)
 		case unix.NFTA_TRACE_NFPROTO:
-			e.NFProto = NFProto(be32(a.data))
+			e.NFProto = NFProto(be32(a.Data))
 		case unix.NFTA_TRACE_POLICY:
-			p := be32(a.data)
+			p := be32(a.Data)
 			if p > nfVerdictMask { // some old kernels sent it in host byte order
-				p = binary.LittleEndian.Uint32(a.data)
+				p = binary.LittleEndian.Uint32(a.Data)
 			}
 			e.Policy = Code(p & nfVerdictMask)
 		case nftaTraceCTState:
-			ct.State, hasCT = be32(a.data), true
+			ct.State, hasCT = be32(a.Data), true
 		case nftaTraceCTID:
-			ct.ID, ct.HasEntry, hasCT = be32(a.data), true, true
+			ct.ID, ct.HasEntry, hasCT = be32(a.Data), true, true
 		case nftaTraceCTDirection:
-			if len(a.data) > 0 {
-				ct.Direction, ct.HasEntry, hasCT = a.data[0], true, true
+			if len(a.Data) > 0 {
+				ct.Direction, ct.HasEntry, hasCT = a.Data[0], true, true
 			}
 		case nftaTraceCTStatus:
-			ct.Status, ct.HasEntry, hasCT = be32(a.data), true, true
+			ct.Status, ct.HasEntry, hasCT = be32(a.Data), true, true
 		}
 	}
 	if hasCT {
@@ -97,20 +91,20 @@ func parseEvent(b []byte) (Event, error) {
 
 // parseVerdict decodes a nested NFTA_VERDICT_CODE / NFTA_VERDICT_CHAIN.
 func parseVerdict(b []byte) (Verdict, error) {
-	attrs, err := parseAttrs(b)
+	attrs, err := netlink.ParseAttrs(b)
 	if err != nil {
 		return Verdict{}, fmt.Errorf("trace event verdict: %w", err)
 	}
 	var v Verdict
 	for _, a := range attrs {
-		switch a.typ {
+		switch a.Type {
 		case unix.NFTA_VERDICT_CODE:
-			v.Code = Code(int32(be32(a.data)))
+			v.Code = Code(int32(be32(a.Data)))
 			if v.Code >= 0 {
 				v.Code &= nfVerdictMask
 			}
 		case unix.NFTA_VERDICT_CHAIN:
-			v.Chain = gostring(a.data)
+			v.Chain = a.String()
 		}
 	}
 	return v, nil

@@ -3,13 +3,11 @@ package nftrace
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -305,10 +303,12 @@ func TestCollectStopsAtMax(t *testing.T) {
 // overflow it, and expects ErrOverrun instead of a sequence with holes.
 func TestCollectReportsOverrun(t *testing.T) {
 	l := newLab(t)
-	lis := listen(t, l.node)
-	if err := shrinkBuffer(lis); err != nil {
+	// The kernel's minimum receive buffer.
+	lis, err := newListener(l.node, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { lis.Close() })
 	arm(t, l.node, armTable, serviceMatches...)
 	for range 20 {
 		sendUDP(t, l.node, "10.96.0.10:53")
@@ -319,12 +319,4 @@ func TestCollectReportsOverrun(t *testing.T) {
 	if !errors.Is(err, ErrOverrun) {
 		t.Fatalf("collect after 240 events into a minimal buffer: %d events, err %v; want ErrOverrun", len(evs), err)
 	}
-}
-
-// shrinkBuffer sets the listener's receive buffer to the kernel's minimum.
-func shrinkBuffer(l *Listener) error {
-	if err := unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 0); err != nil {
-		return fmt.Errorf("shrink receive buffer: %w", err)
-	}
-	return nil
 }

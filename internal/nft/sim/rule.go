@@ -105,6 +105,9 @@ func (w *walker) evalRule(h Hook, t *nft.Table, c *nft.Chain, i int) (outcome, e
 				return outcome{}, err
 			}
 		case nft.Counter:
+		case nft.SetNftrace:
+			// Only makes the kernel report the packet's path; the walk
+			// is the same with or without it.
 		case nft.DNAT:
 			return w.dnat(h, t, c, i, e, with(ActDNAT, ""))
 		case nft.Masquerade:

@@ -185,6 +185,10 @@ func TestVerdicts(t *testing.T) {
 		chains: []*nft.Chain{base("b", "filter", "prerouting", 0, nft.R(nft.Counter{}, nft.Update{Set: "dyn", Fields: []nft.Field{nft.FieldSaddr}}, mark(1).Exprs[0]))},
 		want:   Accepted, mark: 1,
 	}, {
+		name:   "meta nftrace set 1 does not end the rule or change the path",
+		chains: []*nft.Chain{base("b", "filter", "prerouting", 0, nft.R(nft.SetNftrace{}, mark(1).Exprs[0]), mark(2))},
+		want:   Accepted, mark: 3,
+	}, {
 		name:   "masquerade without an egress address drops",
 		chains: []*nft.Chain{base("b", "nat", "postrouting", 100, nft.R(nft.Masquerade{}))},
 		want:   Dropped,
