@@ -15,6 +15,9 @@ type DataPlane interface {
 	// Name is the plane's --data-plane value, also the proxy mode /proxyMode
 	// reports.
 	Name() string
+	// Probe checks that the kernel has every feature the plane uses. An error
+	// wraps ErrNotSupported when a feature is missing, and names it.
+	Probe(ctx context.Context) error
 	// Sync programs t, partially or fully (see the package doc).
 	Sync(ctx context.Context, t *servicetable.Table, full bool) (Stats, error)
 	// Changed reports whether the plane's kernel state may have been changed
@@ -37,8 +40,17 @@ type Explainer interface {
 }
 
 // ErrNotSupported is wrapped by a Probe error when the kernel lacks a
-// feature the plane needs.
+// feature the plane needs (as cilium/ebpf's ErrNotSupported).
 var ErrNotSupported = errors.New("not supported by this kernel")
+
+// NotSupported returns err, with its text, wrapping ErrNotSupported as well:
+// how a plane reports its kernel layer's own "missing feature" error.
+func NotSupported(err error) error { return notSupported{err} }
+
+type notSupported struct{ err error }
+
+func (e notSupported) Error() string   { return e.err.Error() }
+func (e notSupported) Unwrap() []error { return []error{e.err, ErrNotSupported} }
 
 // Stats describes one Sync.
 type Stats struct {

@@ -23,6 +23,10 @@
 //     their state), and how drift is repaired (Stats.Drift reports it).
 //   - A failed Sync leaves the kernel as it was (each family's change is one
 //     atomic transaction, or the plane's equivalent).
+//   - Probe runs once, before the first Sync: it checks that the kernel has
+//     every feature the plane uses, so that a kernel without one fails at
+//     start with an error that names the feature and wraps ErrNotSupported,
+//     not deep in the first sync.
 //   - Changed is the cheap drift check the proxier runs every
 //     DriftCheckPeriod: whether something other than this plane may have
 //     changed the kernel state since its last Sync. The proxier answers true

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -119,10 +120,16 @@ func New(cfg Config, deps Deps) (*Proxier, error) {
 	}, nil
 }
 
-// Run follows the store and syncs until ctx ends. The first sync waits for
-// the source to be synced, and is a full one: it adopts whatever table a
-// previous svcnet left, without flushing it.
+// Run probes the data plane's kernel features, then follows the store and
+// syncs until ctx ends. The first sync waits for the source to be synced, and
+// is a full one: it adopts whatever a previous svcnet left, without flushing
+// it. A failed probe ends Run with its error (wrapping
+// dataplane.ErrNotSupported when a feature is missing) before anything is
+// programmed.
 func (p *Proxier) Run(ctx context.Context) error {
+	if err := p.plane.Probe(ctx); err != nil {
+		return fmt.Errorf("data plane %s: %w", p.plane.Name(), err)
+	}
 	sub := p.deps.Store.Subscribe()
 	defer sub.Close()
 	periodic := time.NewTicker(p.cfg.SyncPeriod)

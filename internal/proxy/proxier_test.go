@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
@@ -51,14 +53,18 @@ type harness struct {
 // run runs body in a synctest bubble against a started proxier: the
 // proxier's timers run on the bubble's fake clock, so waiting for a sync
 // takes no real time, and synctest.Wait shows that nothing more happens.
-func run(t *testing.T, cfg Config, body func(t *testing.T, h *harness)) {
-	synctest.Test(t, func(t *testing.T) { body(t, start(t, cfg)) })
+func run(t *testing.T, cfg Config, body func(t *testing.T, h *harness), prepare ...func(k *nft.Fake)) {
+	synctest.Test(t, func(t *testing.T) { body(t, start(t, cfg, prepare...)) })
 }
 
-// start starts a proxier on a fake kernel; call it in a synctest bubble.
-func start(t *testing.T, cfg Config) *harness {
+// start starts a proxier on a fake kernel, which prepare may set up first;
+// call it in a synctest bubble.
+func start(t *testing.T, cfg Config, prepare ...func(k *nft.Fake)) *harness {
 	t.Helper()
 	h := &harness{t: t, store: model.NewStore(), kernel: nft.NewFake(), done: make(chan error, 1)}
+	for _, p := range prepare {
+		p(h.kernel)
+	}
 	cfg.NodeName = "node1"
 	cfg.Families = []ipfamily.Family{ipfamily.IPv4}
 	if cfg.MinSyncPeriod == 0 {
@@ -196,9 +202,14 @@ func TestProxierRepairsDriftFromGeneration(t *testing.T) {
 }
 
 func TestProxierRetriesFailedSyncAsFull(t *testing.T) {
-	run(t, Config{}, func(t *testing.T, h *harness) {
-		var fail sync.Once
-		h.kernel.FailApply = func(*nft.Tx) error {
+	var fail sync.Once
+	// The first sync's transaction fails (not the start's feature probe,
+	// which commits scratch tables of its own).
+	failFirstSync := func(k *nft.Fake) {
+		k.FailApply = func(tx *nft.Tx) error {
+			if !nftables.IsTable(tx.Table) {
+				return nil
+			}
 			err := errors.New("injected")
 			ok := false
 			fail.Do(func() { ok = true })
@@ -207,6 +218,8 @@ func TestProxierRetriesFailedSyncAsFull(t *testing.T) {
 			}
 			return nil
 		}
+	}
+	run(t, Config{}, func(t *testing.T, h *harness) {
 		h.store.Update(func(tx *model.Txn) {
 			tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
 			tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
@@ -217,7 +230,7 @@ func TestProxierRetriesFailedSyncAsFull(t *testing.T) {
 		if len(rs) < 2 || rs[0].Err == nil || rs[1].Err != nil || !rs[1].Full {
 			t.Fatalf("want a failed sync then a full one, got %+v", rs)
 		}
-	})
+	}, failFirstSync)
 }
 
 func TestProxierSkipsBadServiceKeepsOthers(t *testing.T) {
@@ -306,4 +319,37 @@ func TestConfigValidate(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestProxierProbeFailureStopsRun: a kernel that refuses one of the data
+// plane's expression kinds ends Run at start with an error that names the
+// feature and wraps dataplane.ErrNotSupported; nothing is programmed.
+func TestProxierProbeFailureStopsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kernel := nft.NewFake()
+		kernel.FailOp = func(tx *nft.Tx, i int) error {
+			if op := tx.Ops[i]; op.Kind == nft.OpAddRule && slices.ContainsFunc(op.Rule.Exprs, func(e nft.Expr) bool { _, ok := e.(nft.Random); return ok }) {
+				return errors.New("no such file or directory")
+			}
+			return nil
+		}
+		store := model.NewStore()
+		p, err := New(Config{NodeName: "node1", Families: []ipfamily.Family{ipfamily.IPv4}}, Deps{Store: store, DataPlane: nftables.New(kernel, ipfamily.IPv4)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Update(func(tx *model.Txn) {
+			tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
+			tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
+			tx.SetSynced(true)
+		})
+		err = p.Run(context.Background())
+		if !errors.Is(err, dataplane.ErrNotSupported) || !errors.Is(err, nft.ErrNotSupported) ||
+			!strings.Contains(err.Error(), "data plane nftables: ") || !strings.Contains(err.Error(), "kernel lacks nft_numgen") {
+			t.Fatalf("Run = %v, want a probe failure naming nft_numgen", err)
+		}
+		if tables, _ := kernel.Tables(context.Background(), ipfamily.IPv4); len(tables) != 0 {
+			t.Errorf("tables after a failed probe: %v", tables)
+		}
+	})
 }

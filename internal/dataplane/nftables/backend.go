@@ -113,6 +113,17 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (d
 	return st, errors.Join(errs...)
 }
 
+// Probe commits and deletes a scratch table per family holding every
+// expression kind svcnet uses (nft.Probe over nft.Examples, under a
+// millisecond): a kernel that lacks one fails here, naming the module.
+func (b *Backend) Probe(ctx context.Context) error {
+	err := nft.Probe(ctx, b.conn, b.families, nft.Examples())
+	if errors.Is(err, nft.ErrNotSupported) {
+		return dataplane.NotSupported(err)
+	}
+	return err
+}
+
 // Name returns "nftables".
 func (b *Backend) Name() string { return Name }
 

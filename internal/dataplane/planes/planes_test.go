@@ -56,7 +56,8 @@ func nftList(t *testing.T, ns *netns.NS) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestOpenSyncCleanup opens the default plane in a namespace, programs an
+// TestOpenSyncCleanup opens the default plane in a namespace, probes the
+// kernel's features (leaving nothing behind), programs an
 // empty service table, sees a foreign commit through Changed, and removes
 // everything with Cleanup, leaving the foreign table alone.
 func TestOpenSyncCleanup(t *testing.T) {
@@ -76,6 +77,12 @@ func TestOpenSyncCleanup(t *testing.T) {
 	}()
 	if plane.Name() != Default {
 		t.Errorf("Name() = %s", plane.Name())
+	}
+	if err := plane.Probe(ctx); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if got := nftList(t, ns); got != "" {
+		t.Errorf("Probe left tables:\n%s", got)
 	}
 	st, err := plane.Sync(ctx, &servicetable.Table{}, false)
 	if err != nil || !st.Full || st.TotalOps() == 0 {
