@@ -7,4 +7,4 @@ if [ "$(id -u)" != 0 ]; then
   echo "make demo: needs root (it builds network namespaces); run it as root" >&2
   exit 1
 fi
-exec bin/svcnet demo -f examples/seed-001/my-nginx.yaml
+exec bin/svcnet demo -f examples/packet-path/my-nginx.yaml

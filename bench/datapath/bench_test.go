@@ -10,7 +10,9 @@ import (
 	"github.com/svcnet/svcnet/bench/benchenv"
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -60,7 +62,7 @@ func TestBenchDatapath(t *testing.T) {
 	if dur < 100*time.Millisecond || dur > time.Minute {
 		t.Fatalf("%s=%s: want a duration from 100ms to 1m", EnvDuration, dur)
 	}
-	slots := schedule(lab.Proxies, len(counts), rounds)
+	slots := schedule(cluster.Proxies, len(counts), rounds)
 	if err := checkBudget(len(slots), len(allPaths), pairs, dur, runLimit); err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +72,9 @@ func TestBenchDatapath(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
 	defer cancel()
-	t.Logf("%d slots (%d counts x %d rounds x %d proxies), %d proxy swaps, bound %s", len(slots), len(counts), rounds, len(lab.Proxies), swaps(slots), runLimit)
+	t.Logf("%d slots (%d counts x %d rounds x %d proxies), %d proxy swaps, bound %s", len(slots), len(counts), rounds, len(cluster.Proxies), swaps(slots), runLimit)
 	l := labtest.Up(t, ctx, lab.Options{Name: envOr(EnvLab, labtest.Name("dp")), Nodes: 2, Binary: bin,
-		ControlPlane: lab.ControlPlaneKube, K8sBin: k8sBin, Proxy: slots[0].proxy}, "fixture.yaml")
+		ControlPlane: cluster.ControlPlaneKube, K8sBin: k8sBin, Proxy: slots[0].proxy}, "fixture.yaml")
 	addrs, err := waitServices(ctx, l)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +120,7 @@ func TestBenchDatapath(t *testing.T) {
 	targets := []target{
 		{path: pathClusterIPRemote, directNS: cliNS, directAddr: direct, serviceNS: cliNS, svcAddr: hostPort(addrs.clusterIP, 80)},
 		{path: pathClusterIPLocal, directNS: cliNS, directAddr: hostPort(localIP, 80), serviceNS: cliNS, svcAddr: hostPort(addrs.localClusterIP, 80)},
-		{path: pathNodePort, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(lab.NodeAddr(1), int(addrs.nodePort))},
+		{path: pathNodePort, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(topology.NodeAddr(1), int(addrs.nodePort))},
 		{path: pathLB, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(addrs.lbIP, 80)},
 	}
 	if err := waitTargets(ctx, targets, settleLimit); err != nil {
@@ -143,7 +145,7 @@ func TestBenchDatapath(t *testing.T) {
 		t.Logf("%d Services: fillers applied in %s, programmed on both nodes by %s after %s, agents quiet %s later",
 			services, apply.Round(time.Millisecond), l.Proxy(), programmed.Round(time.Millisecond), quiet.Round(time.Millisecond))
 		cr := countResult{services: services, apply: apply, programmed: programmed, grownBy: l.Proxy()}
-		for _, p := range lab.Proxies {
+		for _, p := range cluster.Proxies {
 			cr.proxies = append(cr.proxies, proxyResult{proxy: p, paths: newPathResults(targets)})
 		}
 		for _, sl := range slots {

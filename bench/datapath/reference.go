@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // refClientAddr is a second address of the lab's external client, used only
@@ -29,7 +30,7 @@ func routeReference(ctx context.Context, l *lab.Lab, ip netip.Addr, podNode int)
 	if err != nil {
 		return err
 	}
-	node, err := l.Resolve(ctx, lab.NodeName(podNode))
+	node, err := l.Resolve(ctx, topology.NodeName(podNode))
 	if err != nil {
 		return err
 	}
@@ -40,15 +41,15 @@ func routeReference(ctx context.Context, l *lab.Lab, ip netip.Addr, podNode int)
 		}
 		return string(out), nil
 	}
-	out, err := run(client, "client", "ip", "-o", "-4", "addr", "show", "to", lab.ClientAddr.String()+"/32")
+	out, err := run(client, "client", "ip", "-o", "-4", "addr", "show", "to", topology.ClientAddr.String()+"/32")
 	if err != nil {
 		return err
 	}
 	dev := ifaceOf(out)
 	if dev == "" {
-		return fmt.Errorf("client: no interface holds %s: %q", lab.ClientAddr, out)
+		return fmt.Errorf("client: no interface holds %s: %q", topology.ClientAddr, out)
 	}
-	via := lab.NodeAddr(1).String()
+	via := topology.NodeAddr(1).String()
 	steps := []struct {
 		p     lab.Place
 		where string
@@ -56,7 +57,7 @@ func routeReference(ctx context.Context, l *lab.Lab, ip netip.Addr, podNode int)
 	}{
 		{client, "client", []string{"ip", "addr", "replace", refClientAddr.String() + "/32", "dev", dev}},
 		{client, "client", []string{"ip", "route", "replace", ip.String() + "/32", "via", via, "src", refClientAddr.String()}},
-		{node, lab.NodeName(podNode), []string{"ip", "route", "replace", refClientAddr.String() + "/32", "via", via}},
+		{node, topology.NodeName(podNode), []string{"ip", "route", "replace", refClientAddr.String() + "/32", "via", via}},
 	}
 	for _, s := range steps {
 		if _, err := run(s.p, s.where, s.argv...); err != nil {

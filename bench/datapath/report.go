@@ -6,10 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 )
 
-// Targets of the data-path issue, as ratios to direct pod traffic.
+// Targets of the data path, as ratios to direct pod traffic: svcnet must stay
+// this close to the physical limit.
 const (
 	targetKeepAlive = 0.97 // keep-alive requests/s through ClusterIP and NodePort
 	targetNewConn   = 0.95 // new connections/s through ClusterIP and NodePort
@@ -214,7 +215,7 @@ func (r report) String() string {
 	}
 	r.writeTargets(&b)
 	r.writePooled(&b)
-	r.writeComparison(&b, lab.ProxySvcnet, lab.ProxyKubeProxyNFTables)
+	r.writeComparison(&b, cluster.ProxySvcnet, cluster.ProxyKubeProxyNFTables)
 	return b.String()
 }
 
@@ -303,9 +304,9 @@ func writeProxyTable(b *strings.Builder, pr proxyResult) {
 // writeTargets writes svcnet's own targets: ratios to direct, and connect p99
 // growth with the Service count.
 func (r report) writeTargets(b *strings.Builder) {
-	fmt.Fprintf(b, "\ntargets of %s (the median of the paired ratios, and its %.0f%% bootstrap interval)\n", lab.ProxySvcnet, bootstrapLevel*100)
+	fmt.Fprintf(b, "\ntargets of %s (the median of the paired ratios, and its %.0f%% bootstrap interval)\n", cluster.ProxySvcnet, bootstrapLevel*100)
 	for _, c := range r.counts {
-		pr := c.proxy(lab.ProxySvcnet)
+		pr := c.proxy(cluster.ProxySvcnet)
 		if pr == nil {
 			continue
 		}
@@ -326,7 +327,7 @@ func (r report) writeTargets(b *strings.Builder) {
 		b.WriteString("connect p99 growth with Service count: not measured (one count only)\n")
 		return
 	}
-	lo, hi := r.counts[0].proxy(lab.ProxySvcnet), r.counts[len(r.counts)-1].proxy(lab.ProxySvcnet)
+	lo, hi := r.counts[0].proxy(cluster.ProxySvcnet), r.counts[len(r.counts)-1].proxy(cluster.ProxySvcnet)
 	if lo == nil || hi == nil {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 )
 
 func TestQuantile(t *testing.T) {
@@ -124,7 +124,7 @@ func TestReport(t *testing.T) {
 	mk := func(services int, p99ms int) countResult {
 		return countResult{
 			services: services, apply: 1500 * time.Millisecond, programmed: 2 * time.Second,
-			proxies: []proxyResult{{proxy: lab.ProxySvcnet, paths: []pathResult{
+			proxies: []proxyResult{{proxy: cluster.ProxySvcnet, paths: []pathResult{
 				{path: pathClusterIPRemote,
 					direct:  []sample{fixedSample(1000, 500, 100), fixedSample(900, 400, 100), fixedSample(1100, 600, 100)},
 					service: []sample{fixedSample(990, 490, p99ms), fixedSample(980, 480, p99ms), fixedSample(970, 470, p99ms)}},
@@ -200,8 +200,8 @@ func TestReportLatencyOverDirect(t *testing.T) {
 		return pr
 	}
 	c := countResult{services: 10000, proxies: []proxyResult{
-		{proxy: lab.ProxySvcnet, paths: []pathResult{path(8 * time.Millisecond)}},
-		{proxy: lab.ProxyKubeProxyNFTables, paths: []pathResult{path(0)}},
+		{proxy: cluster.ProxySvcnet, paths: []pathResult{path(8 * time.Millisecond)}},
+		{proxy: cluster.ProxyKubeProxyNFTables, paths: []pathResult{path(0)}},
 	}}
 	got := report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
 	for _, want := range []string{
@@ -229,14 +229,14 @@ func TestReportAgainstKubeProxy(t *testing.T) {
 		}
 		return pr
 	}
-	c := countResult{services: 1000, apply: time.Second, programmed: 3 * time.Second, grownBy: lab.ProxyKubeProxyIPTables,
+	c := countResult{services: 1000, apply: time.Second, programmed: 3 * time.Second, grownBy: cluster.ProxyKubeProxyIPTables,
 		proxies: []proxyResult{
-			{proxy: lab.ProxySvcnet, ready: []time.Duration{time.Second, 3 * time.Second},
+			{proxy: cluster.ProxySvcnet, ready: []time.Duration{time.Second, 3 * time.Second},
 				paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 990, 490, 100), path(pathNodePort, 1000, 500, 900, 400, 100)}},
-			{proxy: lab.ProxyKubeProxyNFTables, ready: []time.Duration{2 * time.Second},
+			{proxy: cluster.ProxyKubeProxyNFTables, ready: []time.Duration{2 * time.Second},
 				// Lower direct figures: the same Service figures are higher ratios.
 				paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 980, 480, 100), path(pathNodePort, 800, 400, 900, 400, 90)}},
-			{proxy: lab.ProxyKubeProxyIPTables, paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 500, 250, 300), path(pathNodePort, 1000, 500, 500, 250, 300)}},
+			{proxy: cluster.ProxyKubeProxyIPTables, paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 500, 250, 300), path(pathNodePort, 1000, 500, 500, 250, 300)}},
 		}}
 	got := report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
 	for _, want := range []string{
@@ -269,7 +269,7 @@ func TestReportAgainstKubeProxy(t *testing.T) {
 
 	// All met.
 	c.proxies = c.proxies[:1]
-	c.proxies = append(c.proxies, proxyResult{proxy: lab.ProxyKubeProxyNFTables,
+	c.proxies = append(c.proxies, proxyResult{proxy: cluster.ProxyKubeProxyNFTables,
 		paths: []pathResult{path(pathClusterIPRemote, 1000, 500, 900, 400, 200), path(pathNodePort, 1000, 500, 800, 300, 200)}})
 	got = report{duration: time.Second, rounds: 1, counts: []countResult{c}}.String()
 	if !strings.Contains(got, "svcnet >= kube-proxy-nftables on every figure: met by the noise (8 better, 0 equal, 0 worse of 8 figures); strictly 8 of 8; intervals wholly below zero: 0") {

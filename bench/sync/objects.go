@@ -22,7 +22,7 @@ import (
 
 // Objects of the benchmark: selector-less ClusterIP Services with one TCP port
 // and one EndpointSlice of 2 ready endpoints each, as the reference numbers in
-// REFERENCE.md were measured.
+// docs/reference.md were measured.
 const (
 	servicePort  = 80
 	endpointPort = 8080

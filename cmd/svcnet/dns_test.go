@@ -46,7 +46,7 @@ func TestDNSHelp(t *testing.T) {
 }
 
 func TestDNSRefusesBadFlags(t *testing.T) {
-	dir := seedCopy(t)
+	dir := articleCopy(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -89,9 +89,9 @@ func freePort(t *testing.T) int {
 }
 
 // TestDNSServesStateFile runs `svcnet dns --state` in-process: it answers
-// the seed's Service from the manifests and serves /healthz and /metrics.
+// the article's Service from the manifests and serves /healthz and /metrics.
 func TestDNSServesStateFile(t *testing.T) {
-	dir := seedCopy(t)
+	dir := articleCopy(t)
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	ctx, cancel := context.WithCancel(context.Background())

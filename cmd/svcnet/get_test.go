@@ -27,11 +27,11 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
-func seedCopy(t *testing.T) string {
+func articleCopy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, n := range []string{"nodes.yaml", "my-nginx.yaml"} {
-		b, err := os.ReadFile(filepath.Join("../../examples/seed-001", n))
+		b, err := os.ReadFile(filepath.Join("../../examples/packet-path", n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,18 +42,18 @@ func seedCopy(t *testing.T) string {
 	return dir
 }
 
-var seedLine = regexp.MustCompile(`(?m)^my-nginx\s+LoadBalancer\s+(\S+)\s+<pending>\s+80:(\d+)/TCP\s+\S+\s*$`)
+var articleLine = regexp.MustCompile(`(?m)^my-nginx\s+LoadBalancer\s+(\S+)\s+<pending>\s+80:(\d+)/TCP\s+\S+\s*$`)
 
 // The acceptance line: the `kubectl get svc` line of the article "Demystifying Kubernetes Services Packet Path", from manifests.
-func TestGetServicesSeed001(t *testing.T) {
-	dir := seedCopy(t)
+func TestGetServicesPacketPath(t *testing.T) {
+	dir := articleCopy(t)
 	out, errOut, code := run(t, "get", "services", "--state", filepath.Join(dir, "my-nginx.yaml"))
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, errOut)
 	}
-	m := seedLine.FindStringSubmatch(out)
+	m := articleLine.FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("no my-nginx line like the seed's in:\n%s", out)
+		t.Fatalf("no my-nginx line like the article's in:\n%s", out)
 	}
 	ip, err := netip.ParseAddr(m[1])
 	if err != nil || !netip.MustParsePrefix("10.96.0.0/12").Contains(ip) {
@@ -67,13 +67,13 @@ func TestGetServicesSeed001(t *testing.T) {
 	}
 	// Same again: allocations persisted and stable.
 	out2, _, _ := run(t, "get", "services", "--state", filepath.Join(dir, "my-nginx.yaml"))
-	if m2 := seedLine.FindStringSubmatch(out2); m2 == nil || m2[1] != m[1] || m2[2] != m[2] {
+	if m2 := articleLine.FindStringSubmatch(out2); m2 == nil || m2[1] != m[1] || m2[2] != m[2] {
 		t.Fatalf("second get moved my-nginx: %v then %v", m, m2)
 	}
 }
 
 func TestGetReportsInvalidAndPrintsValid(t *testing.T) {
-	dir := seedCopy(t)
+	dir := articleCopy(t)
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: broken}\nspec: {clusterIP: 10.300.0.1, ports: [{port: 80}]}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -87,13 +87,13 @@ func TestGetReportsInvalidAndPrintsValid(t *testing.T) {
 			t.Errorf("stderr does not name %q:\n%s", part, errOut)
 		}
 	}
-	if !seedLine.MatchString(out) || strings.Contains(out, "broken") {
+	if !articleLine.MatchString(out) || strings.Contains(out, "broken") {
 		t.Fatalf("valid Services not printed, or the invalid one was:\n%s", out)
 	}
 }
 
 func TestGetOtherResourcesAndFormats(t *testing.T) {
-	dir := seedCopy(t)
+	dir := articleCopy(t)
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -133,9 +133,9 @@ func TestVersion(t *testing.T) {
 
 // With the article's pool, my-nginx gets its EXTERNAL-IP 172.26.236.180,
 // and `get ipaddresspools` lists the pool as the CRD's printer columns do.
-func TestGetSeed001WithPool(t *testing.T) {
-	dir := seedCopy(t)
-	b, err := os.ReadFile("../../examples/seed-001/pool.yaml")
+func TestGetPacketPathWithPool(t *testing.T) {
+	dir := articleCopy(t)
+	b, err := os.ReadFile("../../examples/packet-path/pool.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -63,7 +64,7 @@ func labUpCommand(name *string) *cobra.Command {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			if k.enabled {
-				for _, f := range []string{"control-plane", "proxy", "proxy-arg"} {
+				for _, f := range []string{"control-plane", "proxy", "proxy-arg", "data-plane"} {
 					if cmd.Flags().Changed(f) {
 						return fmt.Errorf("lab up --kubelet: --%s does not apply (the nodes run what is deployed on them)", f)
 					}
@@ -75,6 +76,11 @@ func labUpCommand(name *string) *cobra.Command {
 				return err
 			}
 			o.Name, o.Progress = *name, cmd.OutOrStdout()
+			if o.ControlPlane == cluster.ControlPlaneKube && o.K8sBin == "" {
+				if o.K8sBin = os.Getenv(envK8sBin); o.K8sBin == "" {
+					return fmt.Errorf("lab %s: --control-plane kube needs kube-apiserver and kube-controller-manager: give --k8s-bin DIR or set %s (`make k8s` builds them; tools/k8s/build.sh prints the directory)", o.Name, envK8sBin)
+				}
+			}
 			l, err := lab.Up(ctx, o)
 			if err != nil {
 				return err
@@ -84,10 +90,11 @@ func labUpCommand(name *string) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 3, "number of nodes")
-	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", lab.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
-	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy; with --kubelet: of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl (default $"+lab.EnvK8sBin+")")
-	cmd.Flags().StringVar(&o.Proxy, "proxy", lab.ProxySvcnet, `the nodes' Service proxy: "`+lab.ProxySvcnet+`", or upstream kube-proxy "`+lab.ProxyKubeProxyNFTables+`" or "`+lab.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
+	cmd.Flags().StringVar(&o.ControlPlane, "control-plane", cluster.ControlPlaneFile, `"file" (svcnet's embedded control plane) or "kube" (real kube-apiserver and kube-controller-manager)`)
+	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy; with --kubelet: of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl (default $"+envK8sBin+")")
+	cmd.Flags().StringVar(&o.Proxy, "proxy", cluster.ProxySvcnet, `the nodes' Service proxy: "`+cluster.ProxySvcnet+`", or upstream kube-proxy "`+cluster.ProxyKubeProxyNFTables+`" or "`+cluster.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
 	cmd.Flags().StringSliceVar(&o.ProxyArgs, "proxy-arg", nil, "extra flag for every node's svcnet proxy (repeatable)")
+	addDataPlaneFlag(cmd, &o.DataPlane)
 	k.addFlags(cmd)
 	return cmd
 }
@@ -146,7 +153,7 @@ func labDeleteCommand(name *string) *cobra.Command {
 		Short: "Delete a Pod (gracefully), Service, EndpointSlice, Endpoints or Namespace",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := lab.CanonicalKind(args[0])
+			kind, err := cluster.CanonicalKind(args[0])
 			if err != nil {
 				return err
 			}
@@ -278,4 +285,14 @@ error naming the name, the place and the resolver asked.`,
 	cmd.Flags().IntVarP(&count, "count", "c", 1, "number of requests, each on a new connection")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Second, "bound of each request")
 	return cmd
+}
+
+// envK8sBin names the directory of the Kubernetes binaries (tools/k8s/build.sh
+// prints it): the default of `lab up --k8s-bin`.
+const envK8sBin = "SVCNET_K8S_BIN"
+
+// addDataPlaneFlag adds --data-plane, the Service data plane of every node's
+// svcnet proxy (lab.Options.DataPlane).
+func addDataPlaneFlag(cmd *cobra.Command, dataPlane *string) {
+	cmd.Flags().StringVar(dataPlane, "data-plane", "", `the Service data plane of every node's svcnet proxy, passed as its --data-plane ("nftables", "none"; empty: the proxy's default)`)
 }

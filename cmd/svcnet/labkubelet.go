@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/nodecluster"
 )
 
@@ -41,13 +42,13 @@ func (k *kubeletLabOptions) addFlags(cmd *cobra.Command) {
 // to use it.
 func upKubeletLab(ctx context.Context, out io.Writer, name string, nodes int, k8sBin string, k kubeletLabOptions) error {
 	if k8sBin == "" {
-		k8sBin = os.Getenv(lab.EnvK8sBin)
+		k8sBin = os.Getenv(envK8sBin)
 	}
 	if k.containerdBin == "" {
 		k.containerdBin = os.Getenv(envContainerdBin)
 	}
 	if k8sBin == "" || k.containerdBin == "" {
-		return fmt.Errorf("lab up --kubelet: give --k8s-bin (or $%s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) and --containerd-bin (or $%s)", lab.EnvK8sBin, envContainerdBin)
+		return fmt.Errorf("lab up --kubelet: give --k8s-bin (or $%s: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) and --containerd-bin (or $%s)", envK8sBin, envContainerdBin)
 	}
 	if len(k.images) == 0 {
 		return errors.New("lab up --kubelet: give at least the pause image with --image (nothing is pulled)")
@@ -90,7 +91,7 @@ func upKubeletLab(ctx context.Context, out io.Writer, name string, nodes int, k8
 
 // downKubeletLab removes the node cluster of lab name, if there is one.
 func downKubeletLab(name string) error {
-	if err := lab.ValidateName(name); err != nil {
+	if err := topology.ValidateName(name); err != nil {
 		return err
 	}
 	dir := kubeletLabDir(name)

@@ -6,14 +6,14 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 )
 
 // labSuperviseCommand is `svcnet lab supervise`, hidden: the supervisor the
-// lab starts for each of its processes (lab.Supervise). SIGTERM stops it and
+// lab starts for each of its processes (cluster.Supervise). SIGTERM stops it and
 // its child.
 func labSuperviseCommand(name *string) *cobra.Command {
-	o := lab.SuperviseOptions{}
+	o := cluster.SuperviseOptions{}
 	cmd := &cobra.Command{
 		Use:    "supervise --pod NAMESPACE/NAME [flags] -- COMMAND [ARG...]",
 		Short:  "Run COMMAND as Pod NAMESPACE/NAME's containers and restart it when it exits, as a kubelet does (started by the lab)",
@@ -26,7 +26,7 @@ func labSuperviseCommand(name *string) *cobra.Command {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			o.Lab, o.Argv = *name, args
-			return lab.Supervise(ctx, o, klog.Background().WithName("supervise"))
+			return cluster.Supervise(ctx, o, klog.Background().WithName("supervise"))
 		},
 	}
 	f := cmd.Flags()

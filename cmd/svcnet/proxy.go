@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/podroutes"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -138,7 +139,7 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
 	fs.BoolVar(&o.initOnly, "init-only", false, "do what needs full privileges (the conntrack sysctls: /proc/sys is read-only in an unprivileged container), then exit; run it as a privileged init container and svcnet proxy itself with NET_ADMIN and NET_RAW only (kube-proxy's --init-only)")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
-	fs.StringVar(&o.dataPlane, "data-plane", dataPlaneNFTables, `Service data plane: "nftables" programs Services; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
+	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
 	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
@@ -190,9 +191,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	dataPlane := []func(context.Context) error{func(ctx context.Context) error {
 		return reportSynced(ctx, store, health, cfg.Families)
 	}}
-	if o.dataPlane == dataPlaneNFTables {
+	if o.dataPlane != planes.None {
 		o.applySysctls(log)
-		runners, closeAll, err := serviceDataPlane(cfg, store, health, m, mem, log)
+		runners, closeAll, err := serviceDataPlane(o.dataPlane, cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
 		}
@@ -282,7 +283,7 @@ func (o *proxyOptions) runInitOnly(log klog.Logger) error {
 	if err := o.validateDataPlane(); err != nil {
 		return err
 	}
-	if o.dataPlane != dataPlaneNFTables {
+	if o.dataPlane == planes.None {
 		log.Info("nothing to initialize", "dataPlane", o.dataPlane)
 		return nil
 	}
@@ -299,16 +300,13 @@ func (o *proxyOptions) runInitOnly(log klog.Logger) error {
 	return nil
 }
 
-// runCleanup is --cleanup: it removes svcnet's nftables tables and pod routes.
+// runCleanup is --cleanup: it removes what every data plane programmed
+// (svcnet's nftables tables) and svcnet's pod routes.
 func runCleanup(ctx context.Context, log klog.Logger) error {
-	conn, err := openNFTables()
-	if err != nil {
-		return err
+	if err := planes.Cleanup(ctx); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
 	}
-	if err := proxy.Cleanup(ctx, conn); err != nil {
-		return err
-	}
-	log.Info("removed svcnet's nftables tables")
+	log.Info("removed what svcnet's data planes programmed")
 	n, err := cleanupPodRoutes(ctx)
 	if err != nil {
 		return err
@@ -400,7 +398,7 @@ func (o *proxyOptions) unusedSettings(fs *pflag.FlagSet, cfg proxy.Config) []str
 		out = append(out, fmt.Sprintf("--%s (%s) %q: not used: %s", flag, field, value, why))
 	}
 	mode := fmt.Sprintf("detect-local-mode is %s", cfg.DetectLocalMode)
-	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR && (!cfg.EgressMasquerade || o.dataPlane == dataPlaneNone) {
+	if o.clusterCIDR != "" && cfg.DetectLocalMode != proxy.LocalModeClusterCIDR && (!cfg.EgressMasquerade || o.dataPlane == planes.None) {
 		unused("cluster-cidr", "clusterCIDR", o.clusterCIDR, mode+" and egress masquerade is off")
 	}
 	if o.podBridgeInterface != "" && cfg.DetectLocalMode != proxy.LocalModeBridgeInterface {
@@ -409,7 +407,7 @@ func (o *proxyOptions) unusedSettings(fs *pflag.FlagSet, cfg proxy.Config) []str
 	if o.podInterfacePrefix != "" && cfg.DetectLocalMode != proxy.LocalModeInterfaceNamePrefix {
 		unused("pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", o.podInterfacePrefix, mode)
 	}
-	if o.dataPlane == dataPlaneNone {
+	if o.dataPlane == planes.None {
 		var ct []string
 		fs.VisitAll(func(f *pflag.Flag) {
 			if f.Changed && strings.HasPrefix(f.Name, "conntrack-") {

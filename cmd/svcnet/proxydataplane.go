@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -15,34 +16,25 @@ import (
 	"github.com/svcnet/svcnet/internal/proxy/metrics"
 )
 
-// Values of --data-plane.
-const (
-	dataPlaneNFTables = "nftables" // Services in the tables ip/ip6 svcnet (default)
-	dataPlaneNone     = "none"     // no Service rules: pod routes and the speaker only
-)
-
-// validateDataPlane checks --data-plane: a known value, and with none at least
-// one thing left to do (--pod-routes or --announce).
+// validateDataPlane checks --data-plane: a known value (planes.Names), and
+// with none at least one thing left to do (--pod-routes or --announce).
 func (o *proxyOptions) validateDataPlane() error {
-	switch o.dataPlane {
-	case dataPlaneNFTables:
-		return nil
-	case dataPlaneNone:
-		if !o.podRoutes && o.announce.mode == "" {
-			return fmt.Errorf("--data-plane %s: nothing to do without --pod-routes or --announce", dataPlaneNone)
-		}
-		return nil
+	if err := planes.Validate(o.dataPlane); err != nil {
+		return err
 	}
-	return fmt.Errorf("--data-plane %q: want %s or %s", o.dataPlane, dataPlaneNFTables, dataPlaneNone)
+	if o.dataPlane == planes.None && !o.podRoutes && o.announce.mode == "" {
+		return fmt.Errorf("--data-plane %s: nothing to do without --pod-routes or --announce", planes.None)
+	}
+	return nil
 }
 
-// serviceDataPlane builds the nftables Service data plane: the proxier and the
-// healthCheckNodePort servers; mem applies --memory-limit around the
-// proxier's syncs. It returns their run functions (each returns when ctx
-// ends) and closeAll, which releases the kernel handles after they have
-// returned. Nothing is programmed before a run function runs.
-func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
-	conn, err := openNFTables()
+// serviceDataPlane builds the Service data plane called name: the proxier
+// driving it and the healthCheckNodePort servers; mem applies --memory-limit
+// around the proxier's syncs. It returns their run functions (each returns
+// when ctx ends) and closeAll, which releases the kernel handles after they
+// have returned. Nothing is programmed before a run function runs.
+func serviceDataPlane(name string, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+	plane, closePlane, err := planes.Open(name, planes.Options{Families: cfg.Families})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,11 +45,12 @@ func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.
 	})
 	ct, err := conntrack.NewNetlink()
 	if err != nil {
+		_ = closePlane()
 		return nil, nil, fmt.Errorf("conntrack: %w", err)
 	}
 	p, err := proxy.New(cfg, proxy.Deps{
 		Store:          store,
-		Conn:           conn,
+		DataPlane:      plane,
 		InterfaceAddrs: interfaceAddrs,
 		Conntrack:      ct,
 		ServiceHealth:  svcHealth,
@@ -69,9 +62,16 @@ func serviceDataPlane(cfg proxy.Config, store *model.Store, health *healthcheck.
 	})
 	if err != nil {
 		ct.Close()
+		_ = closePlane()
 		return nil, nil, err
 	}
-	return []func(context.Context) error{p.Run, svcHealth.Run}, func() { ct.Close() }, nil
+	closeAll = func() {
+		ct.Close()
+		if err := closePlane(); err != nil {
+			log.Error(err, "closing the data plane's kernel handles")
+		}
+	}
+	return []func(context.Context) error{p.Run, svcHealth.Run}, closeAll, nil
 }
 
 // reportSynced stands for the Service data plane with --data-plane none: once

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
@@ -42,7 +43,7 @@ func TestProxyDataPlaneFlag(t *testing.T) {
 		})
 	}
 	help := proxyCommand(&proxyOptions{}).Flags().Lookup("data-plane")
-	if help == nil || help.DefValue != dataPlaneNFTables || !strings.Contains(help.Usage, `"none"`) || !strings.Contains(help.Usage, "kube-proxy") {
+	if help == nil || help.DefValue != planes.Default || !strings.Contains(help.Usage, `"none"`) || !strings.Contains(help.Usage, "kube-proxy") {
 		t.Errorf("--data-plane flag help = %+v; want default nftables and none documented", help)
 	}
 }

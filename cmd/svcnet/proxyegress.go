@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/trace"
 )
@@ -149,7 +150,7 @@ func (o *proxyOptions) egressConfig(cfg *proxy.Config, serviceCIDRs []netip.Pref
 func (o *proxyOptions) egressWarnings(fs *pflag.FlagSet, cfg proxy.Config) []string {
 	var out []string
 	switch {
-	case o.dataPlane == dataPlaneNone:
+	case o.dataPlane == planes.None:
 		if cfg.EgressMasquerade && (fs.Changed(flagEgressMasquerade) || o.egress.fileEnabled) {
 			out = append(out, fmt.Sprintf("--%s (%s): not applied: with --data-plane none svcnet programs no nftables table; the Service proxy or CNI plugin beside svcnet masquerades pod traffic, if anything does", flagEgressMasquerade, egressSection))
 		}

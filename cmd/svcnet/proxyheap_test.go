@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -59,7 +60,7 @@ func TestProxyHeapPerService(t *testing.T) {
 	store := model.NewStore()
 	synced := make(chan proxy.SyncResult, 16)
 	p, err := proxy.New(proxy.Config{NodeName: "node1", Families: []ipfamily.Family{ipfamily.IPv4}, MinSyncPeriod: time.Millisecond},
-		proxy.Deps{Store: store, Conn: discardConn{}, Logger: klog.Background(),
+		proxy.Deps{Store: store, DataPlane: nftables.New(discardConn{}, ipfamily.IPv4), Logger: klog.Background(),
 			InterfaceAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("172.26.236.177")}, nil },
 			OnSync:         func(r proxy.SyncResult) { synced <- r }})
 	if err != nil {

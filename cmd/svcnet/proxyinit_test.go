@@ -23,7 +23,7 @@ func TestProxyInitOnly(t *testing.T) {
 	if err := testbin.Build(bin); err != nil {
 		t.Fatal(err)
 	}
-	state := seedCopy(t)
+	state := articleCopy(t)
 	closeWait := "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_close_wait"
 	args := []string{"proxy", "--init-only", "--state", state, "--hostname-override", "node1", "--conntrack-tcp-timeout-close-wait", "1h15m0s"}
 

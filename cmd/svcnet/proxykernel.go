@@ -8,19 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"k8s.io/klog/v2"
-
-	"github.com/svcnet/svcnet/internal/nft"
-	nftnl "github.com/svcnet/svcnet/internal/nft/netlink"
 )
-
-// openNFTables opens nftables in this process's network namespace.
-func openNFTables() (nft.Conn, error) {
-	c, err := nftnl.New()
-	if err != nil {
-		return nil, fmt.Errorf("nftables: %w", err)
-	}
-	return c, nil
-}
 
 // interfaceAddrs lists the addresses of this network namespace's interfaces.
 func interfaceAddrs() ([]netip.Addr, error) {

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/proxy"
 )
 
@@ -38,7 +38,7 @@ func (f *fakeRuntime) last() int64 {
 const mib = 1 << 20
 
 func syncResult(full bool, err error) proxy.SyncResult {
-	return proxy.SyncResult{Stats: nftables.Stats{Full: full}, Err: err}
+	return proxy.SyncResult{Stats: dataplane.Stats{Full: full}, Err: err}
 }
 
 func TestParseMemoryLimit(t *testing.T) {

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// Lab addresses (DESIGN.md's IP plan): node1's pod CIDRs.
+// Lab addresses (docs/design.md, IP plan): node1's pod CIDRs.
 const (
 	podCIDR4 = "192.168.1.0/24"
 	podCIDR6 = "fd00:192:168:1::/64"

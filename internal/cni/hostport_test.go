@@ -8,7 +8,7 @@ import (
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
-// Lab node-network addresses (DESIGN.md): node1 and the external client.
+// Lab node-network addresses (docs/design.md, IP plan): node1 and the external client.
 const (
 	node4    = "172.26.236.177"
 	node6    = "fd00:26:236::177"

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Defaults of kube-apiserver as svcnet runs it (see DESIGN.md, IP plan).
+// Defaults of kube-apiserver as svcnet runs it (see docs/design.md, IP plan).
 var (
 	DefaultServiceCIDR   = netip.MustParsePrefix("10.96.0.0/12")
 	DefaultNodePortRange = PortRange{First: 30000, Last: 32767}

@@ -15,7 +15,7 @@
 //     process's log is written to the test log.
 //   - Every wait is bounded in time; a timeout fails the test naming what was awaited
 //     and showing the logs.
-//   - Skip rules (DESIGN.md, test tiers): only when SVCNET_REQUIRE_ROOT is unset,
+//   - Skip rules (docs/design.md, test tiers): only when SVCNET_REQUIRE_ROOT is unset,
 //     and then with -short or when not root, is the test skipped, with the reason.
 //     Otherwise any missing prerequisite (no etcd, failed build) fails the test.
 //

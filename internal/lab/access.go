@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -26,29 +28,29 @@ type Place struct {
 func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
 	switch {
 	case where == "client":
-		return Place{NS: l.names.Client()}, nil
-	case NodeIndex(where) > 0:
-		i := NodeIndex(where)
-		if i > l.info.Nodes {
-			return Place{}, fmt.Errorf("%s: not in this lab (node1..node%d)", where, l.info.Nodes)
+		return Place{NS: l.c.Names.Client()}, nil
+	case topology.NodeIndex(where) > 0:
+		i := topology.NodeIndex(where)
+		if i > l.c.Info.Nodes {
+			return Place{}, fmt.Errorf("%s: not in this lab (node1..node%d)", where, l.c.Info.Nodes)
 		}
-		return Place{NS: l.names.Node(i)}, nil
+		return Place{NS: l.c.Names.Node(i)}, nil
 	}
 	ns, name := "default", where
 	if i := strings.IndexByte(where, '/'); i >= 0 {
 		ns, name = where[:i], where[i+1:]
 	}
 	if err := controlplane.ValidateName("Pod", ns, name); err != nil {
-		return Place{}, fmt.Errorf("%q: not a place: want client, node1..node%d, or a pod (NAME or NAMESPACE/NAME): %w", where, l.info.Nodes, err)
+		return Place{}, fmt.Errorf("%q: not a place: want client, node1..node%d, or a pod (NAME or NAMESPACE/NAME): %w", where, l.c.Info.Nodes, err)
 	}
-	p, err := l.cluster.Pod(ctx, ns, name)
+	p, err := l.c.CP.Pod(ctx, ns, name)
 	if err != nil {
 		return Place{}, err
 	}
-	if p == nil || !netns.Exists(l.names.Pod(ns, name)) {
-		return Place{}, fmt.Errorf("%q: no such place: want client, node1..node%d, or a running pod (NAME or NAMESPACE/NAME)", where, l.info.Nodes)
+	if p == nil || !netns.Exists(l.c.Names.Pod(ns, name)) {
+		return Place{}, fmt.Errorf("%q: no such place: want client, node1..node%d, or a running pod (NAME or NAMESPACE/NAME)", where, l.c.Info.Nodes)
 	}
-	return Place{NS: l.names.Pod(ns, name), Pod: p}, nil
+	return Place{NS: l.c.Names.Pod(ns, name), Pod: p}, nil
 }
 
 // Command returns argv run in the place, as `ip netns exec` runs it; in a pod it
@@ -60,7 +62,7 @@ func (l *Lab) Command(p Place, argv ...string) *exec.Cmd {
 // CommandContext is Command, killed when ctx ends.
 func (l *Lab) CommandContext(ctx context.Context, p Place, argv ...string) *exec.Cmd {
 	if p.Pod != nil {
-		argv = podCommand(podHostname(p.Pod), argv...)
+		argv = topology.PodCommand(topology.PodHostname(p.Pod), argv...)
 	}
 	return netns.CommandIn(ctx, p.NS, argv...)
 }
@@ -97,7 +99,7 @@ func (l *Lab) TargetURL(ctx context.Context, target string) (string, error) {
 		if i := strings.IndexByte(name, ':'); i >= 0 {
 			name, port = name[:i], name[i+1:]
 		}
-		r, err := l.cluster.Result(ctx)
+		r, err := l.c.CP.Result(ctx)
 		if err != nil {
 			return "", err
 		}
@@ -113,7 +115,7 @@ func (l *Lab) TargetURL(ctx context.Context, target string) (string, error) {
 			}
 			return "http://" + net.JoinHostPort(s.Spec.ClusterIP, port) + "/", nil
 		}
-		return "", fmt.Errorf("target %q: Service %s/%s: %w", target, ns, name, errNotFound)
+		return "", fmt.Errorf("target %q: Service %s/%s: %w", target, ns, name, cluster.ErrNotFound)
 	}
 	host, port, err := net.SplitHostPort(target)
 	if err != nil {

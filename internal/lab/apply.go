@@ -4,35 +4,17 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
-
-// applyOrder is the order objects are applied in, as kubectl's: namespaces before
-// what lives in them, Services before the Pods that back them.
-func applyOrder(o runtime.Object) int {
-	switch o.(type) {
-	case *corev1.Namespace:
-		return 0
-	case *corev1.Service:
-		return 1
-	case *corev1.Endpoints, *discoveryv1.EndpointSlice:
-		return 2
-	case *corev1.Pod:
-		return 3
-	}
-	return 4
-}
 
 // Apply creates or updates objects, as `kubectl apply -f` does. Pods are
 // scheduled, wired and started (see applyPod). Every object is validated as the
@@ -45,10 +27,10 @@ func (l *Lab) Apply(ctx context.Context, objs []controlplane.Object) []error {
 	var rest []controlplane.Object
 	var pods []controlplane.Object
 	sorted := slices.Clone(objs)
-	slices.SortStableFunc(sorted, func(a, b controlplane.Object) int { return applyOrder(a.Obj) - applyOrder(b.Obj) })
+	slices.SortStableFunc(sorted, func(a, b controlplane.Object) int { return cluster.ApplyOrder(a.Obj) - cluster.ApplyOrder(b.Obj) })
 	for _, o := range sorted {
 		obj := o.Obj.DeepCopyObject()
-		m, err := metaOf(obj)
+		m, err := cluster.MetaOf(obj)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", o.Origin, err))
 			continue
@@ -57,7 +39,7 @@ func (l *Lab) Apply(ctx context.Context, objs []controlplane.Object) []error {
 			errs = append(errs, fmt.Errorf("%s: Node %s: the lab's nodes are its own (svcnet lab up --nodes N)", o.Origin, m.GetName()))
 			continue
 		}
-		if namespaced, _ := controlplane.Namespaced(kindOf(obj)); namespaced && m.GetNamespace() == "" {
+		if namespaced, _ := controlplane.Namespaced(cluster.KindOf(obj)); namespaced && m.GetNamespace() == "" {
 			m.SetNamespace(metav1.NamespaceDefault)
 		}
 		if _, ok := obj.(*pool.IPAddressPool); ok {
@@ -75,11 +57,11 @@ func (l *Lab) Apply(ctx context.Context, objs []controlplane.Object) []error {
 		}
 	}
 	if len(rest) > 0 {
-		errs = append(errs, l.cluster.Apply(ctx, rest)...)
+		errs = append(errs, l.c.CP.Apply(ctx, rest)...)
 	}
 	for _, o := range pods {
 		if err := l.applyPod(ctx, o.Obj.(*corev1.Pod)); err != nil {
-			errs = append(errs, withOrigin(err, o.Origin))
+			errs = append(errs, cluster.WithOrigin(err, o.Origin))
 		}
 	}
 	return errs
@@ -99,17 +81,14 @@ func (l *Lab) Delete(ctx context.Context, kind, namespace, name string, grace ti
 	if kind == "Pod" {
 		return l.DeletePod(ctx, namespace, name, grace)
 	}
-	return l.cluster.Delete(ctx, kind, namespace, name)
+	return l.c.CP.Delete(ctx, kind, namespace, name)
 }
 
 // Get returns what the control plane holds.
 func (l *Lab) Get(ctx context.Context) (*controlplane.Result, error) {
-	r, err := l.cluster.Result(ctx)
+	r, err := l.c.CP.Result(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lab %s: %w", l.names.Lab, err)
+		return nil, fmt.Errorf("lab %s: %w", l.c.Names.Lab, err)
 	}
 	return r, nil
 }
-
-// errNotFound marks lookups of objects that do not exist.
-var errNotFound = errors.New("not found")

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -32,8 +33,6 @@ const (
 	// DNSImage is the image that makes a lab pod run `svcnet dns` (with the
 	// lab's state flags, on :53, metrics on :9153) instead of `svcnet echo`.
 	DNSImage = "svcnet-dns"
-	// DNSZone is the cluster domain every pod's resolv.conf searches.
-	DNSZone = "cluster.local"
 
 	dnsPort        = 53
 	dnsMetricsPort = 9153
@@ -56,7 +55,7 @@ func kubeDNSService() *corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Name: DNSService, Namespace: DNSNamespace, Labels: dnsLabels},
 		Spec: corev1.ServiceSpec{
 			Type:      corev1.ServiceTypeClusterIP,
-			ClusterIP: ClusterDNS.String(),
+			ClusterIP: topology.ClusterDNS.String(),
 			Selector:  dnsLabels,
 			Ports: []corev1.ServicePort{
 				{Name: "dns", Protocol: corev1.ProtocolUDP, Port: dnsPort, TargetPort: intstr.FromInt32(dnsPort)},
@@ -73,7 +72,7 @@ func dnsPod() *corev1.Pod {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: DNSPod, Namespace: DNSNamespace, Labels: dnsLabels},
 		Spec: corev1.PodSpec{
-			NodeName: NodeName(1),
+			NodeName: topology.NodeName(1),
 			// As CoreDNS: the node's resolver, not itself.
 			DNSPolicy: corev1.DNSDefault,
 			Containers: []corev1.Container{{
@@ -99,21 +98,12 @@ func isDNSPod(pod *corev1.Pod) bool {
 	return false
 }
 
-// dnsArgv is a DNS pod's command line: svcnet dns from the state the proxies
-// read (the published cluster.yaml, or the kubeconfig), on every address of
-// the pod.
-func (l *Lab) dnsArgv() []string {
-	argv := append([]string{l.info.Binary, "dns"}, l.cluster.ProxyArgs()...)
-	return append(argv, "--listen", fmt.Sprintf(":%d", dnsPort),
-		"--metrics-bind-address", fmt.Sprintf(":%d", dnsMetricsPort))
-}
-
 // startClusterDNS creates kube-dns and its pod, and returns once the pod
 // answers on its own address from synced state (see applyPod).
 func (l *Lab) startClusterDNS(ctx context.Context) error {
 	objs := []controlplane.Object{{Origin: "lab", Obj: kubeDNSService()}, {Origin: "lab", Obj: dnsPod()}}
 	if errs := l.Apply(ctx, objs); len(errs) > 0 {
-		return fmt.Errorf("lab %s: cluster DNS: %v", l.names.Lab, errs)
+		return fmt.Errorf("lab %s: cluster DNS: %v", l.c.Names.Lab, errs)
 	}
 	return nil
 }
@@ -122,21 +112,21 @@ func (l *Lab) startClusterDNS(ctx context.Context) error {
 // answers kube-dns's own name with ClusterDNS: the Service is programmed, its
 // endpoint is the DNS pod, and the pod serves.
 func (l *Lab) waitClusterDNS(ctx context.Context) error {
-	ns, err := netns.Open(l.names.Node(1))
+	ns, err := netns.Open(l.c.Names.Node(1))
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	name := fmt.Sprintf("%s.%s.svc.%s.", DNSService, DNSNamespace, DNSZone)
-	server := netip.AddrPortFrom(ClusterDNS, dnsPort)
+	name := fmt.Sprintf("%s.%s.svc.%s.", DNSService, DNSNamespace, topology.DNSZone)
+	server := netip.AddrPortFrom(topology.ClusterDNS, dnsPort)
 	err = pollDNS(ctx, clusterDNSTimeout, netns.Dialer(ns), server, name, func(a dnsAnswer) error {
-		if len(a.A) != 1 || a.A[0] != ClusterDNS {
-			return fmt.Errorf("%s A %v (rcode %s), want %s", name, a.A, a.Rcode, ClusterDNS)
+		if len(a.A) != 1 || a.A[0] != topology.ClusterDNS {
+			return fmt.Errorf("%s A %v (rcode %s), want %s", name, a.A, a.Rcode, topology.ClusterDNS)
 		}
 		return nil
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("lab %s: cluster DNS %s from node %s: %w", l.names.Lab, server, NodeName(1), err)
+		return fmt.Errorf("lab %s: cluster DNS %s from node %s: %w", l.c.Names.Lab, server, topology.NodeName(1), err)
 	}
 	return nil
 }

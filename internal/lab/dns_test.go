@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // The lab's kube-dns Service and DNS pod, as a control plane takes them: valid,
@@ -19,13 +21,13 @@ import (
 func TestClusterDNSObjects(t *testing.T) {
 	pod := dnsPod()
 	podIP := netip.MustParseAddr("192.168.1.2")
-	pod.Status = podStatus([]netip.Addr{podIP}, NodeAddr(1), pod)
+	pod.Status = cluster.PodStatus([]netip.Addr{podIP}, topology.NodeAddr(1), pod)
 	objs := []controlplane.Object{
-		{Origin: "node", Obj: labNode(1)},
+		{Origin: "node", Obj: cluster.Node(1)},
 		{Origin: "svc", Obj: kubeDNSService()},
 		{Origin: "pod", Obj: pod},
 	}
-	res := controlplane.Reconcile(newFileCluster(Names{Lab: "x"}).cfg, objs, controlplane.State{}, time.Unix(0, 0))
+	res := controlplane.Reconcile(cluster.NewFile(topology.Names{Lab: "x"}).Config(), objs, controlplane.State{}, time.Unix(0, 0))
 	if len(res.Errors) > 0 {
 		t.Fatalf("control plane rejected the lab's DNS objects: %v", res.Errors)
 	}
@@ -34,8 +36,8 @@ func TestClusterDNSObjects(t *testing.T) {
 		t.Fatalf("no Service %s/%s in %d Services", DNSNamespace, DNSService, len(res.Services))
 	}
 	svc := res.Services[i]
-	if !slices.Equal(svc.Spec.ClusterIPs, []string{ClusterDNS.String()}) {
-		t.Errorf("kube-dns clusterIPs %v, want [%s]", svc.Spec.ClusterIPs, ClusterDNS)
+	if !slices.Equal(svc.Spec.ClusterIPs, []string{topology.ClusterDNS.String()}) {
+		t.Errorf("kube-dns clusterIPs %v, want [%s]", svc.Spec.ClusterIPs, topology.ClusterDNS)
 	}
 	var gotPorts []string
 	for _, p := range svc.Spec.Ports {
@@ -71,11 +73,11 @@ func TestClusterDNSObjects(t *testing.T) {
 // A pod's process is chosen by its image: svcnet dns with the proxies' state
 // flags for DNSImage, svcnet echo on every containerPort otherwise.
 func TestPodArgv(t *testing.T) {
-	fc := newFileCluster(Names{Lab: "x"})
-	l := &Lab{names: Names{Lab: "x"}, info: &Info{Binary: "/bin/svcnet"}, cluster: fc}
+	fc := cluster.NewFile(topology.Names{Lab: "x"})
+	l := &Lab{c: &cluster.Cluster{Names: topology.Names{Lab: "x"}, Info: &cluster.Info{Binary: "/bin/svcnet"}, CP: fc}}
 	ip := netip.MustParseAddr("192.168.2.7")
 
-	wantDNS := []string{"/bin/svcnet", "dns", "--state", fc.publishPath(), "--listen", ":53", "--metrics-bind-address", ":9153"}
+	wantDNS := []string{"/bin/svcnet", "dns", "--state", fc.PublishPath(), "--listen", ":53", "--metrics-bind-address", ":9153"}
 	if diff := cmp.Diff(wantDNS, l.podArgv(dnsPod(), ip)); diff != "" {
 		t.Errorf("DNS pod argv (-want +got):\n%s", diff)
 	}

@@ -7,22 +7,37 @@
 // Service kube-system/kube-dns at 10.96.0.10, which every pod's resolv.conf names
 // (see dns.go).
 //
-// Supervision (supervisor.go): every process the lab runs is the child of a
+// The package is the lab's facade, what the CLI (svcnet lab) and the tests
+// use: Up, Open, Down, Apply, and what lab commands do from a place of the
+// lab (curl, exec, trace). It stands on two packages:
+//
+//   - topology: the network (the IP plan, the names below, the fabric and
+//     its veths, pods' sandboxes wired by the CNI plugin, removal);
+//   - cluster: the two control planes, what a lab remembers (lab.json), the
+//     node agents and the supervisor of every lab process, and the command
+//     line of each process the lab starts, built from typed settings.
+//
+// The lab plays the scheduler and the kubelet for pods (pods.go); package
+// demo narrates `svcnet demo` on top of it. Up takes Options, never flags or
+// the environment: the CLI and labtest fill them.
+//
+// Supervision (cluster.Supervise): every process the lab runs is the child of a
 // supervisor of its own, `svcnet lab supervise`, in the same namespace, which
 // plays the kubelet for it: it restarts the process when it exits (at once,
 // then with the kubelet's CrashLoopBackOff, capped at 10 s), probes its
 // readiness, and posts its Pod's status (RESTARTS in `lab get pods`). The
 // processes that are no pod's server run as Pods of kube-system
-// (agentpods.go: svcnet-proxy-nodeN, kube-proxy-nodeN, svcnet-lb-controller),
+// (svcnet-proxy-nodeN, kube-proxy-nodeN, svcnet-lb-controller),
 // and a node is Ready while its Service proxy's /healthz passes.
 //
 // Node proxy (Options.Proxy, `lab up --proxy`): svcnet proxy by default. On the
 // kube control plane the nodes can run upstream kube-proxy instead, in nftables
-// or iptables mode (from $SVCNET_K8S_BIN), with `svcnet proxy --data-plane none`
+// or iptables mode (from Options.K8sBin), with `svcnet proxy --data-plane none`
 // beside it for what kube-proxy does not do: the routes to other nodes' pod
 // CIDRs and the layer-2 speaker; it programs no nftables table. Lab.SetProxy
 // swaps the proxy of a running lab, removing the old one's rules first
-// (nodeagents.go, proxyswap.go).
+// (package cluster). Options.DataPlane, when set, is every node's svcnet
+// proxy's --data-plane.
 //
 // Layout (NAME is the lab's name, default "svcnet"; a name never contains '.', so one
 // lab's objects are never taken for another's):
@@ -42,7 +57,7 @@
 // Names from objects: a name or namespace a user gave is checked by the
 // apiserver's rules for its kind (controlplane.ValidateName, Validate) before
 // it becomes part of any file or namespace name, and those names are made
-// injectively within NAME_MAX (see nameKey): NS.POD above, and
+// injectively within NAME_MAX (see topology.NameKey): NS.POD above, and
 // objects/KIND.NS.NAME.yaml, are shortened to a readable prefix, '~' and a
 // hash where a 253-byte Pod name would not fit.
 //

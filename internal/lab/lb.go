@@ -3,21 +3,16 @@ package lab
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/lb/pool"
-	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // The lab's LoadBalancer pool: the IP plan's 172.26.236.180-199 on the node
@@ -39,90 +34,22 @@ func defaultPool() *pool.IPAddressPool {
 
 // applyDefaultPool creates the lab's pool through the lab's control plane.
 func (l *Lab) applyDefaultPool(ctx context.Context) error {
-	if errs := l.cluster.Apply(ctx, []controlplane.Object{{Origin: "lab up", Obj: defaultPool()}}); len(errs) > 0 {
-		return fmt.Errorf("lab %s: address pool %s: %v", l.names.Lab, PoolName, errs)
+	if errs := l.c.CP.Apply(ctx, []controlplane.Object{{Origin: "lab up", Obj: defaultPool()}}); len(errs) > 0 {
+		return fmt.Errorf("lab %s: address pool %s: %v", l.c.Names.Lab, PoolName, errs)
 	}
 	return nil
 }
-
-// ProxyPid returns the pid of node i's svcnet proxy (beside kube-proxy: the
-// one that runs the pod routes and the speaker), or 0 when none runs.
-func (l *Lab) ProxyPid(i int) (int, error) {
-	pids, err := l.agentPids(i)
-	if err != nil {
-		return 0, err
-	}
-	for _, p := range pids {
-		if agentKind(cmdline(p), NodeName(i)) == ProxySvcnet {
-			return p, nil
-		}
-	}
-	return 0, nil
-}
-
-// KillProxy sends sig to node i's svcnet proxy and waits (up to 5 s) until it is
-// gone. The node's kernel state (nftables, routes) stays, as after a crash;
-// its supervisor starts it again (see Supervise).
-func (l *Lab) KillProxy(i int, sig syscall.Signal) error {
-	pid, err := l.ProxyPid(i)
-	if err != nil || pid == 0 {
-		return err
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("node %s: kill proxy %d: %w", NodeName(i), pid, err)
-	}
-	if !waitGone([]int{pid}, 5*time.Second) {
-		return fmt.Errorf("node %s: proxy %d still running 5s after signal %v", NodeName(i), pid, sig)
-	}
-	return nil
-}
-
-// StartProxy waits until node i's svcnet proxy runs and has synced, starting
-// it (supervised) when no supervisor of it runs: its supervisor restarts it
-// after a kill, but not after the supervisor itself was killed. Beside
-// kube-proxy that is the one of the pod routes and speaker.
-func (l *Lab) StartProxy(ctx context.Context, i int) error {
-	if i < 1 || i > l.info.Nodes {
-		return fmt.Errorf("lab %s: no node %d", l.names.Lab, i)
-	}
-	sv := l.agents(i)[0]
-	pod := nodeAgentPod(i, sv)
-	if sup, err := l.SupervisorPid(pod.Namespace, pod.Name); err == nil {
-		return l.waitAgent(ctx, i, sv, newChildWatch(sup, sv.log).fromNow())
-	}
-	pid, err := l.ProxyPid(i)
-	if err != nil {
-		return err
-	}
-	if pid != 0 { // left running by a killed supervisor
-		if err := stopPids([]int{pid}, agentStopGrace); err != nil {
-			return fmt.Errorf("node %s: stop the unsupervised proxy: %w", NodeName(i), err)
-		}
-	}
-	pids, err := l.startAgents(ctx, i, []agent{sv})
-	if err != nil {
-		return err
-	}
-	if err := l.waitAgent(ctx, i, sv, newChildWatch(pids[0], sv.log)); err != nil {
-		return err
-	}
-	return l.agentRunning(ctx, pod, NodeAddr(i))
-}
-
-// ErrNoNeighbour is returned by Announcer when the client has no resolved
-// neighbour entry for the address.
-var ErrNoNeighbour = errors.New("no resolved neighbour entry")
 
 // Announcer returns the node (1-based) whose MAC address the external client's
 // neighbour table holds for ip: the node that answered its ARP request or whose
 // gratuitous ARP it took last. Send traffic to ip first.
 func (l *Lab) Announcer(ip netip.Addr) (int, error) {
-	mac, err := l.clientNeighbour(ip)
+	mac, err := topology.ClientNeighbour(l.c.Names, ip)
 	if err != nil {
 		return 0, err
 	}
-	for i := 1; i <= l.info.Nodes; i++ {
-		m, err := linkMAC(l.names.Node(i), "eth0")
+	for i := 1; i <= l.c.Info.Nodes; i++ {
+		m, err := topology.LinkMAC(l.c.Names.Node(i), "eth0")
 		if err != nil {
 			return 0, err
 		}
@@ -131,75 +58,6 @@ func (l *Lab) Announcer(ip netip.Addr) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("client: %s is at %s, which is no node's eth0", ip, mac)
-}
-
-// clientNeighbour returns the MAC the client's eth0 neighbour table holds for ip.
-func (l *Lab) clientNeighbour(ip netip.Addr) (net.HardwareAddr, error) {
-	var mac net.HardwareAddr
-	err := netns.DoNamed(l.names.Client(), func() error {
-		link, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return fmt.Errorf("eth0: %w", err)
-		}
-		fam := netlink.FAMILY_V4
-		if ip.Is6() {
-			fam = netlink.FAMILY_V6
-		}
-		neighs, err := netlink.NeighList(link.Attrs().Index, fam)
-		if err != nil {
-			return fmt.Errorf("neighbours: %w", err)
-		}
-		for _, n := range neighs {
-			a, ok := netip.AddrFromSlice(n.IP)
-			if !ok || a.Unmap() != ip || len(n.HardwareAddr) == 0 {
-				continue
-			}
-			if n.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) != 0 {
-				continue
-			}
-			mac = n.HardwareAddr
-			return nil
-		}
-		return fmt.Errorf("client: %s: %w", ip, ErrNoNeighbour)
-	})
-	return mac, err
-}
-
-// linkMAC returns the hardware address of link in the named namespace.
-func linkMAC(nsName, link string) (net.HardwareAddr, error) {
-	var mac net.HardwareAddr
-	err := netns.DoNamed(nsName, func() error {
-		l, err := netlink.LinkByName(link)
-		if err != nil {
-			return fmt.Errorf("%s in %s: %w", link, nsName, err)
-		}
-		mac = l.Attrs().HardwareAddr
-		return nil
-	})
-	return mac, err
-}
-
-// SetNodeLink connects node i to the node network or cuts it off, as a failed
-// node or a pulled cable would be: it sets the node's port on the fabric bridge
-// up or down. The node's own eth0 stays administratively up (it only loses its
-// carrier), so its addresses and routes survive the cut.
-func (l *Lab) SetNodeLink(i int, up bool) error {
-	return netns.DoNamed(l.names.Fabric(), func() error {
-		port := NodeName(i)
-		link, err := netlink.LinkByName(port)
-		if err != nil {
-			return fmt.Errorf("fabric port %s: %w", port, err)
-		}
-		if up {
-			err = netlink.LinkSetUp(link)
-		} else {
-			err = netlink.LinkSetDown(link)
-		}
-		if err != nil {
-			return fmt.Errorf("fabric port %s up=%v: %w", port, up, err)
-		}
-		return nil
-	})
 }
 
 // InPool reports whether ip is in the lab's pool, PoolRange.
@@ -212,3 +70,31 @@ var poolRange = func() alloc.Range {
 	}
 	return r
 }()
+
+// SetNodeLink connects node i to the node network or cuts it off (see
+// topology.SetNodeLink).
+func (l *Lab) SetNodeLink(i int, up bool) error { return topology.SetNodeLink(l.c.Names, i, up) }
+
+// WaitAnnouncer waits (bounded by 10 s) until the client's neighbour entry for
+// ip names a node that ok accepts, refreshing it with a ping-like request each
+// round, and returns that node.
+func (l *Lab) WaitAnnouncer(ctx context.Context, ip netip.Addr, ok func(node int) bool) (int, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		node, err := l.Announcer(ip)
+		if err == nil && ok(node) {
+			return node, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s: no acceptable node answers ARP after 10s (last: node%d, %v)", ip, node, err)
+		}
+		if _, err := l.Curl(ctx, Place{NS: l.c.Names.Client()}, fmt.Sprintf("http://%s:80/", ip), 1, 200*time.Millisecond); err != nil {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

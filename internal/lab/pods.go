@@ -1,22 +1,21 @@
+//lint:file-ignore ST1005 errors start with the object's kind and name, as the apiserver's do ("Pod NS/NAME: ...")
+
 package lab
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -32,12 +31,12 @@ const readyTimeout = 15 * time.Second
 // immutable.
 func (l *Lab) applyPod(ctx context.Context, pod *corev1.Pod) error {
 	id := pod.Namespace + "/" + pod.Name
-	old, err := l.cluster.Pod(ctx, pod.Namespace, pod.Name)
+	old, err := l.c.CP.Pod(ctx, pod.Namespace, pod.Name)
 	if err != nil {
 		return err
 	}
-	if old != nil && isAgentPod(old) {
-		return errAgentPod(old)
+	if old != nil && cluster.IsAgentPod(old) {
+		return cluster.ErrAgentPod(old)
 	}
 	if old != nil && old.DeletionTimestamp == nil {
 		if pod.Spec.NodeName == "" {
@@ -47,7 +46,7 @@ func (l *Lab) applyPod(ctx context.Context, pod *corev1.Pod) error {
 			return fmt.Errorf("Pod %s: spec is immutable: delete the pod first (svcnet lab delete pod %s -n %s)", id, pod.Name, pod.Namespace)
 		}
 		old.Labels, old.Annotations = pod.Labels, pod.Annotations
-		return l.cluster.SetPodStatus(ctx, old)
+		return l.c.CP.SetPodStatus(ctx, old)
 	}
 	if old != nil {
 		return fmt.Errorf("Pod %s: is terminating; apply it again once it is gone", id)
@@ -58,12 +57,12 @@ func (l *Lab) applyPod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	pod.Spec.NodeName = node
 	pod.Status = corev1.PodStatus{}
-	if err := l.cluster.CreatePod(ctx, pod); err != nil {
+	if err := l.c.CP.CreatePod(ctx, pod); err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
 	if err := l.startPod(ctx, pod); err != nil {
 		_ = l.stopPod(ctx, pod)
-		_ = l.cluster.RemovePod(ctx, pod.Namespace, pod.Name)
+		_ = l.c.CP.RemovePod(ctx, pod.Namespace, pod.Name)
 		return err
 	}
 	return nil
@@ -82,78 +81,34 @@ func containerPorts(p *corev1.Pod) [][]corev1.ContainerPort {
 // next in round-robin order.
 func (l *Lab) schedule(pod *corev1.Pod) (string, error) {
 	if n := pod.Spec.NodeName; n != "" {
-		if i := NodeIndex(n); i < 1 || i > l.info.Nodes {
-			return "", fmt.Errorf("spec.nodeName: node %q is not in this lab (node1..node%d)", n, l.info.Nodes)
+		if i := topology.NodeIndex(n); i < 1 || i > l.c.Info.Nodes {
+			return "", fmt.Errorf("spec.nodeName: node %q is not in this lab (node1..node%d)", n, l.c.Info.Nodes)
 		}
 		return n, nil
 	}
-	node := NodeName(l.info.NextNode%l.info.Nodes + 1)
-	l.info.NextNode++
-	return node, writeInfo(l.names, l.info)
+	node := topology.NodeName(l.c.Info.NextNode%l.c.Info.Nodes + 1)
+	l.c.Info.NextNode++
+	return node, cluster.WriteInfo(l.c.Names, l.c.Info)
 }
 
 func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	id := pod.Namespace + "/" + pod.Name
-	nsName := l.names.Pod(pod.Namespace, pod.Name)
-	if netns.Exists(nsName) { // left over from a failed attempt
-		if err := l.stopPod(ctx, pod); err != nil {
-			return err
-		}
-	}
-	nodeNS, err := netns.Open(l.names.Node(NodeIndex(pod.Spec.NodeName)))
-	if err != nil {
-		return fmt.Errorf("Pod %s: node %s: %w", id, pod.Spec.NodeName, err)
-	}
-	defer nodeNS.Close()
-	podNS, err := netns.Create(nsName)
-	if err != nil {
-		return fmt.Errorf("Pod %s: %w", id, err)
-	}
-	defer podNS.Close()
-	rt := cniRuntime{names: l.names, node: pod.Spec.NodeName, ns: nodeNS}
-	ips, err := rt.add(ctx, pod, nsName)
+	podNS, ips, err := topology.WirePod(ctx, l.c.Names, pod)
 	if err != nil {
 		return err
 	}
-	if err := writePodEtc(nsName, pod, ips[0]); err != nil {
-		return fmt.Errorf("Pod %s: %w", id, err)
-	}
-	logPath := l.names.Path("logs", "pod."+podKey(pod.Namespace, pod.Name)+".log")
-	pid, err := l.startSupervised(podNS, logPath, supervision{pod: pod, readiness: podReadiness(pod, ips[0]),
-		argv: podCommand(podHostname(pod), l.podArgv(pod, ips[0])...)})
+	defer podNS.Close()
+	logPath := l.c.Names.Path("logs", "pod."+topology.PodKey(pod.Namespace, pod.Name)+".log")
+	pid, err := l.c.StartSupervised(podNS, logPath, cluster.Supervision{Pod: pod, Readiness: podReadiness(pod, ips[0]),
+		Argv: topology.PodCommand(topology.PodHostname(pod), l.podArgv(pod, ips[0])...)})
 	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)
 	}
 	if err := l.waitPodReady(ctx, podNS, pod, ips[0], pid, logPath); err != nil {
 		return fmt.Errorf("Pod %s: not ready: %w (log: %s)", id, err, logPath)
 	}
-	pod.Status = podStatus(ips, NodeAddr(NodeIndex(pod.Spec.NodeName)), pod)
-	return l.cluster.SetPodStatus(ctx, pod)
-}
-
-// podCommand runs argv in a UTS namespace of its own whose host name is the
-// pod's (podHostname), so that `hostname` in a pod says what it says in
-// Kubernetes.
-func podCommand(hostname string, argv ...string) []string {
-	return append([]string{"unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
-}
-
-// serverPorts are the ports the pod's server listens on: every containerPort, by
-// protocol (SCTP is served as nothing: svcnet echo has no SCTP server).
-func serverPorts(pod *corev1.Pod) (tcp, udp []int32) {
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			switch p.Protocol {
-			case corev1.ProtocolUDP:
-				udp = append(udp, p.ContainerPort)
-			case corev1.ProtocolTCP, "":
-				tcp = append(tcp, p.ContainerPort)
-			}
-		}
-	}
-	slices.Sort(tcp)
-	slices.Sort(udp)
-	return slices.Compact(tcp), slices.Compact(udp)
+	pod.Status = cluster.PodStatus(ips, topology.NodeAddr(topology.NodeIndex(pod.Spec.NodeName)), pod)
+	return l.c.CP.SetPodStatus(ctx, pod)
 }
 
 // waitListening waits until every TCP port accepts on the pod's address.
@@ -179,74 +134,10 @@ func waitListening(ctx context.Context, ns *netns.NS, ip netip.Addr, ports []int
 	return nil
 }
 
-// podStatus is what the kubelet reports for a started, ready pod.
-func podStatus(ips []netip.Addr, hostIP netip.Addr, pod *corev1.Pod) corev1.PodStatus {
-	now := metav1.Now()
-	st := corev1.PodStatus{
-		Phase:     corev1.PodRunning,
-		HostIP:    hostIP.String(),
-		HostIPs:   []corev1.HostIP{{IP: hostIP.String()}},
-		PodIP:     ips[0].String(),
-		StartTime: &now,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		},
-	}
-	for _, ip := range ips {
-		st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: ip.String()})
-	}
-	for _, c := range pod.Spec.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, Ready: true, Started: ptrTo(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-		})
-	}
-	return st
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-// writePodEtc writes the files `ip netns exec` binds over /etc for the pod: the
-// cluster DNS resolver as the kubelet configures it (ClusterFirst), its host name,
-// and /etc/hosts naming it.
-func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr) error {
-	dir := filepath.Join(EtcNetns, nsName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	files := map[string]string{
-		"resolv.conf": clusterResolvConf(pod.Namespace),
-		"hostname":    podHostname(pod) + "\n",
-		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, podHostname(pod)),
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// stopPod stops the pod's processes, unwires it (CNI DEL) and removes its
-// namespace and /etc files. It succeeds when there is nothing left.
+// stopPod stops the pod's processes and removes its sandbox (see
+// topology.UnwirePod). It succeeds when there is nothing left.
 func (l *Lab) stopPod(ctx context.Context, pod *corev1.Pod) error {
-	nsName := l.names.Pod(pod.Namespace, pod.Name)
-	var errs []error
-	errs = append(errs, stopNamespaceProcesses(nsName, 5*time.Second))
-	if i := NodeIndex(pod.Spec.NodeName); i > 0 {
-		if nodeNS, err := netns.Open(l.names.Node(i)); err == nil {
-			errs = append(errs, cniRuntime{names: l.names, node: pod.Spec.NodeName, ns: nodeNS}.del(ctx, pod, nsName))
-			nodeNS.Close()
-		}
-	}
-	if netns.Exists(nsName) {
-		errs = append(errs, netns.DeleteNamed(nsName))
-	}
-	errs = append(errs, os.RemoveAll(filepath.Join(EtcNetns, nsName)))
-	return errors.Join(errs...)
+	return topology.UnwirePod(ctx, l.c.Names, pod)
 }
 
 // DeletePod deletes a Pod gracefully, as Kubernetes does: it is marked terminating
@@ -257,17 +148,17 @@ func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace time.
 	if err := controlplane.ValidateName("Pod", namespace, name); err != nil {
 		return err
 	}
-	pod, err := l.cluster.Pod(ctx, namespace, name)
+	pod, err := l.c.CP.Pod(ctx, namespace, name)
 	if err != nil {
 		return err
 	}
 	if pod == nil {
 		return fmt.Errorf("Pod %s/%s: not found", namespace, name)
 	}
-	if isAgentPod(pod) {
-		return errAgentPod(pod)
+	if cluster.IsAgentPod(pod) {
+		return cluster.ErrAgentPod(pod)
 	}
-	if err := l.cluster.TerminatePod(ctx, namespace, name, int64(grace/time.Second)); err != nil {
+	if err := l.c.CP.TerminatePod(ctx, namespace, name, int64(grace/time.Second)); err != nil {
 		return fmt.Errorf("Pod %s/%s: %w", namespace, name, err)
 	}
 	select {
@@ -278,5 +169,16 @@ func (l *Lab) DeletePod(ctx context.Context, namespace, name string, grace time.
 	if err := l.stopPod(ctx, pod); err != nil {
 		return fmt.Errorf("Pod %s/%s: %w", namespace, name, err)
 	}
-	return l.cluster.RemovePod(ctx, namespace, name)
+	return l.c.CP.RemovePod(ctx, namespace, name)
+}
+
+// podReadiness are a lab pod's readiness probes: a tcpSocket probe of every
+// TCP containerPort on its address, the ports waitListening waits for.
+func podReadiness(pod *corev1.Pod, ip netip.Addr) []string {
+	tcp, _ := cluster.ServerPorts(pod)
+	var out []string
+	for _, p := range tcp {
+		out = append(out, "tcp://"+netip.AddrPortFrom(ip, uint16(p)).String())
+	}
+	return out
 }

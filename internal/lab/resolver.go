@@ -8,12 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/svcnet/svcnet/internal/dns/resolv"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // How a place of the lab resolves the names a lab command dials (lab curl's
@@ -47,7 +45,7 @@ import (
 // ErrNoResolver is the client's answer to a name: it has no resolver in the
 // lab.
 var ErrNoResolver = errors.New("the external client is outside the cluster and has no name server in the lab " +
-	"(the cluster DNS " + ClusterDNS.String() + " is a ClusterIP, for nodes and pods): " +
+	"(the cluster DNS " + topology.ClusterDNS.String() + " is a ClusterIP, for nodes and pods): " +
 	"give it an address (a LoadBalancer IP, an externalIP, or a node's IP and NodePort)")
 
 // ResolveError is a name a place could not resolve.
@@ -68,29 +66,6 @@ func (e *ResolveError) Error() string {
 
 func (e *ResolveError) Unwrap() error { return e.Err }
 
-// clusterResolvConf is the resolv.conf the kubelet writes for a pod of
-// namespace ns with dnsPolicy ClusterFirst (or a hostNetwork one with
-// ClusterFirstWithHostNet).
-func clusterResolvConf(ns string) string {
-	return fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", ns, DNSZone, DNSZone, DNSZone, ClusterDNS)
-}
-
-// resolvConfPath is the resolv.conf `ip netns exec` binds for namespace
-// nsName, and the one the lab resolves that place's names with.
-func resolvConfPath(nsName string) string { return filepath.Join(EtcNetns, nsName, "resolv.conf") }
-
-// writeNodeEtc writes node i's resolv.conf (see above).
-func writeNodeEtc(n Names, i int) error {
-	p := resolvConfPath(n.Node(i))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("node %s: %w", NodeName(i), err)
-	}
-	if err := os.WriteFile(p, []byte(clusterResolvConf(metav1.NamespaceDefault)), 0o644); err != nil {
-		return fmt.Errorf("node %s: %w", NodeName(i), err)
-	}
-	return nil
-}
-
 // placeResolver resolves names as one place does.
 type placeResolver struct {
 	place string
@@ -103,8 +78,8 @@ type placeResolver struct {
 // resolverOf returns p's resolver, whose queries dial sends.
 func (l *Lab) resolverOf(p Place, dial dialFunc) placeResolver {
 	r := placeResolver{place: l.placeName(p), dial: dial}
-	if p.NS != l.names.Client() {
-		r.conf = resolvConfPath(p.NS)
+	if p.NS != l.c.Names.Client() {
+		r.conf = topology.ResolvConfPath(p.NS)
 	}
 	return r
 }
@@ -114,12 +89,12 @@ func (l *Lab) placeName(p Place) string {
 	switch {
 	case p.Pod != nil:
 		return "pod " + p.Pod.Namespace + "/" + p.Pod.Name
-	case p.NS == l.names.Client():
+	case p.NS == l.c.Names.Client():
 		return "the client"
 	}
-	for i := 1; i <= l.info.Nodes; i++ {
-		if p.NS == l.names.Node(i) {
-			return "node " + NodeName(i)
+	for i := 1; i <= l.c.Info.Nodes; i++ {
+		if p.NS == l.c.Names.Node(i) {
+			return "node " + topology.NodeName(i)
 		}
 	}
 	return "namespace " + p.NS

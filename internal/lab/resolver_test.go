@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
@@ -18,7 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
-	"github.com/svcnet/svcnet/internal/dns/resolv"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // clusterDNSFake is the cluster DNS on loopback: it answers A records from a
@@ -74,7 +74,7 @@ type placeDial struct {
 }
 
 func (d *placeDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if addr == ClusterDNS.String()+":53" {
+	if addr == topology.ClusterDNS.String()+":53" {
 		var nd net.Dialer
 		return nd.DialContext(ctx, network, d.dnsAddr)
 	}
@@ -84,7 +84,9 @@ func (d *placeDial) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return nil, errors.New("connection refused")
 }
 
-func testLab() *Lab { return &Lab{names: Names{Lab: "t"}, info: &Info{Nodes: 3}} }
+func testLab() *Lab {
+	return &Lab{c: &cluster.Cluster{Names: topology.Names{Lab: "t"}, Info: &cluster.Info{Nodes: 3}}}
+}
 
 // writeResolvConf writes text as a place's resolv.conf and returns its path.
 func writeResolvConf(t *testing.T, text string) string {
@@ -96,27 +98,12 @@ func writeResolvConf(t *testing.T, text string) string {
 	return p
 }
 
-// The file a pod and a node resolve with is the kubelet's ClusterFirst
-// resolv.conf of their namespace (default for a node).
-func TestClusterResolvConf(t *testing.T) {
-	got, err := resolv.ParseConfig(strings.NewReader(clusterResolvConf("other")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := resolv.Config{Nameservers: []string{"10.96.0.10:53"},
-		Search: []string{"other.svc.cluster.local.", "svc.cluster.local.", "cluster.local."},
-		Ndots:  5, Timeout: 5 * time.Second, Attempts: 2}
-	if d := cmp.Diff(want, got, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Dial" }, cmp.Ignore())); d != "" {
-		t.Errorf("config (-want +got):\n%s", d)
-	}
-}
-
 // A pod's name goes through its search path (ndots 5) to the cluster DNS,
 // asked from the place; the address found is dialed with the port.
 func TestResolvingDialSearchesThePodsPath(t *testing.T) {
 	f := startClusterDNSFake(t, map[string]string{"web-0.nginx-hl.default.svc.cluster.local.": "192.168.2.5"})
 	d := &placeDial{dnsAddr: f.addr}
-	r := placeResolver{place: "pod default/client-1", conf: writeResolvConf(t, clusterResolvConf("default")), dial: d.dial}
+	r := placeResolver{place: "pod default/client-1", conf: writeResolvConf(t, topology.ClusterResolvConf("default")), dial: d.dial}
 	_, err := resolvingDial(r, d.dial)(context.Background(), "tcp", "web-0.nginx-hl:80")
 	if err == nil || errors.As(err, new(*ResolveError)) {
 		t.Fatalf("dial: %v, want the fake's refusal of the resolved address", err)
@@ -149,7 +136,7 @@ func TestResolvingDialPassesAddresses(t *testing.T) {
 // and the resolver asked, with every name tried; nothing is dialed.
 func TestResolvingDialErrors(t *testing.T) {
 	f := startClusterDNSFake(t, map[string]string{"web.default.svc.cluster.local.": "10.96.0.20"})
-	podConf := writeResolvConf(t, clusterResolvConf("default"))
+	podConf := writeResolvConf(t, topology.ClusterResolvConf("default"))
 	for _, tc := range []struct {
 		name, place, conf, network, host string
 		is                               error
@@ -202,19 +189,19 @@ func TestPlaceName(t *testing.T) {
 		p    Place
 		want string
 	}{
-		{Place{NS: l.names.Pod("other", "api-1"), Pod: pod}, "pod other/api-1"},
-		{Place{NS: l.names.Node(2)}, "node node2"},
-		{Place{NS: l.names.Client()}, "the client"},
+		{Place{NS: l.c.Names.Pod("other", "api-1"), Pod: pod}, "pod other/api-1"},
+		{Place{NS: l.c.Names.Node(2)}, "node node2"},
+		{Place{NS: l.c.Names.Client()}, "the client"},
 	} {
 		if got := l.placeName(tc.p); got != tc.want {
 			t.Errorf("placeName(%s) = %q, want %q", tc.p.NS, got, tc.want)
 		}
 	}
 	// The client has no resolver configuration; the others have their file.
-	if r := l.resolverOf(Place{NS: l.names.Client()}, nil); r.conf != "" {
+	if r := l.resolverOf(Place{NS: l.c.Names.Client()}, nil); r.conf != "" {
 		t.Errorf("client resolver %q, want none", r.conf)
 	}
-	if r := l.resolverOf(Place{NS: l.names.Node(1)}, nil); r.conf != "/etc/netns/t.node1/resolv.conf" {
+	if r := l.resolverOf(Place{NS: l.c.Names.Node(1)}, nil); r.conf != "/etc/netns/t.node1/resolv.conf" {
 		t.Errorf("node1 resolver %q", r.conf)
 	}
 }

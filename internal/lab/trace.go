@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/source/file"
 	"github.com/svcnet/svcnet/internal/trace"
@@ -19,19 +20,19 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 		return nil, nil, err
 	}
 	snap := file.FromResult(*res, "").Snapshot()
-	nsOf := map[string]string{"client": l.names.Client()}
-	for i := 1; i <= l.info.Nodes; i++ {
-		nsOf[NodeName(i)] = l.names.Node(i)
+	nsOf := map[string]string{"client": l.c.Names.Client()}
+	for i := 1; i <= l.c.Info.Nodes; i++ {
+		nsOf[topology.NodeName(i)] = l.c.Names.Node(i)
 	}
 	for _, p := range snap.Pods() {
 		if !p.HostNetwork {
-			nsOf[p.Namespace+"/"+p.Name] = l.names.Pod(p.Namespace, p.Name)
+			nsOf[p.Namespace+"/"+p.Name] = l.c.Names.Pod(p.Namespace, p.Name)
 		}
 	}
-	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": ClientAddr}, Gateway, nsOf)
-	net.NodeNetworks = []netip.Prefix{NodeNetwork}
+	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": topology.ClientAddr}, topology.Gateway, nsOf)
+	net.NodeNetworks = []netip.Prefix{topology.NodeNetwork}
 	return snap, net, nil
 }
 
 // ClusterCIDRs are the lab proxies' --cluster-cidr.
-func ClusterCIDRs() []netip.Prefix { return []netip.Prefix{PodNetwork} }
+func ClusterCIDRs() []netip.Prefix { return []netip.Prefix{topology.PodNetwork} }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/kubecluster"
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -31,14 +31,14 @@ func Attach(ctx context.Context, dir string, timeout time.Duration) (*Cluster, e
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("nodecluster: attach: %s: %w", filepath.Join(dir, stateFile), err)
 	}
-	if err := lab.ValidateName(st.Name); err != nil {
+	if err := topology.ValidateName(st.Name); err != nil {
 		return nil, fmt.Errorf("nodecluster: attach: %s: %w", filepath.Join(dir, stateFile), err)
 	}
 	c := &Cluster{
 		Name: st.Name, Dir: dir, Nodes: st.Nodes,
-		ControlPlaneNetNS: lab.Names{Lab: st.Name}.Control(),
-		ControlPlaneAddr:  lab.ControlAddr,
-		APIServer:         fmt.Sprintf("https://%s:%d", lab.ControlAddr, kubecluster.DefaultPorts.APIServer),
+		ControlPlaneNetNS: topology.Names{Lab: st.Name}.Control(),
+		ControlPlaneAddr:  topology.ControlAddr,
+		APIServer:         fmt.Sprintf("https://%s:%d", topology.ControlAddr, kubecluster.DefaultPorts.APIServer),
 		o:                 Options{Name: st.Name, Dir: dir, K8sBin: st.K8sBin, ContainerdBin: st.ContainerdBin, ReadyTimeout: timeout},
 		l:                 layout{name: st.Name, dir: dir},
 	}

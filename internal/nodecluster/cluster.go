@@ -20,7 +20,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/atomicfile"
 	"github.com/svcnet/svcnet/internal/kubecluster"
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -86,9 +86,9 @@ func Up(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c := &Cluster{
 		Name: o.Name, Dir: o.Dir, Nodes: nodesOf(o),
-		ControlPlaneNetNS: lab.Names{Lab: o.Name}.Control(),
-		ControlPlaneAddr:  lab.ControlAddr,
-		APIServer:         fmt.Sprintf("https://%s:%d", lab.ControlAddr, kubecluster.DefaultPorts.APIServer),
+		ControlPlaneNetNS: topology.Names{Lab: o.Name}.Control(),
+		ControlPlaneAddr:  topology.ControlAddr,
+		APIServer:         fmt.Sprintf("https://%s:%d", topology.ControlAddr, kubecluster.DefaultPorts.APIServer),
 		o:                 o, l: layout{name: o.Name, dir: o.Dir},
 	}
 	if err := c.up(ctx); err != nil {
@@ -124,7 +124,7 @@ func (c *Cluster) up(ctx context.Context) error {
 	if c.fab, err = makeFabric(names.Fabric(), c.Nodes); err != nil {
 		return err
 	}
-	if c.cpNS, err = lab.Attach(c.fab, names.Control(), "cp", lab.ControlAddr, false); err != nil {
+	if c.cpNS, err = topology.Attach(c.fab, names.Control(), "cp", topology.ControlAddr, false); err != nil {
 		return err
 	}
 	for _, n := range c.Nodes {
@@ -139,7 +139,7 @@ func (c *Cluster) up(ctx context.Context) error {
 		if err := makeCgroup([]string{c.v2}, c.l.cgroupDaemons(n.Name)); err != nil {
 			return err
 		}
-		if nd.ns, err = lab.Attach(c.fab, n.NetNS, n.Name, n.Addr, true); err != nil {
+		if nd.ns, err = topology.Attach(c.fab, n.NetNS, n.Name, n.Addr, true); err != nil {
 			return err
 		}
 	}
@@ -205,8 +205,8 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		Controllers:           []string{"*"},
 		ServiceAccounts:       true,
 		Scheduler:             true,
-		ServiceClusterIPRange: lab.ServiceRange.String(),
-		AdvertiseAddress:      lab.ControlAddr.String(),
+		ServiceClusterIPRange: topology.ServiceRange.String(),
+		AdvertiseAddress:      topology.ControlAddr.String(),
 		BindAddress:           "0.0.0.0",
 		Ports:                 kubecluster.DefaultPorts,
 		ServerURL:             c.APIServer,
@@ -223,9 +223,9 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		},
 		ControllerManagerFlags: []string{
 			"--allocate-node-cidrs=true",
-			"--cluster-cidr=" + lab.PodNetwork.String(),
+			"--cluster-cidr=" + topology.PodNetwork.String(),
 			"--node-cidr-mask-size=24",
-			"--service-cluster-ip-range=" + lab.ServiceRange.String(),
+			"--service-cluster-ip-range=" + topology.ServiceRange.String(),
 		},
 		ReadyTimeout: c.o.ReadyTimeout,
 	}

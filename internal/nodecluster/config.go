@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // Paths inside a node's mount namespace (see mounts.go), as on a real node.
@@ -91,7 +91,7 @@ func kubeletConfig(cgroupRoot string) ([]byte, error) {
 		"healthzPort":              kubeletHealthzPort,
 		"readOnlyPort":             0,
 		"clusterDomain":            "cluster.local",
-		"clusterDNS":               []string{lab.ClusterDNS.String()},
+		"clusterDNS":               []string{topology.ClusterDNS.String()},
 		"resolvConf":               "/etc/resolv.conf",
 		"authentication": map[string]any{
 			"anonymous": map[string]any{"enabled": true},

@@ -36,7 +36,7 @@
 // register them. Images are imported into each node's containerd
 // (`ctr -n k8s.io images import`); nothing is pulled.
 //
-// What this machine kind needs, and how it is given (see also REAL-NODE.md):
+// What this machine kind needs, and how it is given (see also docs/real-node.md):
 // cgroup v1 controllers beside cgroup2 (failCgroupV1: false, the cgroupfs
 // driver, which containerd reports to the kubelet); no CAP_SYS_RESOURCE
 // (containerd's restrict_oom_score_adj); no swap accounting (failSwapOn:

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -34,7 +34,7 @@ const (
 // exists but is not a cluster's (no nodecluster.json) is refused unless it
 // is empty. Down of a cluster that is not there does nothing.
 func Down(name, dir string) error {
-	if err := lab.ValidateName(name); err != nil {
+	if err := topology.ValidateName(name); err != nil {
 		return fmt.Errorf("nodecluster down: %w", err)
 	}
 	l := layout{name: name, dir: filepath.Clean(dir)}
@@ -77,7 +77,7 @@ func Down(name, dir string) error {
 }
 
 // clusterNamespaces returns the network namespaces of the cluster.
-func clusterNamespaces(names lab.Names) ([]string, error) {
+func clusterNamespaces(names topology.Names) ([]string, error) {
 	all, err := netns.Names()
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func clusterNamespaces(names lab.Names) ([]string, error) {
 // killNamespaces sends SIGKILL to every process in the cluster's network
 // namespaces and waits (bounded) for them to exit; it returns how many it
 // found.
-func killNamespaces(names lab.Names) (int, error) {
+func killNamespaces(names topology.Names) (int, error) {
 	nss, err := clusterNamespaces(names)
 	if err != nil {
 		return 0, err
@@ -126,7 +126,7 @@ func alive(pid int) bool {
 	return err == nil && st.State != "Z"
 }
 
-func deleteNamespaces(names lab.Names) error {
+func deleteNamespaces(names topology.Names) error {
 	nss, err := clusterNamespaces(names)
 	if err != nil {
 		return err

@@ -6,23 +6,23 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// makeFabric makes the lab's fabric (lab.MakeFabric: a bridge carrying the
+// makeFabric makes the lab's fabric (topology.MakeFabric: a bridge carrying the
 // node network, with the gateway address) and makes it the nodes' router, as
 // a cloud network's route table is: it forwards, and routes each node's pod
 // CIDR to that node's address, so Pods reach Pods of other nodes, the control
 // plane and the nodes whatever runs on the nodes. It sends no ICMP redirects
 // (a node would then bypass it for a while, and paths would depend on timing).
 func makeFabric(name string, nodes []Node) (*netns.NS, error) {
-	f, err := lab.MakeFabric(name)
+	f, err := topology.MakeFabric(name)
 	if err != nil {
 		return nil, err
 	}
 	err = f.Do(func() error {
-		if err := lab.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
+		if err := topology.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
 			return err
 		}
 		links, err := netlink.LinkList()
@@ -30,7 +30,7 @@ func makeFabric(name string, nodes []Node) (*netns.NS, error) {
 			return fmt.Errorf("links: %w", err)
 		}
 		for _, dev := range append([]string{"all", "default"}, linkNames(links)...) {
-			if err := lab.Sysctl("net/ipv4/conf/"+dev+"/send_redirects", "0"); err != nil {
+			if err := topology.Sysctl("net/ipv4/conf/"+dev+"/send_redirects", "0"); err != nil {
 				return err
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
@@ -48,7 +48,7 @@ func TestHolder(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	n := &node{Node: Node{Name: "node7", Addr: lab.NodeAddr(7), NetNS: ns.Name()}, dir: dir, cgroup: cg}
+	n := &node{Node: Node{Name: "node7", Addr: topology.NodeAddr(7), NetNS: ns.Name()}, dir: dir, cgroup: cg}
 	if err := prepareNodeFS(dir, n.Node); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestHolder(t *testing.T) {
 		{"cat /proc/sys/kernel/panic /proc/sys/kernel/panic_on_oops /proc/sys/vm/overcommit_memory", "10\n1\n1"},
 		{"(echo 0 > /proc/sys/kernel/panic_on_oops) 2>/dev/null || echo refused", "refused"},
 		{"mkdir -p /var/lib/kubelet /var/log/pods /opt/cni/bin /run/containerd && touch /etc/cni/net.d/x && echo ok", "ok"},
-		{"cat /etc/resolv.conf", "nameserver " + lab.Gateway.String()},
+		{"cat /etc/resolv.conf", "nameserver " + topology.Gateway.String()},
 	} {
 		if got := run(tc.script); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.script, got, tc.want)

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"path/filepath"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // layout names everything one cluster makes: namespaces (the lab's names),
@@ -14,7 +14,7 @@ type layout struct {
 	dir  string // its state directory (absolute)
 }
 
-func (l layout) names() lab.Names { return lab.Names{Lab: l.name} }
+func (l layout) names() topology.Names { return topology.Names{Lab: l.name} }
 
 // cpDir is the control plane's directory (kubecluster's Dir).
 func (l layout) cpDir() string { return filepath.Join(l.dir, "control-plane") }
@@ -58,12 +58,12 @@ func nodesOf(o Options) []Node {
 	for i := range nodes {
 		n := i + 1
 		nodes[i] = Node{
-			Name:    lab.NodeName(n),
+			Name:    topology.NodeName(n),
 			Index:   n,
-			Addr:    lab.NodeAddr(n),
-			PodCIDR: lab.PodCIDR(n),
+			Addr:    topology.NodeAddr(n),
+			PodCIDR: topology.PodCIDR(n),
 			Zone:    o.Zone(n),
-			NetNS:   lab.Names{Lab: o.Name}.Node(n),
+			NetNS:   topology.Names{Lab: o.Name}.Node(n),
 		}
 	}
 	return nodes

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // A node's containerd, its shims and its kubelet share one mount namespace and
@@ -84,7 +84,7 @@ func prepareNodeFS(nodeDir string, n Node) error {
 			n.Addr, n.Name),
 		// No name server answers on the lab's gateway: names outside the
 		// cluster do not resolve, and no query leaves the lab.
-		"etc-upper/resolv.conf": fmt.Sprintf("nameserver %s\n", lab.Gateway),
+		"etc-upper/resolv.conf": fmt.Sprintf("nameserver %s\n", topology.Gateway),
 	}
 	for _, kd := range kernelDefaults {
 		files["sysctl/"+strings.ReplaceAll(kd.key, "/", ".")] = kd.value + "\n"

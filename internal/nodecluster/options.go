@@ -11,7 +11,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/image"
 	"github.com/svcnet/svcnet/internal/kubecluster"
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/process"
 )
 
@@ -19,14 +19,14 @@ import (
 type Options struct {
 	// Name prefixes the cluster's network namespaces (NAME.fabric, NAME.cp,
 	// NAME.nodeN) and names its cgroups (svcnet.NAME); a lab name (lower-case
-	// letters, digits, '-'; lab.ValidateName). Required.
+	// letters, digits, '-'; topology.ValidateName). Required.
 	Name string
 	// Dir holds everything the cluster owns (see the package doc); created, and
 	// removed by Down. It must be absolute and must not lie under a path every
 	// node covers with its own (/run, /var/lib, /var/log, /opt, /etc, /sys,
 	// /proc): the nodes read their configuration from it. Required.
 	Dir string
-	// Nodes is the number of nodes; default DefaultNodes, at most lab.MaxNodes.
+	// Nodes is the number of nodes; default DefaultNodes, at most topology.MaxNodes.
 	Nodes int
 
 	// K8sBin holds kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -89,7 +89,7 @@ var coveredPaths = []string{"/run", "/var/run", "/var/lib", "/var/log", "/opt", 
 
 // withDefaults applies the defaults and checks o.
 func (o Options) withDefaults() (Options, error) {
-	if err := lab.ValidateName(o.Name); err != nil {
+	if err := topology.ValidateName(o.Name); err != nil {
 		return o, fmt.Errorf("options: %w", err)
 	}
 	if o.Dir == "" {
@@ -105,8 +105,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
 	}
-	if o.Nodes < 1 || o.Nodes > lab.MaxNodes {
-		return o, fmt.Errorf("options: %d nodes: want 1 to %d", o.Nodes, lab.MaxNodes)
+	if o.Nodes < 1 || o.Nodes > topology.MaxNodes {
+		return o, fmt.Errorf("options: %d nodes: want 1 to %d", o.Nodes, topology.MaxNodes)
 	}
 	if o.EtcdBin == "" {
 		var err error

@@ -29,26 +29,27 @@ func TestProxierEgressMasquerade(t *testing.T) {
 		{"no cluster CIDR", Config{EgressMasquerade: true, DetectLocalMode: LocalModeBridgeInterface, PodBridgeInterface: "cbr0"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := start(t, tc.cfg)
-			h.store.Update(func(tx *model.Txn) {
-				tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
-				tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "10.244.2.10"))
-				tx.SetNode(&model.Node{Name: "node1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}})
-				tx.SetSynced(true)
-			})
-			s := h.waitFor("web", func(s string) bool { return strings.Contains(s, "dnat to 10.244.2.10:80") })
-			chain := chainRules(s, "egress-masquerading")
-			if len(chain) != len(tc.want) {
-				t.Fatalf("egress chain %q, want %q; table:\n%s", chain, tc.want, s)
-			}
-			for i, r := range chain {
-				if !strings.HasPrefix(r, tc.want[i]) {
-					t.Errorf("egress rule %d: %q, want %q...", i, r, tc.want[i])
+			run(t, tc.cfg, func(t *testing.T, h *harness) {
+				h.store.Update(func(tx *model.Txn) {
+					tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
+					tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "10.244.2.10"))
+					tx.SetNode(&model.Node{Name: "node1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}})
+					tx.SetSynced(true)
+				})
+				s := h.waitFor("web", func(s string) bool { return strings.Contains(s, "dnat to 10.244.2.10:80") })
+				chain := chainRules(s, "egress-masquerading")
+				if len(chain) != len(tc.want) {
+					t.Fatalf("egress chain %q, want %q; table:\n%s", chain, tc.want, s)
 				}
-			}
-			if jumps := strings.Contains(s, "jump egress-masquerading"); jumps != (tc.want != nil) {
-				t.Errorf("nat-postrouting jumps to the egress chain: %v, want %v", jumps, tc.want != nil)
-			}
+				for i, r := range chain {
+					if !strings.HasPrefix(r, tc.want[i]) {
+						t.Errorf("egress rule %d: %q, want %q...", i, r, tc.want[i])
+					}
+				}
+				if jumps := strings.Contains(s, "jump egress-masquerading"); jumps != (tc.want != nil) {
+					t.Errorf("nat-postrouting jumps to the egress chain: %v, want %v", jumps, tc.want != nil)
+				}
+			})
 		})
 	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -13,9 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
-	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/model"
-	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/proxy/metrics"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
@@ -32,11 +30,13 @@ type ProxyHealth interface {
 	Updated(v1.IPFamily)
 }
 
-// Deps are the proxier's collaborators. Store and Conn are required; the
-// others may be nil.
+// Deps are the proxier's collaborators. Store and DataPlane are required;
+// the others may be nil.
 type Deps struct {
 	Store *model.Store
-	Conn  nft.Conn
+	// DataPlane programs the service table; the proxier drives it and knows
+	// no backend.
+	DataPlane dataplane.DataPlane
 	// InterfaceAddrs lists the node's interface addresses (for
 	// --nodeport-addresses CIDRs and as the "primary" fallback).
 	InterfaceAddrs func() ([]netip.Addr, error)
@@ -56,7 +56,7 @@ type Deps struct {
 
 // SyncResult describes one sync attempt.
 type SyncResult struct {
-	nftables.Stats
+	dataplane.Stats
 	Err      error
 	Services int
 	Skipped  int
@@ -66,10 +66,10 @@ type SyncResult struct {
 
 // Proxier keeps this node's data plane equal to the model.
 type Proxier struct {
-	cfg     Config
-	deps    Deps
-	log     klog.Logger
-	backend *nftables.Backend
+	cfg   Config
+	deps  Deps
+	log   klog.Logger
+	plane dataplane.DataPlane
 
 	snap    *model.Snapshot
 	nodeCfg servicetable.NodeConfig
@@ -79,10 +79,8 @@ type Proxier struct {
 	triggers []time.Time
 	// reported remembers skip errors already logged, so each is logged once.
 	reported map[string]bool
-	lastGen  uint32
-	haveGen  bool
-	// suspect is set when the nftables generation moved behind our back; a
-	// full sync (kernel read-back) clears it. lastFullAt and lastFullDur
+	// suspect is set when the data plane's state changed behind our back
+	// (DataPlane.Changed); a full sync (kernel read-back) clears it. lastFullAt and lastFullDur
 	// rate-limit such verifications (see fullAllowed).
 	suspect     bool
 	lastFullAt  time.Time
@@ -103,8 +101,8 @@ func New(cfg Config, deps Deps) (*Proxier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Store == nil || deps.Conn == nil {
-		return nil, errors.New("proxy: store and nftables connection are required")
+	if deps.Store == nil || deps.DataPlane == nil {
+		return nil, errors.New("proxy: store and data plane are required")
 	}
 	log := deps.Logger
 	if log.GetSink() == nil {
@@ -114,7 +112,7 @@ func New(cfg Config, deps Deps) (*Proxier, error) {
 		cfg:      cfg,
 		deps:     deps,
 		log:      log,
-		backend:  nftables.New(deps.Conn, cfg.Families...),
+		plane:    deps.DataPlane,
 		asm:      servicetable.NewAssembler(servicetable.NodeConfig{}),
 		dirty:    map[model.ServiceKey]bool{},
 		reported: map[string]bool{},
@@ -182,7 +180,7 @@ func (p *Proxier) Run(ctx context.Context) error {
 		case <-driftTick.C:
 			if syncedOne && (p.suspect || p.genMoved(ctx)) {
 				if !p.suspect {
-					p.log.V(2).Info("nftables generation changed behind our back; verifying tables")
+					p.log.V(2).Info("data plane changed behind our back; verifying it", "dataPlane", p.plane.Name())
 				}
 				p.suspect = true
 				if p.fullAllowed() {
@@ -269,15 +267,15 @@ func (p *Proxier) fullAllowed() bool {
 	return time.Since(p.lastFullAt) >= 10*p.lastFullDur
 }
 
-// genMoved reports whether the ruleset generation moved since our last
-// commit: someone (maybe harmlessly) changed nftables in this netns.
+// genMoved reports whether the data plane's kernel state may have changed
+// behind our back since the last sync (DataPlane.Changed).
 func (p *Proxier) genMoved(ctx context.Context) bool {
-	g, err := p.deps.Conn.Generation(ctx)
+	moved, err := p.plane.Changed(ctx)
 	if err != nil {
-		p.log.V(2).Info("reading nftables generation failed", "err", err)
+		p.log.V(2).Info("drift check failed", "dataPlane", p.plane.Name(), "err", err)
 		return false
 	}
-	return p.haveGen && g != p.lastGen
+	return moved
 }
 
 // localReady reports whether local traffic detection can be rendered. In
@@ -398,12 +396,9 @@ func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 	}
 	t := p.table()
 	p.reportSkipped(t)
-	st, err := p.backend.Sync(ctx, t, full)
+	st, err := p.plane.Sync(ctx, t, full)
 	res := SyncResult{Stats: st, Err: err, Services: len(t.Ports), Skipped: len(t.Errors)}
 	end := time.Now()
-	if g, gerr := p.deps.Conn.Generation(ctx); gerr == nil {
-		p.lastGen, p.haveGen = g, true
-	}
 	if err != nil {
 		p.log.Error(err, "sync failed; the kernel keeps the previous rules and the next sync is a full one")
 	} else {
@@ -458,14 +453,6 @@ func (p *Proxier) afterSync(ctx context.Context, t *servicetable.Table, res *Syn
 	}
 	p.log.V(2).Info("SyncProxyRules complete", "elapsed", res.Duration, "full", res.Full, "ops", res.TotalOps(),
 		"services", res.Services, "skipped", res.Skipped, "drift", res.Drift)
-}
-
-// Cleanup removes everything svcnet proxy programmed (--cleanup).
-func Cleanup(ctx context.Context, conn nft.Conn) error {
-	if err := nftables.Cleanup(ctx, conn); err != nil {
-		return fmt.Errorf("cleanup: %w", err)
-	}
-	return nil
 }
 
 // localReadyAddrs adds to into[nn] the addresses of the local, ready endpoints

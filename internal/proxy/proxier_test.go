@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
@@ -47,6 +48,14 @@ type harness struct {
 	done    chan error
 }
 
+// run runs body in a synctest bubble against a started proxier: the
+// proxier's timers run on the bubble's fake clock, so waiting for a sync
+// takes no real time, and synctest.Wait shows that nothing more happens.
+func run(t *testing.T, cfg Config, body func(t *testing.T, h *harness)) {
+	synctest.Test(t, func(t *testing.T) { body(t, start(t, cfg)) })
+}
+
+// start starts a proxier on a fake kernel; call it in a synctest bubble.
 func start(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	h := &harness{t: t, store: model.NewStore(), kernel: nft.NewFake(), done: make(chan error, 1)}
@@ -57,7 +66,7 @@ func start(t *testing.T, cfg Config) *harness {
 	}
 	cfg.DriftCheckPeriod = 20 * time.Millisecond
 	p, err := New(cfg, Deps{
-		Store: h.store, Conn: h.kernel,
+		Store: h.store, DataPlane: nftables.New(h.kernel, ipfamily.IPv4),
 		InterfaceAddrs: func() ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("172.26.236.177")}, nil
 		},
@@ -114,119 +123,125 @@ func (h *harness) waitFor(what string, cond func(rendered string) bool) string {
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
 	}
 	h.t.Fatalf("timed out waiting for %s; kernel table:\n%s", what, last)
 	return ""
 }
 
 func TestProxierWaitsForSyncThenFollowsChanges(t *testing.T) {
-	h := start(t, Config{})
-	h.store.Update(func(tx *model.Txn) {
-		tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
-		tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
-	})
-	time.Sleep(50 * time.Millisecond)
-	if n := len(h.results()); n != 0 {
-		t.Fatalf("synced %d times before the source was synced", n)
-	}
-	h.store.Update(func(tx *model.Txn) { tx.SetSynced(true) })
-	h.waitFor("web", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.10:80") })
-	if r := h.results()[0]; !r.Full || r.Err != nil {
-		t.Fatalf("first sync: %+v", r)
-	}
-	// Scale: a new endpoint joins, through a partial sync.
-	h.store.Update(func(tx *model.Txn) {
-		tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10", "192.168.3.10"))
-	})
-	h.waitFor("second endpoint", func(s string) bool { return strings.Contains(s, "dnat to 192.168.3.10:80") })
-	rs := h.results()
-	if last := rs[len(rs)-1]; last.Full {
-		t.Fatalf("endpoint change caused a full sync: %+v", last)
-	}
-	// Delete: the Service's objects leave the table.
-	h.store.Update(func(tx *model.Txn) { tx.DeleteService(model.ServiceKey{Namespace: "default", Name: "web"}) })
-	h.waitFor("web gone", func(s string) bool { return !strings.Contains(s, "default/web") })
-	// BeforeSync announced every sync, and whether it would be full.
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.befores) < len(h.syncs) || len(h.befores) > len(h.syncs)+1 {
-		t.Fatalf("BeforeSync called %d times for %d syncs", len(h.befores), len(h.syncs))
-	}
-	for i, r := range h.syncs {
-		if h.befores[i] != r.Full {
-			t.Errorf("sync %d: BeforeSync(%v), sync full=%v", i, h.befores[i], r.Full)
+	run(t, Config{}, func(t *testing.T, h *harness) {
+		h.store.Update(func(tx *model.Txn) {
+			tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
+			tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
+		})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(h.results()); n != 0 {
+			t.Fatalf("synced %d times before the source was synced", n)
 		}
-	}
+		h.store.Update(func(tx *model.Txn) { tx.SetSynced(true) })
+		h.waitFor("web", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.10:80") })
+		if r := h.results()[0]; !r.Full || r.Err != nil {
+			t.Fatalf("first sync: %+v", r)
+		}
+		// Scale: a new endpoint joins, through a partial sync.
+		h.store.Update(func(tx *model.Txn) {
+			tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10", "192.168.3.10"))
+		})
+		h.waitFor("second endpoint", func(s string) bool { return strings.Contains(s, "dnat to 192.168.3.10:80") })
+		rs := h.results()
+		if last := rs[len(rs)-1]; last.Full {
+			t.Fatalf("endpoint change caused a full sync: %+v", last)
+		}
+		// Delete: the Service's objects leave the table.
+		h.store.Update(func(tx *model.Txn) { tx.DeleteService(model.ServiceKey{Namespace: "default", Name: "web"}) })
+		h.waitFor("web gone", func(s string) bool { return !strings.Contains(s, "default/web") })
+		// BeforeSync announced every sync, and whether it would be full.
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if len(h.befores) < len(h.syncs) || len(h.befores) > len(h.syncs)+1 {
+			t.Fatalf("BeforeSync called %d times for %d syncs", len(h.befores), len(h.syncs))
+		}
+		for i, r := range h.syncs {
+			if h.befores[i] != r.Full {
+				t.Errorf("sync %d: BeforeSync(%v), sync full=%v", i, h.befores[i], r.Full)
+			}
+		}
+	})
 }
 
 func TestProxierRepairsDriftFromGeneration(t *testing.T) {
-	h := start(t, Config{})
-	h.store.Update(func(tx *model.Txn) {
-		tx.SetService(service("dns", "10.96.0.10", 53, model.ProtocolUDP))
-		tx.SetEndpointSlice(slice("dns", 53, model.ProtocolUDP, "192.168.2.53"))
-		tx.SetSynced(true)
+	run(t, Config{}, func(t *testing.T, h *harness) {
+		h.store.Update(func(tx *model.Txn) {
+			tx.SetService(service("dns", "10.96.0.10", 53, model.ProtocolUDP))
+			tx.SetEndpointSlice(slice("dns", 53, model.ProtocolUDP, "192.168.2.53"))
+			tx.SetSynced(true)
+		})
+		want := h.waitFor("dns", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.53:53") })
+		h.kernel.Mutate(ipfamily.IPv4, nftables.TableName, func(*nft.Table) *nft.Table { return nil })
+		h.kernel.Mutate(ipfamily.IPv4, nftables.ShardTable(0), func(*nft.Table) *nft.Table { return nil })
+		got := h.waitFor("table restored", func(s string) bool { return s == want })
+		if got != want {
+			t.Fatal("not restored")
+		}
+		found := false
+		for _, r := range h.results() {
+			found = found || r.Drift || (r.Full && r.TotalOps() > 0)
+		}
+		if !found {
+			t.Fatal("no full sync repaired the drift")
+		}
 	})
-	want := h.waitFor("dns", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.53:53") })
-	h.kernel.Mutate(ipfamily.IPv4, nftables.TableName, func(*nft.Table) *nft.Table { return nil })
-	h.kernel.Mutate(ipfamily.IPv4, nftables.ShardTable(0), func(*nft.Table) *nft.Table { return nil })
-	got := h.waitFor("table restored", func(s string) bool { return s == want })
-	if got != want {
-		t.Fatal("not restored")
-	}
-	found := false
-	for _, r := range h.results() {
-		found = found || r.Drift || (r.Full && r.TotalOps() > 0)
-	}
-	if !found {
-		t.Fatal("no full sync repaired the drift")
-	}
 }
 
 func TestProxierRetriesFailedSyncAsFull(t *testing.T) {
-	h := start(t, Config{})
-	var fail sync.Once
-	h.kernel.FailApply = func(*nft.Tx) error {
-		err := errors.New("injected")
-		ok := false
-		fail.Do(func() { ok = true })
-		if ok {
-			return err
+	run(t, Config{}, func(t *testing.T, h *harness) {
+		var fail sync.Once
+		h.kernel.FailApply = func(*nft.Tx) error {
+			err := errors.New("injected")
+			ok := false
+			fail.Do(func() { ok = true })
+			if ok {
+				return err
+			}
+			return nil
 		}
-		return nil
-	}
-	h.store.Update(func(tx *model.Txn) {
-		tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
-		tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
-		tx.SetSynced(true)
+		h.store.Update(func(tx *model.Txn) {
+			tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
+			tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
+			tx.SetSynced(true)
+		})
+		h.waitFor("web after a failed first sync", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.10:80") })
+		rs := h.results()
+		if len(rs) < 2 || rs[0].Err == nil || rs[1].Err != nil || !rs[1].Full {
+			t.Fatalf("want a failed sync then a full one, got %+v", rs)
+		}
 	})
-	h.waitFor("web after a failed first sync", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.10:80") })
-	rs := h.results()
-	if len(rs) < 2 || rs[0].Err == nil || rs[1].Err != nil || !rs[1].Full {
-		t.Fatalf("want a failed sync then a full one, got %+v", rs)
-	}
 }
 
 func TestProxierSkipsBadServiceKeepsOthers(t *testing.T) {
-	h := start(t, Config{})
-	bad := service("bad", "10.96.0.30", 80, model.ProtocolTCP)
-	// An externalIP equal to another Service's ClusterIP: the node cannot
-	// express it (CVE-2020-8554), so it is skipped whole.
-	bad.ExternalIPs = []netip.Addr{netip.MustParseAddr("10.96.0.20")}
-	h.store.Update(func(tx *model.Txn) {
-		tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
-		tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
-		tx.SetService(bad)
-		tx.SetEndpointSlice(slice("bad", 80, model.ProtocolTCP, "192.168.2.30"))
-		tx.SetSynced(true)
+	run(t, Config{}, func(t *testing.T, h *harness) {
+		bad := service("bad", "10.96.0.30", 80, model.ProtocolTCP)
+		// An externalIP equal to another Service's ClusterIP: the node cannot
+		// express it (CVE-2020-8554), so it is skipped whole.
+		bad.ExternalIPs = []netip.Addr{netip.MustParseAddr("10.96.0.20")}
+		h.store.Update(func(tx *model.Txn) {
+			tx.SetService(service("web", "10.96.0.20", 80, model.ProtocolTCP))
+			tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.10"))
+			tx.SetService(bad)
+			tx.SetEndpointSlice(slice("bad", 80, model.ProtocolTCP, "192.168.2.30"))
+			tx.SetSynced(true)
+		})
+		s := h.waitFor("web", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.10:80") })
+		if strings.Contains(s, "default/bad") {
+			t.Fatalf("bad Service programmed:\n%s", s)
+		}
+		rs := h.results()
+		if rs[len(rs)-1].Skipped != 1 {
+			t.Fatalf("skipped = %d, want 1", rs[len(rs)-1].Skipped)
+		}
 	})
-	s := h.waitFor("web", func(s string) bool { return strings.Contains(s, "dnat to 192.168.2.10:80") })
-	if strings.Contains(s, "default/bad") {
-		t.Fatalf("bad Service programmed:\n%s", s)
-	}
-	rs := h.results()
-	if rs[len(rs)-1].Skipped != 1 {
-		t.Fatalf("skipped = %d, want 1", rs[len(rs)-1].Skipped)
-	}
 }
 
 func TestNodePortAddresses(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/svcnet/svcnet/internal/model"
 )
 
-// BenchmarkBuild10k builds the table of REFERENCE.md's scale test: 10,000
+// BenchmarkBuild10k builds the table of docs/reference.md's scale test: 10,000
 // selector-less Services, one TCP port each, one slice of 2 ready endpoints.
 func BenchmarkBuild10k(b *testing.B) {
 	const n = 10000

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/svcnet/svcnet/internal/cni/hostport"
+	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
@@ -13,6 +14,10 @@ import (
 	"github.com/svcnet/svcnet/internal/nft/netlink"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
+
+// plane is the data plane the tracer explains: what svcnet proxy programs by
+// default, as nf_tables tables the simulator runs.
+var plane dataplane.Explainer = nftables.Rules{}
 
 // RenderedRules renders each node's ruleset from the cluster state exactly
 // as svcnet proxy programs it, with the settings of base every node shares
@@ -27,14 +32,14 @@ func RenderedRules(snap *model.Snapshot, net *Network, base servicetable.NodeCon
 		}
 		cfg := base
 		cfg.NodeName, cfg.Zone, cfg.NodePortAddresses = node, nd.Zone, nd.Addrs
-		return nftables.Render(servicetable.Build(snap, cfg)), nil
+		return plane.Render(servicetable.Build(snap, cfg)), nil
 	}
 }
 
 // KernelTable reports whether the tracer reads a table back from a live
 // node: svcnet proxy's (the main table and its NAT shards) and the CNI
 // plugin's hostPort table.
-func KernelTable(name string) bool { return nftables.IsTable(name) || name == hostport.TableName }
+func KernelTable(name string) bool { return plane.Owns(name) || name == hostport.TableName }
 
 // KernelRules reads each node's ruleset back from the kernel, in the network
 // namespace nsOf names for it ("" for the caller's own namespace). Tables

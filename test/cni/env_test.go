@@ -25,7 +25,7 @@ import (
 // network is the conflist's name, as the lab calls it.
 const network = "svcnet"
 
-// Lab addresses (DESIGN.md): node1, its pod CIDRs, the external client.
+// Lab addresses (docs/design.md, IP plan): node1, its pod CIDRs, the external client.
 const (
 	node4    = "172.26.236.177"
 	outside4 = "172.26.236.10"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
@@ -72,7 +73,7 @@ func TestDownAfterKilledDemo(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	demo := exec.CommandContext(ctx, svcnetBin, "demo", "--name", name, "-f", "../../examples/seed-001/my-nginx.yaml")
+	demo := exec.CommandContext(ctx, svcnetBin, "demo", "--name", name, "-f", "../../examples/packet-path/my-nginx.yaml")
 	out, err := demo.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestDownAfterKilledDemo(t *testing.T) {
 		t.Fatalf("lab down: %v: %s", err, out)
 	}
 	checkLabGone(t, name, pids)
-	for _, path := range []string{lab.Names{Lab: name}.Dir()} {
+	for _, path := range []string{topology.Names{Lab: name}.Dir()} {
 		if _, err := os.Stat(path); err == nil {
 			t.Errorf("%s left after lab down", path)
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/echo"
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/trace"
 )
@@ -36,7 +36,7 @@ func startOutsideServer(t *testing.T, e *env) *outsideServer {
 	s := &outsideServer{}
 	err := netns.DoNamed(e.l.Names().Client(), func() error {
 		var err error
-		s.l, err = net.Listen("tcp", netip.AddrPortFrom(lab.ClientAddr, egressPort).String())
+		s.l, err = net.Listen("tcp", netip.AddrPortFrom(topology.ClientAddr, egressPort).String())
 		return err
 	})
 	if err != nil {
@@ -64,7 +64,7 @@ func startOutsideServer(t *testing.T, e *env) *outsideServer {
 func seenFrom(ctx context.Context, dial echo.DialFunc) (netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	c, err := dial(ctx, "tcp", netip.AddrPortFrom(lab.ClientAddr, egressPort).String())
+	c, err := dial(ctx, "tcp", netip.AddrPortFrom(topology.ClientAddr, egressPort).String())
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -104,9 +104,9 @@ func egressScenarios(t *testing.T, e *env) {
 				}
 			}
 			if err != nil {
-				t.Fatalf("pod %s to the outside server %s:%d: %v", tc.from, lab.ClientAddr, egressPort, err)
+				t.Fatalf("pod %s to the outside server %s:%d: %v", tc.from, topology.ClientAddr, egressPort, err)
 			}
-			if want := lab.NodeAddr(tc.node); got != want {
+			if want := topology.NodeAddr(tc.node); got != want {
 				t.Errorf("the outside server saw %s from pod %s, want its node%d's address %s", got, tc.from, tc.node, want)
 			}
 		})
@@ -128,7 +128,7 @@ func egressScenarios(t *testing.T, e *env) {
 		}
 		for _, h := range tr.Hops {
 			for _, rw := range h.Rewrites {
-				if rw.Kind != trace.RewriteSNAT || !strings.Contains(rw.By, "egress-masquerading") || rw.After.Src.Addr() != lab.NodeAddr(1) {
+				if rw.Kind != trace.RewriteSNAT || !strings.Contains(rw.By, "egress-masquerading") || rw.After.Src.Addr() != topology.NodeAddr(1) {
 					t.Errorf("rewrite %s by %s to %s: want the egress masquerade to node1's address\n%s", rw.Kind, rw.By, rw.After, out)
 				}
 			}
@@ -140,7 +140,7 @@ func egressScenarios(t *testing.T, e *env) {
 	t.Run("svcnet lab trace --verify", func(t *testing.T) {
 		name, reopen := e.release(t)
 		defer reopen()
-		to := netip.AddrPortFrom(lab.ClientAddr, egressPort).String()
+		to := netip.AddrPortFrom(topology.ClientAddr, egressPort).String()
 		out := labTraceVerify(t, e, name, "client-1", to,
 			"egress-masquerading", "SNAT ", "un-SNAT", "summary: 1 rewrite on the way in (SNAT at node1)")
 		t.Logf("svcnet lab trace client-1 %s --verify:\n%s", to, out)

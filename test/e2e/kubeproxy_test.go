@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // A 2-node lab on the kube control plane whose nodes run upstream kube-proxy
-// in nftables mode (lab.ProxyKubeProxyNFTables): a pod reaches a ClusterIP,
+// in nftables mode (cluster.ProxyKubeProxyNFTables): a pod reaches a ClusterIP,
 // and the external client a NodePort and a LoadBalancer IP, through
 // kube-proxy's rules; svcnet, there for the pod routes and the layer-2 speaker
 // only, programs no Service (no table svcnet on any node); Lab.SetProxy then
@@ -24,11 +26,11 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := labtest.Name("kpbench") + "-e2e"
-	l := labtest.Up(t, ctx, lab.Options{Name: name, Nodes: 2, ControlPlane: lab.ControlPlaneKube,
-		Proxy: lab.ProxyKubeProxyNFTables, Binary: svcnetBin, Progress: testWriter{t}}, "kubeproxy.yaml")
+	l := labtest.Up(t, ctx, lab.Options{Name: name, Nodes: 2, ControlPlane: cluster.ControlPlaneKube,
+		Proxy: cluster.ProxyKubeProxyNFTables, Binary: svcnetBin, Progress: testWriter{t}}, "kubeproxy.yaml")
 	e := &env{t: t, ctx: ctx, l: l}
-	if got := l.Proxy(); got != lab.ProxyKubeProxyNFTables {
-		t.Fatalf("lab proxy = %q, want %s", got, lab.ProxyKubeProxyNFTables)
+	if got := l.Proxy(); got != cluster.ProxyKubeProxyNFTables {
+		t.Fatalf("lab proxy = %q, want %s", got, cluster.ProxyKubeProxyNFTables)
 	}
 
 	for i := 1; i <= 2; i++ {
@@ -53,8 +55,8 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 	if err := onlyKeys(pods, "web-2"); err != nil {
 		t.Fatal(err)
 	}
-	if clients[lab.ClientAddr.String()] > 0 {
-		t.Fatalf("externalTrafficPolicy Cluster: kube-proxy must masquerade, but the pod saw the client %s", lab.ClientAddr)
+	if clients[topology.ClientAddr.String()] > 0 {
+		t.Fatalf("externalTrafficPolicy Cluster: kube-proxy must masquerade, but the pod saw the client %s", topology.ClientAddr)
 	}
 	lb := fmt.Sprintf("http://%s:80/", e.lbIP("web"))
 	e.eventually("LoadBalancer IP from the client", func() error { return e.curl("client", lb, 1, time.Second)[0].Err })
@@ -77,7 +79,7 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 
 	// Lab.SetProxy (the data-path benchmark's swap): kube-proxy's rules go,
 	// svcnet's come, the same Service answers through them.
-	if err := l.SetProxy(ctx, lab.ProxySvcnet); err != nil {
+	if err := l.SetProxy(ctx, cluster.ProxySvcnet); err != nil {
 		t.Fatalf("swap to svcnet: %v", err)
 	}
 	for i := 1; i <= 2; i++ {
@@ -110,7 +112,7 @@ func TestKubeProxyNFTablesLab(t *testing.T) {
 // included, where kube-proxy's leftovers would show as KUBE-* chains).
 func nodeRuleset(t *testing.T, l *lab.Lab, e *env, i int) string {
 	t.Helper()
-	out, err := l.Command(e.place(lab.NodeName(i)), "nft", "list", "ruleset").CombinedOutput()
+	out, err := l.Command(e.place(topology.NodeName(i)), "nft", "list", "ruleset").CombinedOutput()
 	if err != nil {
 		t.Fatalf("node%d: nft list ruleset: %v: %s", i, err, out)
 	}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/testbin"
@@ -35,11 +37,11 @@ const (
 // resolver, and no command (nor svcnet demo, on the file control plane)
 // sends a packet from the CLI's namespace except to loopback (nor any DNS
 // query, even to loopback).
-func TestLabStaysInLabFileControlPlane(t *testing.T) { labStaysInLab(t, lab.ControlPlaneFile) }
+func TestLabStaysInLabFileControlPlane(t *testing.T) { labStaysInLab(t, cluster.ControlPlaneFile) }
 
 func TestLabStaysInLabKubeControlPlane(t *testing.T) {
 	requireKubeTier(t)
-	labStaysInLab(t, lab.ControlPlaneKube)
+	labStaysInLab(t, cluster.ControlPlaneKube)
 }
 
 var answeredByRE = regexp.MustCompile(`answered by pod (\S+) \((\S+) on (\S+)\)`)
@@ -70,8 +72,8 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 	}
 
 	up := []string{"up", "--nodes", "2"}
-	if controlPlane == lab.ControlPlaneKube {
-		up = append(up, "--control-plane", lab.ControlPlaneKube, "--k8s-bin", os.Getenv(lab.EnvK8sBin))
+	if controlPlane == cluster.ControlPlaneKube {
+		up = append(up, "--control-plane", cluster.ControlPlaneKube, "--k8s-bin", os.Getenv(kubetest.EnvK8sBin))
 	}
 	must(cliUpTimeout, up...)
 	fixture, err := filepath.Abs("names.yaml")
@@ -175,7 +177,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 	must(cliTimeout, "delete", "svc", "nginx")
 	must(cliTimeout, "down")
 
-	if controlPlane != lab.ControlPlaneFile {
+	if controlPlane != cluster.ControlPlaneFile {
 		return
 	}
 	// svcnet demo: its own 3-node lab, every step checked.
@@ -189,7 +191,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 			t.Errorf("lab down %s: %v", demo, err)
 		}
 	})
-	if r := host.svcnet(t, ctx, cliUpTimeout, "demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/seed-001/my-nginx.yaml")); r.code != 0 {
+	if r := host.svcnet(t, ctx, cliUpTimeout, "demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/packet-path/my-nginx.yaml")); r.code != 0 {
 		t.Errorf("svcnet demo: exit %d: %s", r.code, r.stderr)
 	}
 }

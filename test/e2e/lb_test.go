@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // lbIP returns the Service's first LoadBalancer IP, waiting (bounded) for the
@@ -95,7 +96,7 @@ func lbScenarios(t *testing.T, e *env) {
 		if err := onlyKeys(pods, "local-2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := onlyKeys(clients, lab.ClientAddr.String()); err != nil {
+		if err := onlyKeys(clients, topology.ClientAddr.String()); err != nil {
 			t.Fatalf("client address not kept: %v", err)
 		}
 		t.Logf("%s is announced by node%d", ip, owner)
@@ -133,7 +134,7 @@ func lbScenarios(t *testing.T, e *env) {
 			if h.Err != nil {
 				return h.Err
 			}
-			if h.Reply.Pod != "mover-3" || h.ClientIP() != lab.ClientAddr.String() {
+			if h.Reply.Pod != "mover-3" || h.ClientIP() != topology.ClientAddr.String() {
 				return fmt.Errorf("answered by %s, which saw %s", h.Reply.Pod, h.ClientIP())
 			}
 			return nil
@@ -153,7 +154,7 @@ func lbScenarios(t *testing.T, e *env) {
 			return nil
 		})
 		for i := 1; i <= 3; i++ {
-			url := fmt.Sprintf("http://%s:8088/", lab.NodeAddr(i))
+			url := fmt.Sprintf("http://%s:8088/", topology.NodeAddr(i))
 			e.eventually("node-ip port answers", func() error { return e.curl("client", url, 1, time.Second)[0].Err })
 			pods, _ := answered(t, "client", e.curl("client", url, 5, 2*time.Second))
 			if err := onlyKeys(pods, webPods...); err != nil {
@@ -165,7 +166,7 @@ func lbScenarios(t *testing.T, e *env) {
 		ip := e.lbIP("web-lb-ranges")
 		for _, h := range e.curl("client", fmt.Sprintf("http://%s:80/", ip), 3, 500*time.Millisecond) {
 			if h.Err == nil {
-				t.Fatalf("the client %s, outside loadBalancerSourceRanges 10.255.0.0/16, was answered by %s", lab.ClientAddr, h.Reply.Pod)
+				t.Fatalf("the client %s, outside loadBalancerSourceRanges 10.255.0.0/16, was answered by %s", topology.ClientAddr, h.Reply.Pod)
 			}
 		}
 	})

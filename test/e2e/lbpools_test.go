@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
@@ -97,7 +98,7 @@ func poolScenarios(t *testing.T, e *env) {
 	if err := os.WriteFile(manifest, []byte(badPools), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	file := e.l.Info().ControlPlane != lab.ControlPlaneKube
+	file := e.l.Info().ControlPlane != cluster.ControlPlaneKube
 	t.Cleanup(func() {
 		if !file { // the file-mode lab refused them: they do not exist
 			for _, name := range []string{"a-overlap", "b-nodes"} {

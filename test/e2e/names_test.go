@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
@@ -166,7 +167,7 @@ func TestHostileNames(t *testing.T) {
 	name := labtest.Name("names")
 	l := labtest.Up(t, ctx, lab.Options{Name: name, Nodes: 1, Binary: svcnetBin, Progress: testWriter{t}}, "")
 	l.Close() // the CLI below takes the lab's lock
-	names := lab.Names{Lab: name}
+	names := topology.Names{Lab: name}
 
 	victimDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(victimDir, "victim.yaml"), []byte("kept\n"), 0o644); err != nil {
@@ -256,7 +257,7 @@ func TestHostileNames(t *testing.T) {
 	if d := diffStates(before, treeState(t, victimDir)); len(d) > 0 {
 		t.Errorf("files outside the lab's state changed:\n%s", strings.Join(d, "\n"))
 	}
-	for _, root := range []string{"/tmp", "/run", lab.EtcNetns} {
+	for _, root := range []string{"/tmp", "/run", topology.EtcNetns} {
 		if found := findNamed(root, "ESCAPED", 5); len(found) > 0 {
 			t.Errorf("files named after a refused object: %q", found)
 		}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
 // invalidPodScenarios: Pods the apiserver would refuse are refused whole by
@@ -67,7 +67,7 @@ func invalidPodScenarios(t *testing.T, e *env) {
 		}
 	}
 	for _, c := range cases {
-		if dir := filepath.Join(lab.EtcNetns, names.Pod(c.obj.Namespace, c.obj.Name)); fileExists(dir) {
+		if dir := filepath.Join(topology.EtcNetns, names.Pod(c.obj.Namespace, c.obj.Name)); fileExists(dir) {
 			t.Errorf("%s exists for a refused pod", dir)
 		}
 	}

@@ -23,7 +23,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -143,7 +143,7 @@ func captureHeartbeats(t *testing.T, e *env, from, to, n int) []heartbeat {
 	proto := int(htons(unix.ETH_P_ALL))
 	var fd int
 	err := netns.DoNamed(e.l.Names().Fabric(), func() error {
-		ifi, err := net.InterfaceByName(lab.NodeName(to))
+		ifi, err := net.InterfaceByName(topology.NodeName(to))
 		if err != nil {
 			return err
 		}
@@ -163,7 +163,7 @@ func captureHeartbeats(t *testing.T, e *env, from, to, n int) []heartbeat {
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000}); err != nil {
 		t.Fatal(err)
 	}
-	src, dst := lab.NodeAddr(from).As4(), lab.NodeAddr(to).As4()
+	src, dst := topology.NodeAddr(from).As4(), topology.NodeAddr(to).As4()
 	var out []heartbeat
 	buf := make([]byte, 2048)
 	for deadline := time.Now().Add(5 * time.Second); len(out) < n && time.Now().Before(deadline); {
@@ -185,7 +185,7 @@ func captureHeartbeats(t *testing.T, e *env, from, to, n int) []heartbeat {
 		if len(udp) < 8 || binary.BigEndian.Uint16(udp[2:]) != heartbeatPort {
 			continue
 		}
-		if hb, ok := parseHeartbeat(udp[8:]); ok && hb.name == lab.NodeName(from) {
+		if hb, ok := parseHeartbeat(udp[8:]); ok && hb.name == topology.NodeName(from) {
 			hb.seen = time.Now()
 			out = append(out, hb)
 		}
@@ -201,7 +201,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // rejections returns node i's svcnet proxy's refused-heartbeat counters by reason.
 func rejections(t *testing.T, e *env, i int) map[string]float64 {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: e.dialer(lab.NodeName(i)), DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	hc := &http.Client{Transport: &http.Transport{DialContext: e.dialer(topology.NodeName(i)), DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	resp, err := hc.Get(proxyMetricsURL)
 	if err != nil {
 		t.Fatalf("node%d metrics: %v", i, err)
@@ -283,7 +283,7 @@ func heartbeatSpoofing(t *testing.T, e *env) {
 			others = append(others, i)
 		}
 	}
-	ownerName, ownerAddr := lab.NodeName(owner), lab.NodeAddr(owner)
+	ownerName, ownerAddr := topology.NodeName(owner), topology.NodeAddr(owner)
 	wrongKey := make([]byte, 32)
 	if _, err := rand.Read(wrongKey); err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func heartbeatSpoofing(t *testing.T, e *env) {
 	// with the recorded incarnation and a sequence ahead of the genuine one.
 	forgeAll := func(k byte, seq uint64, receivers []int) {
 		for _, r := range receivers {
-			dst := lab.NodeAddr(r)
+			dst := topology.NodeAddr(r)
 			f.send(t, ownerAddr, dst, forgeHeartbeat(k, ownerName, genuine.incarnation, seq, nil))
 			f.send(t, ownerAddr, dst, forgeHeartbeat(k, ownerName, genuine.incarnation, seq, wrongKey))
 			f.send(t, ownerAddr, dst, forgeHeartbeat(k, ownerName, time.Now().UnixNano(), 1, wrongKey))

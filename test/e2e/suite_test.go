@@ -16,8 +16,11 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/echo"
+	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
@@ -148,7 +151,7 @@ func clusterURL(s *corev1.Service, port int32) string {
 }
 
 func nodeURL(i int, port int32) string {
-	return fmt.Sprintf("http://%s/", net.JoinHostPort(lab.NodeAddr(i).String(), fmt.Sprint(port)))
+	return fmt.Sprintf("http://%s/", net.JoinHostPort(topology.NodeAddr(i).String(), fmt.Sprint(port)))
 }
 
 // answered fails the test unless every hit was answered, and returns the pods that
@@ -261,14 +264,14 @@ func suite(t *testing.T, controlPlane string) {
 			if err := onlyKeys(pods, webPods...); err != nil {
 				t.Fatal(err)
 			}
-			if clients[lab.ClientAddr.String()] > 0 {
-				t.Fatalf("node%d: externalTrafficPolicy Cluster must masquerade, but pods saw the client %s: %v", i, lab.ClientAddr, clients)
+			if clients[topology.ClientAddr.String()] > 0 {
+				t.Fatalf("node%d: externalTrafficPolicy Cluster must masquerade, but pods saw the client %s: %v", i, topology.ClientAddr, clients)
 			}
 		}
 	})
 	t.Run("ExternalIP", func(t *testing.T) {
 		// The network routes the external IP to node1, as a router would.
-		if out, err := e.l.Command(e.place("client"), "ip", "route", "replace", "203.0.113.10/32", "via", lab.NodeAddr(1).String()).CombinedOutput(); err != nil {
+		if out, err := e.l.Command(e.place("client"), "ip", "route", "replace", "203.0.113.10/32", "via", topology.NodeAddr(1).String()).CombinedOutput(); err != nil {
 			t.Fatalf("route: %v: %s", err, out)
 		}
 		pods, _ := answered(t, "external IP", e.curl("client", "http://203.0.113.10/", 6, 2*time.Second))
@@ -291,7 +294,7 @@ func suite(t *testing.T, controlPlane string) {
 		if err := onlyKeys(pods, "local-2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := onlyKeys(clients, lab.ClientAddr.String()); err != nil {
+		if err := onlyKeys(clients, topology.ClientAddr.String()); err != nil {
 			t.Fatalf("client address not kept: %v", err)
 		}
 		for _, i := range []int{1, 3} {
@@ -344,7 +347,7 @@ func suite(t *testing.T, controlPlane string) {
 		}
 	})
 	t.Run("HostPort", func(t *testing.T) {
-		url := fmt.Sprintf("http://%s:8081/", lab.NodeAddr(1))
+		url := fmt.Sprintf("http://%s:8081/", topology.NodeAddr(1))
 		for _, from := range []string{"client", "client-3", "client-1", "hostport"} {
 			pods, _ := answered(t, "hostPort from "+from, e.curl(from, url, 2, 2*time.Second))
 			if err := onlyKeys(pods, "hostport"); err != nil {
@@ -456,14 +459,14 @@ func suite(t *testing.T, controlPlane string) {
 	})
 }
 
-func TestServicesFileControlPlane(t *testing.T) { suite(t, lab.ControlPlaneFile) }
+func TestServicesFileControlPlane(t *testing.T) { suite(t, cluster.ControlPlaneFile) }
 
 // The same suite on a real kube-apiserver and kube-controller-manager: the lab
 // registers Nodes and reports Pod status as kubelets do; EndpointSlices come from
 // the controller manager.
 func TestServicesKubeControlPlane(t *testing.T) {
 	requireKubeTier(t)
-	suite(t, lab.ControlPlaneKube)
+	suite(t, cluster.ControlPlaneKube)
 }
 
 // requireKubeTier applies the house rule for the kube tier: root, and
@@ -472,10 +475,10 @@ func TestServicesKubeControlPlane(t *testing.T) {
 func requireKubeTier(t *testing.T) {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	if os.Getenv(lab.EnvK8sBin) == "" {
+	if os.Getenv(kubetest.EnvK8sBin) == "" {
 		if os.Getenv(netnstest.EnvRequireRoot) == "" {
-			t.Skipf("kube tier: %s unset (make test sets it)", lab.EnvK8sBin)
+			t.Skipf("kube tier: %s unset (make test sets it)", kubetest.EnvK8sBin)
 		}
-		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", lab.EnvK8sBin)
+		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", kubetest.EnvK8sBin)
 	}
 }

@@ -19,21 +19,23 @@ import (
 
 	"github.com/svcnet/svcnet/internal/echo"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
-// Supervision (lab.Supervise): every process of the lab is restarted when it
+// Supervision (cluster.Supervise): every process of the lab is restarted when it
 // exits, as a kubelet restarts the containers of its Pods, and shows its
 // restarts in `lab get pods`; a node whose proxy's /healthz fails is NotReady.
 // Each case runs on a 2-node lab of its own per control plane, driven as a
 // user drives it: the lab's handle lets go of the lock (the supervisors post
 // statuses under it), and `svcnet lab get` and `lab apply` run as commands.
-func TestSupervisedFileControlPlane(t *testing.T) { supervision(t, lab.ControlPlaneFile) }
+func TestSupervisedFileControlPlane(t *testing.T) { supervision(t, cluster.ControlPlaneFile) }
 
 func TestSupervisedKubeControlPlane(t *testing.T) {
 	requireKubeTier(t)
-	supervision(t, lab.ControlPlaneKube)
+	supervision(t, cluster.ControlPlaneKube)
 }
 
 // Bounds of the supervision cases.
@@ -75,7 +77,7 @@ func supervision(t *testing.T, controlPlane string) {
 	t.Run("ProxyHealthzFails", func(t *testing.T) { proxyHealthzFails(t, e, node) })
 	t.Run("PodServerKilled", func(t *testing.T) { podServerKilled(t, e, node) })
 	t.Run("ClusterDNSKilled", func(t *testing.T) { clusterDNSKilled(t, e) })
-	if controlPlane == lab.ControlPlaneKube {
+	if controlPlane == cluster.ControlPlaneKube {
 		t.Run("LBControllerKilled", func(t *testing.T) { lbControllerKilled(t, e) })
 	}
 	t.Run("SupervisorKilled", func(t *testing.T) { supervisorKilled(t, e, node) })
@@ -122,7 +124,7 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 	svc := e.service("web")
 	np := svc.Spec.Ports[0].NodePort
 	client, clientK := e.dialer("client"), e.dialer(fmt.Sprintf("client-%d", node))
-	nodePort := netip.AddrPortFrom(lab.NodeAddr(node), uint16(np)).String()
+	nodePort := netip.AddrPortFrom(topology.NodeAddr(node), uint16(np)).String()
 	clusterIP := net.JoinHostPort(svc.Spec.ClusterIP, "80")
 	lb := netip.AddrPortFrom(lbIP, 80).String()
 	ctx, stop := context.WithCancel(e.ctx)
@@ -191,7 +193,7 @@ func proxyHealthzFails(t *testing.T, e *env, node int) {
 	if err != nil || pid == 0 {
 		t.Fatalf("node%d's proxy: %v", node, err)
 	}
-	nodeName := lab.NodeName(node)
+	nodeName := topology.NodeName(node)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -254,8 +256,8 @@ func clusterDNSKilled(t *testing.T, e *env) {
 // lbControllerKilled: kill -9 of svcnet lb controller; it is back, shows
 // RESTARTS 1, and gives a LoadBalancer Service applied afterwards its IP.
 func lbControllerKilled(t *testing.T, e *env) {
-	killSupervised(t, e, "kube-system", lab.LBControllerPod)
-	waitRow(t, e, "pods", "kube-system", lab.LBControllerPod, func(r []string) bool {
+	killSupervised(t, e, "kube-system", cluster.LBControllerPod)
+	waitRow(t, e, "pods", "kube-system", cluster.LBControllerPod, func(r []string) bool {
 		return r[1] == "1/1" && strings.HasPrefix(r[3], "1 (")
 	})
 	manifest := filepath.Join(t.TempDir(), "lb-after.yaml")

@@ -13,7 +13,7 @@ import (
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
-// Addresses of the test topology (DESIGN.md's IP plan).
+// Addresses of the test topology (docs/design.md, IP plan).
 var (
 	nodeIP     = netip.MustParseAddr("172.26.236.177")
 	nodeIP6    = netip.MustParseAddr("fd00:26:236::177")

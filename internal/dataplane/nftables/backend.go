@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -25,7 +26,15 @@ type Backend struct {
 	// shards, when set, fixes the shard count (the benchmark's unsharded
 	// reference); 0 follows the number of Service ports.
 	shards int
+	// gen is the ruleset generation after the last Sync (haveGen: read).
+	gen     uint32
+	haveGen bool
 }
+
+// Name is the plane's --data-plane value.
+const Name = "nftables"
+
+var _ dataplane.DataPlane = (*Backend)(nil)
 
 type familyState struct {
 	fc     familyConfig
@@ -63,35 +72,15 @@ func New(conn nft.Conn, families ...ipfamily.Family) *Backend {
 	return b
 }
 
-// Stats describes one sync.
-type Stats struct {
-	Full bool
-	// Ops counts transaction operations per family; 0 means nothing changed.
-	Ops map[ipfamily.Family]int
-	// Drift is set when a full sync found the kernel different from what
-	// svcnet last programmed (someone flushed or edited the table).
-	Drift    bool
-	Duration time.Duration
-}
-
-// TotalOps returns the number of operations over all families.
-func (s Stats) TotalOps() int {
-	n := 0
-	for _, v := range s.Ops {
-		n += v
-	}
-	return n
-}
-
 // Sync programs t. With full set, or when the previous sync failed or none
 // succeeded yet, it reads each table back from the kernel and applies the whole
 // difference (this is how a restarted proxy adopts what it finds, and how drift
 // is repaired); otherwise it applies the difference between the last programmed
 // table and t, touching only Service ports whose entry changed (entries are
 // compared by pointer: the caller reuses unchanged *ServicePort values).
-func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (Stats, error) {
+func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (dataplane.Stats, error) {
 	start := time.Now()
-	st := Stats{Full: full, Ops: map[ipfamily.Family]int{}}
+	st := dataplane.Stats{Full: full, Ops: map[ipfamily.Family]int{}}
 	byFam := splitFamilies(t)
 	var errs []error
 	for _, f := range b.families {
@@ -117,9 +106,29 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (S
 			errs = append(errs, fmt.Errorf("sync %s %s: %w", f, TableName, err))
 		}
 	}
+	if g, err := b.conn.Generation(ctx); err == nil {
+		b.gen, b.haveGen = g, true
+	}
 	st.Duration = time.Since(start)
 	return st, errors.Join(errs...)
 }
+
+// Name returns "nftables".
+func (b *Backend) Name() string { return Name }
+
+// Changed reports whether the ruleset generation moved since the last Sync:
+// someone (maybe harmlessly: any commit in the namespace bumps it) changed
+// nftables. Before the first Sync it reports false.
+func (b *Backend) Changed(ctx context.Context) (bool, error) {
+	g, err := b.conn.Generation(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read nftables generation: %w", err)
+	}
+	return b.haveGen && g != b.gen, nil
+}
+
+// Cleanup deletes every svcnet table of both families (Cleanup).
+func (b *Backend) Cleanup(ctx context.Context) error { return Cleanup(ctx, b.conn) }
 
 // fullSync reads every svcnet table of the family back from the kernel and
 // applies, in one transaction, what makes them equal to ports: it creates
@@ -477,3 +486,19 @@ func sortedIDs[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Rules is the nftables plane as the tracer sees it (dataplane.Explainer):
+// the tables Sync programs, rendered for Families (both when empty), and
+// which tables of a read-back are svcnet proxy's. It needs no kernel handle.
+type Rules struct{ Families []ipfamily.Family }
+
+var _ dataplane.Explainer = Rules{}
+
+// Render returns Render(t, r.Families...).
+func (r Rules) Render(t *servicetable.Table) []*nft.Table { return Render(t, r.Families...) }
+
+// Owns reports whether a table of this name is svcnet proxy's (IsTable).
+func (Rules) Owns(table string) bool { return IsTable(table) }
+
+// Explainer returns the backend's Rules.
+func (b *Backend) Explainer() dataplane.Explainer { return Rules{Families: b.families} }

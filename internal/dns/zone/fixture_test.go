@@ -12,7 +12,7 @@ import (
 )
 
 // The answer tests' cluster: every kind of Service and endpoint the spec and
-// CoreDNS distinguish. Pod IPs 192.168.N.x sit on node N (DESIGN.md's IP plan).
+// CoreDNS distinguish. Pod IPs 192.168.N.x sit on node N (docs/design.md, IP plan).
 var (
 	longNS   = strings.Repeat("n", 63)
 	longSvc  = strings.Repeat("s", 63)

@@ -8,7 +8,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -16,10 +18,15 @@ import (
 func Name(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }
 
 // Up brings up the lab o describes (o.Name set), removes it when the test
-// ends, pass or fail, and applies the manifests at fixture ("" for none). It
-// fails t on any error. The lab is returned open; it is closed at the end too.
+// ends, pass or fail, and applies the manifests at fixture ("" for none). On
+// the kube control plane an empty o.K8sBin is $SVCNET_K8S_BIN
+// (kubetest.EnvK8sBin). It fails t on any error. The lab is returned open;
+// it is closed at the end too.
 func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.Lab {
 	t.Helper()
+	if o.ControlPlane == cluster.ControlPlaneKube && o.K8sBin == "" {
+		o.K8sBin = os.Getenv(kubetest.EnvK8sBin)
+	}
 	t.Cleanup(func() {
 		if err := lab.Down(o.Name); err != nil {
 			t.Errorf("lab down: %v", err)

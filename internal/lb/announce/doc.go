@@ -14,6 +14,38 @@
 // decoding, which request deserves which answer, the repeat schedule) is pure
 // and lives in files without sockets (frames.go, ndp.go, answer.go,
 // schedule.go, owned.go, linkmsg.go).
+//
+// # Why the frames are hand-built
+//
+// github.com/mdlayher/ndp (v1.1.0) does not fit what L2 must do. Its Conn is
+// an ICMPv6 raw socket (x/net/icmp, "ip6:ipv6-icmp") bound to an address the
+// interface has (link-local, unique-local, global, or a literal that must
+// exist there). The kernel hands such a socket only what it accepts as
+// addressed to this host, and a LoadBalancer IP is not a local address: the
+// unicast neighbour-unreachability probes that neighbours send to the IP itself
+// never arrive, and the neighbours' cache entries would time out. Sending has
+// the same limit: the kernel refuses a source address that is not local
+// (IPV6_PKTINFO), so the advertisement could not come from the target address,
+// as Linux sends its own. L2 therefore reads and writes whole Ethernet frames
+// on AF_PACKET, and then the Ethernet and IPv6 headers, the pseudo-header
+// checksum (which ndp leaves to the socket's IPV6_CHECKSUM) and the validity
+// checks of RFC 4861 §7.1.1 (hop limit 255, code 0, the DAD rules, which an
+// ICMPv6 socket leaves to the caller too) are this package's work in any case;
+// ndp's codec would replace only the 24-byte message body and its one option
+// (a few dozen lines of ndp.go). The kernel group join that ndp's JoinGroup
+// would give is the one membership.go makes.
+//
+// github.com/mdlayher/arp (served as an untagged 2022 pseudo-version, with
+// github.com/mdlayher/ethernet) would serve in substance: arp.New takes the
+// packet.Conn L2 opens with its BPF filter, NewPacket builds the reply and
+// both gratuitous frames, and ethernet.Frame pads to the minimum length. What
+// it would not do is check the frames: Packet.UnmarshalBinary takes any
+// hardware and protocol type and trusts the length fields, so decodeARP's
+// Ethernet/IPv4 checks would stay, and its net.HardwareAddr fields would be
+// converted to and from the mac type the answers and the NDP side share. Two
+// more modules for the 28-byte ARP body (a few dozen lines of frames.go) did
+// not pay; the frame tests (frames_test.go) pin every byte against the RFCs either
+// way.
 package announce
 
 import (

@@ -23,7 +23,7 @@ func writeFile(t *testing.T, path, data string) {
 func copySeed(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	src := "../../../examples/seed-001"
+	src := "../../../examples/packet-path"
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ var (
 	testNow      = func() time.Time { return time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC) }
 )
 
-func TestLoadSeed001(t *testing.T) {
+func TestLoadPacketPath(t *testing.T) {
 	dir := copySeed(t)
 	l, err := Load(Options{Path: dir, Now: testNow})
 	if err != nil {

@@ -1,0 +1,110 @@
+// Package planes is the list of svcnet proxy's data planes: the values of
+// --data-plane, how to open each in the caller's network namespace, and
+// --cleanup over all of them. It is the only package that knows every
+// backend; the proxier knows none (internal/dataplane).
+package planes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/svcnet/svcnet/internal/dataplane"
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/ipfamily"
+	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/nft/netlink"
+)
+
+// None is the --data-plane value of no Service data plane: svcnet proxy then
+// programs no Service and runs only what else it was asked to (pod routes,
+// the L2 speaker), beside another Service proxy such as kube-proxy.
+const None = "none"
+
+// Default is the data plane svcnet proxy runs when none is named.
+const Default = nftables.Name
+
+// plane is one backend: its name and how to open it.
+type plane struct {
+	name string
+	open func(Options) (dataplane.DataPlane, func() error, error)
+}
+
+var all = []plane{
+	{name: nftables.Name, open: openNFTables},
+}
+
+// Options are what opening a plane needs.
+type Options struct {
+	// Families are the IP families to program (both when empty).
+	Families []ipfamily.Family
+}
+
+// Names returns the accepted --data-plane values: every plane, then None.
+func Names() []string {
+	out := make([]string, 0, len(all)+1)
+	for _, p := range all {
+		out = append(out, p.name)
+	}
+	return append(out, None)
+}
+
+// Validate checks that name is an accepted --data-plane value.
+func Validate(name string) error {
+	for _, n := range Names() {
+		if n == name {
+			return nil
+		}
+	}
+	ns := Names()
+	return fmt.Errorf("--data-plane %q: want %s or %s", name, strings.Join(ns[:len(ns)-1], ", "), ns[len(ns)-1])
+}
+
+// Open opens the plane called name in the caller's network namespace. close
+// releases its kernel handles (never what it programmed). None has no plane:
+// Open refuses it, as any unknown name.
+func Open(name string, opt Options) (p dataplane.DataPlane, close func() error, err error) {
+	for _, pl := range all {
+		if pl.name == name {
+			return pl.open(opt)
+		}
+	}
+	if err := Validate(name); err != nil {
+		return nil, nil, err
+	}
+	return nil, nil, fmt.Errorf("--data-plane %s: no Service data plane to open", name)
+}
+
+// Cleanup removes what every plane may have programmed in the caller's
+// network namespace (svcnet proxy --cleanup, as kube-proxy's cleans up every
+// mode). A plane that cannot be opened or cleaned is reported and the others
+// are still cleaned.
+func Cleanup(ctx context.Context) error {
+	var errs []error
+	for _, pl := range all {
+		p, closeFn, err := pl.open(Options{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleanup %s: %w", pl.name, err))
+			continue
+		}
+		if err := p.Cleanup(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup %s: %w", pl.name, err))
+		}
+		if err := closeFn(); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup %s: close: %w", pl.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func openNFTables(opt Options) (dataplane.DataPlane, func() error, error) {
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nftables: %w", err)
+	}
+	return nftables.New(c, opt.Families...), c.Close, nil
+}
+
+// compile-time check that the netlink connection is what the backend takes.
+var _ nft.Conn = (*netlink.Conn)(nil)

@@ -1,0 +1,100 @@
+package planes
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/dataplane"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/servicetable"
+)
+
+func TestNames(t *testing.T) {
+	if got := strings.Join(Names(), ","); got != "nftables,none" {
+		t.Errorf("Names() = %s, want nftables,none", got)
+	}
+	if Default != "nftables" {
+		t.Errorf("Default = %s", Default)
+	}
+	for _, n := range Names() {
+		if err := Validate(n); err != nil {
+			t.Errorf("Validate(%s) = %v", n, err)
+		}
+	}
+	for _, c := range []struct{ name, want string }{
+		{"ipvs", `--data-plane "ipvs": want nftables or none`},
+		{"", `--data-plane "": want nftables or none`},
+	} {
+		if err := Validate(c.name); err == nil || err.Error() != c.want {
+			t.Errorf("Validate(%q) = %v, want %s", c.name, err, c.want)
+		}
+		if _, _, err := Open(c.name, Options{}); err == nil || err.Error() != c.want {
+			t.Errorf("Open(%q) = %v, want %s", c.name, err, c.want)
+		}
+	}
+	if _, _, err := Open(None, Options{}); err == nil || !strings.Contains(err.Error(), "no Service data plane") {
+		t.Errorf("Open(none) = %v, want a refusal", err)
+	}
+}
+
+// run runs fn on a thread in ns.
+func run(t *testing.T, ns *netns.NS, fn func() error) {
+	t.Helper()
+	if err := ns.Do(fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nftList(t *testing.T, ns *netns.NS) string {
+	t.Helper()
+	out, err := ns.Command("nft", "list", "tables").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list tables: %v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestOpenSyncCleanup opens the default plane in a namespace, programs an
+// empty service table, sees a foreign commit through Changed, and removes
+// everything with Cleanup, leaving the foreign table alone.
+func TestOpenSyncCleanup(t *testing.T) {
+	netnstest.RequireRoot(t)
+	ns := netnstest.New(t, "planes")
+	ctx := context.Background()
+	var plane dataplane.DataPlane
+	var closeFn func() error
+	run(t, ns, func() (err error) {
+		plane, closeFn, err = Open(Default, Options{})
+		return err
+	})
+	defer func() {
+		if err := closeFn(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if plane.Name() != Default {
+		t.Errorf("Name() = %s", plane.Name())
+	}
+	st, err := plane.Sync(ctx, &servicetable.Table{}, false)
+	if err != nil || !st.Full || st.TotalOps() == 0 {
+		t.Fatalf("first Sync = %+v, %v; want a full sync that creates the tables", st, err)
+	}
+	if got := nftList(t, ns); got != "table ip svcnet\ntable ip svcnet-nat-00\ntable ip6 svcnet\ntable ip6 svcnet-nat-00" {
+		t.Errorf("after Sync:\n%s", got)
+	}
+	if moved, err := plane.Changed(ctx); err != nil || moved {
+		t.Errorf("Changed after our own Sync = %v, %v", moved, err)
+	}
+	if out, err := ns.Command("nft", "add", "table", "ip", "other").CombinedOutput(); err != nil {
+		t.Fatalf("nft add table: %v: %s", err, out)
+	}
+	if moved, err := plane.Changed(ctx); err != nil || !moved {
+		t.Errorf("Changed after a foreign commit = %v, %v; want true", moved, err)
+	}
+	run(t, ns, func() error { return Cleanup(ctx) })
+	if got := nftList(t, ns); got != "table ip other" {
+		t.Errorf("after Cleanup:\n%s\nwant only the foreign table", got)
+	}
+}

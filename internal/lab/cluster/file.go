@@ -1,0 +1,356 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/lab/topology"
+	"github.com/svcnet/svcnet/internal/source/file"
+)
+
+// File is the embedded control plane. The lab keeps every object it was
+// given in objects/ (one manifest per object; the control plane's allocations in
+// objects/.svcnet-state.json), and publishes the whole cluster as one file,
+// ControlPlane/cluster.yaml, that every node's proxy watches (--state).
+//
+// Publishing in one atomic file means a proxy never sees half an apply; and since
+// the published Services carry the ClusterIPs and node ports the lab allocated, as
+// requests, every proxy's own control plane arrives at the same allocations
+// whatever it saw before.
+type File struct {
+	names topology.Names
+	cfg   controlplane.Config
+}
+
+func NewFile(n topology.Names) *File {
+	return &File{names: n, cfg: controlplane.Config{
+		ServiceCIDRs:  []netip.Prefix{topology.ServiceRange},
+		NodePortRange: controlplane.PortRange{First: 30000, Last: 32767},
+	}}
+}
+
+func (c *File) objectsDir() string  { return c.names.Path("objects") }
+func (c *File) PublishPath() string { return c.names.Path("cluster", "cluster.yaml") }
+
+func (c *File) ProxyArgs() []string { return []string{"--state", c.PublishPath()} }
+
+// objectPath is where one object is kept: objects/KIND.NAMESPACE.NAME.yaml
+// (KIND.NAME.yaml when cluster-scoped), shortened and hashed where that is too
+// long for a file name (see nameKey). The name and namespace are checked by the
+// apiserver's rules for the kind first: a name that could not be created is
+// refused before it comes near a path.
+func (c *File) objectPath(kind, namespace, name string) (string, error) {
+	if err := controlplane.ValidateName(kind, namespace, name); err != nil {
+		return "", err
+	}
+	parts := []string{kind, name}
+	if namespace != "" {
+		parts = []string{kind, namespace, name}
+	}
+	return filepath.Join(c.objectsDir(), topology.NameKey(topology.MaxObjectKey, parts...)+".yaml"), nil
+}
+
+func (c *File) pathOf(obj runtime.Object) (string, error) {
+	m, err := MetaOf(obj)
+	if err != nil {
+		return "", err
+	}
+	return c.objectPath(KindOf(obj), m.GetNamespace(), m.GetName())
+}
+
+func (c *File) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
+	for _, n := range nodes {
+		if err := c.write(n); err != nil {
+			return err
+		}
+	}
+	return c.publish()
+}
+
+func (c *File) Apply(_ context.Context, objs []controlplane.Object) []error {
+	type undo struct {
+		path   string
+		origin string // where the user's object came from
+		old    []byte // nil: the object did not exist
+	}
+	var undos []undo
+	var errs []error
+	for _, o := range objs {
+		p, err := c.pathOf(o.Obj)
+		if err != nil {
+			errs = append(errs, WithOrigin(err, o.Origin))
+			continue
+		}
+		old, err := os.ReadFile(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s: %w", o.Origin, err))
+			continue
+		}
+		if err := c.write(o.Obj); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.Origin, err))
+			continue
+		}
+		undos = append(undos, undo{p, o.Origin, old})
+	}
+	// What the control plane rejects is taken back, as the apiserver would refuse
+	// it, and reported as coming from the user's file, not from objects/.
+	l, err := c.load(false)
+	if err != nil {
+		return append(errs, err)
+	}
+	rejected := 0
+	for _, e := range l.Errors {
+		for _, u := range undos {
+			if !fromFile(originOf(e), u.path) {
+				continue
+			}
+			errs = append(errs, WithOrigin(e, u.origin))
+			rejected++
+			if u.old == nil {
+				_ = os.Remove(u.path)
+			} else {
+				_ = writeFileAtomic(u.path, u.old)
+			}
+		}
+	}
+	if rejected > 0 { // what was loaded still holds the rejected objects
+		if l, err = c.load(false); err != nil {
+			return append(errs, err)
+		}
+	}
+	if err := c.publishLoaded(l); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+func originOf(err error) string {
+	var oe *controlplane.ObjectError
+	if errors.As(err, &oe) {
+		return oe.Origin
+	}
+	var de *file.DocError
+	if errors.As(err, &de) {
+		return de.Origin
+	}
+	return ""
+}
+
+// fromFile reports whether origin ("FILE" or "FILE#DOC") names the file path.
+func fromFile(origin, path string) bool {
+	rest, ok := strings.CutPrefix(origin, path)
+	return ok && (rest == "" || strings.HasPrefix(rest, "#"))
+}
+
+// WithOrigin returns err as coming from origin, the user's file (and
+// document): an ObjectError or DocError gets origin in place of its own (a
+// file under objects/, which the user never wrote); any other error is
+// prefixed with it.
+func WithOrigin(err error, origin string) error {
+	var oe *controlplane.ObjectError
+	if errors.As(err, &oe) {
+		c := *oe
+		c.Origin = origin
+		return &c
+	}
+	var de *file.DocError
+	if errors.As(err, &de) {
+		c := *de
+		c.Origin = origin
+		return &c
+	}
+	return fmt.Errorf("%s: %w", origin, err)
+}
+
+func (c *File) Delete(_ context.Context, kind, namespace, name string) error {
+	p, err := c.objectPath(kind, namespace, name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s %s: not found", kind, qualified(namespace, name))
+		}
+		return err
+	}
+	return c.publish()
+}
+
+func (c *File) Pod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	path, err := c.objectPath("Pod", namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	return &p, nil
+}
+
+func (c *File) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	// Not published until it has a status: an unstarted Pod has no endpoint anyway.
+	return c.write(pod)
+}
+
+// SetPodStatus writes the Pod and publishes the cluster. It fails when the
+// control plane refuses the Pod (for what depends on other objects, which
+// Validate cannot see), so that the caller can undo what it made for it
+// instead of running a pod no proxy and no `lab get` knows.
+func (c *File) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
+	path, err := c.pathOf(pod)
+	if err != nil {
+		return err
+	}
+	if err := c.write(pod); err != nil {
+		return err
+	}
+	l, err := c.load(false)
+	if err != nil {
+		return err
+	}
+	var refused error
+	for _, e := range l.Errors {
+		if fromFile(originOf(e), path) {
+			refused = e
+		}
+	}
+	return errors.Join(refused, c.publishLoaded(l))
+}
+
+func (c *File) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
+	p, err := c.Pod(ctx, namespace, name)
+	if err != nil || p == nil {
+		return err
+	}
+	now := metav1.NewTime(time.Now())
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
+	return c.SetPodStatus(ctx, p)
+}
+
+func (c *File) RemovePod(_ context.Context, namespace, name string) error {
+	p, err := c.objectPath("Pod", namespace, name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return c.publish()
+}
+
+func (c *File) Result(context.Context) (*controlplane.Result, error) {
+	l, err := c.load(true)
+	if err != nil {
+		return nil, err
+	}
+	return &l.API, nil
+}
+
+func (c *File) load(readOnly bool) (*file.Loaded, error) {
+	if err := os.MkdirAll(c.objectsDir(), 0o755); err != nil {
+		return nil, err
+	}
+	return file.Load(file.Options{Path: c.objectsDir(), Config: c.cfg, ReadOnly: readOnly})
+}
+
+// publish writes cluster/cluster.yaml: every object as given, with the Services
+// as the control plane allocated them.
+func (c *File) publish() error {
+	l, err := c.load(false)
+	if err != nil {
+		return err
+	}
+	return c.publishLoaded(l)
+}
+
+// publishLoaded publishes l, a load of objects/ as it is now.
+func (c *File) publishLoaded(l *file.Loaded) error {
+	resolved := map[string]*corev1.Service{}
+	for _, s := range l.API.Services {
+		resolved[s.Namespace+"/"+s.Name] = s
+	}
+	objs, _, err := file.ReadManifests(c.objectsDir())
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	for _, o := range objs {
+		obj := o.Obj
+		if s, ok := obj.(*corev1.Service); ok {
+			if r := resolved[s.Namespace+"/"+s.Name]; r != nil {
+				obj = r
+			}
+		}
+		b, err := marshal(obj)
+		if err != nil {
+			return err
+		}
+		buf.WriteString("---\n")
+		buf.Write(b)
+	}
+	return writeFileAtomic(c.PublishPath(), buf.Bytes())
+}
+
+func (c *File) write(obj runtime.Object) error {
+	p, err := c.pathOf(obj)
+	if err != nil {
+		return err
+	}
+	b, err := marshal(obj)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(p, b)
+}
+
+// marshal writes obj as YAML with its apiVersion and kind.
+func marshal(obj runtime.Object) ([]byte, error) {
+	obj = obj.DeepCopyObject()
+	gvks, _, err := file.Scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return nil, fmt.Errorf("%s: unknown kind: %w", KindOf(obj), err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	return yaml.Marshal(obj)
+}
+
+func MetaOf(obj runtime.Object) (metav1.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok || m.GetName() == "" {
+		return nil, fmt.Errorf("%s without metadata.name", KindOf(obj))
+	}
+	return m, nil
+}
+
+func qualified(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// Config is the configuration of the embedded control plane: the lab's
+// Service range and node port range.
+func (c *File) Config() controlplane.Config { return c.cfg }

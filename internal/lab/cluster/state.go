@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/atomicfile"
+	"github.com/svcnet/svcnet/internal/lab/topology"
+)
+
+// ControlPlane kinds.
+const (
+	ControlPlaneFile = "file" // the embedded control plane over manifests
+	ControlPlaneKube = "kube" // real kube-apiserver + kube-controller-manager
+)
+
+// Info is what a lab remembers about itself (lab.json).
+type Info struct {
+	Name         string `json:"name"`
+	Nodes        int    `json:"nodes"`
+	ControlPlane string `json:"controlPlane"`
+	// Binary is the svcnet binary every lab process runs.
+	Binary string `json:"binary"`
+	// ProxyArgs are the extra flags of every node's svcnet proxy (lab.Options.ProxyArgs).
+	ProxyArgs []string `json:"proxyArgs,omitempty"`
+	// Proxy is the nodes' Service proxy (lab.Options.Proxy; "" is ProxySvcnet, as
+	// in labs made before it existed).
+	Proxy string `json:"proxy,omitempty"`
+	// DataPlane is every node's svcnet proxy's --data-plane when set
+	// (lab.Options.DataPlane; "" is the proxy's default).
+	DataPlane string `json:"dataPlane,omitempty"`
+	// K8sBin is the directory of the Kubernetes binaries (kube control plane).
+	K8sBin string `json:"k8sBin,omitempty"`
+	// NextNode is the round-robin cursor for Pods that name no node (0-based).
+	NextNode int `json:"nextNode"`
+}
+
+func infoPath(n topology.Names) string { return n.Path("lab.json") }
+
+// ErrNoLab is returned by commands on a lab that is not up.
+var ErrNoLab = errors.New("lab is not up")
+
+func ReadInfo(n topology.Names) (*Info, error) {
+	b, err := os.ReadFile(infoPath(n))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("lab %s: %w (run `svcnet lab up --name %s`)", n.Lab, ErrNoLab, n.Lab)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
+	var in Info
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("lab %s: %s: %w", n.Lab, infoPath(n), err)
+	}
+	return &in, nil
+}
+
+func WriteInfo(n topology.Names, in *Info) error {
+	b, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(infoPath(n), append(b, '\n'))
+}
+
+// writeFileAtomic writes a lab file (see package atomicfile).
+func writeFileAtomic(path string, b []byte) error { return atomicfile.Write(path, b, 0o644) }
+
+// Lock takes the lab's exclusive lock (a file beside the state directory, so that
+// Down can remove the directory while holding it). The returned func releases it.
+func Lock(n topology.Names) (func(), error) {
+	f, err := openLock(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// openLock opens the file of the lab's lock, creating it.
+func openLock(n topology.Names) (*os.File, error) {
+	if err := os.MkdirAll(topology.RunRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
+	f, err := os.OpenFile(filepath.Join(topology.RunRoot, n.Lab+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
+	}
+	return f, nil
+}
