@@ -25,6 +25,10 @@ type Fake struct {
 	// FailApply, when set, is called for each non-empty Tx of an Apply; a
 	// non-nil error fails the whole Apply (nothing changes).
 	FailApply func(tx *Tx) error
+	// FailOp, when set, is called for each op of each non-empty Tx of an
+	// Apply, before the op applies; a non-nil error fails the whole Apply at
+	// that op (an *OpError, as the kernel refuses one message of a batch).
+	FailOp func(tx *Tx, op int) error
 	// Applied counts committed transactions.
 	Applied int
 }
@@ -61,9 +65,14 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 		h := nextHandle[key]
 		for i, op := range tx.Ops {
 			var err error
-			t, err = applyOp(t, &h, tx, op)
+			if k.FailOp != nil {
+				err = k.FailOp(tx, i)
+			}
+			if err == nil {
+				t, err = applyOp(t, &h, tx, op)
+			}
 			if err != nil {
-				return fmt.Errorf("table %s %s: op %d: %w", Keyword(tx.Family), tx.Table, i, err)
+				return &OpError{Family: tx.Family, Table: tx.Table, Op: i, Err: err}
 			}
 		}
 		next[key], nextHandle[key] = t, h

@@ -156,12 +156,11 @@ func batchError(txs []*nft.Tx, opOf []opRef, seq0 uint32, errs []msgError, lost 
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].seq < errs[j].seq })
 	e := errs[0]
-	where := tablesOf(txs) + ": batch"
+	err := fmt.Errorf("%s: batch: %w", tablesOf(txs), kernelError(e.errno, e.text))
 	if i := int(e.seq - seq0); i < len(opOf) && opOf[i].tx >= 0 {
-		tx, op := txs[opOf[i].tx], opOf[i].op
-		where = fmt.Sprintf("table %s %s: op %d (%s)", nft.Keyword(tx.Family), tx.Table, op, describeOp(tx.Ops[op]))
+		tx, op := txs[opOf[i].tx], int(opOf[i].op)
+		err = &nft.OpError{Family: tx.Family, Table: tx.Table, Op: op, Detail: describeOp(tx.Ops[op]), Err: kernelError(e.errno, e.text)}
 	}
-	err := fmt.Errorf("%s: %w", where, kernelError(e.errno, e.text))
 	switch more := len(errs) - 1; {
 	case lost:
 		err = fmt.Errorf("%w (and more than %d more errors)", err, more)

@@ -177,7 +177,7 @@ func (b *builder) build(txs []*nft.Tx) error {
 		b.fam, b.family, b.table, b.tx = tx.Family.Proto(), tx.Family, tx.Table, int32(ti)
 		for i, op := range tx.Ops {
 			if err := b.op(i, op); err != nil {
-				return fmt.Errorf("table %s %s: op %d (%s): %w", nft.Keyword(tx.Family), tx.Table, i, describeOp(op), err)
+				return &nft.OpError{Family: tx.Family, Table: tx.Table, Op: i, Detail: describeOp(op), Err: err}
 			}
 		}
 	}
