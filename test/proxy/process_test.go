@@ -11,6 +11,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/logtest"
 	proc "github.com/svcnet/svcnet/internal/process"
+	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // proxyProc is one run of `svcnet proxy` in the node namespace.
@@ -21,7 +22,8 @@ type proxyProc struct {
 }
 
 // proxyArgs are the flags every test's proxy gets (the documented command line,
-// dual-stack). Extra flags may be appended; later ones win.
+// dual-stack, on the data plane $SVCNET_DATA_PLANE names). Extra flags may be
+// appended; later ones win.
 func (c *cluster) proxyArgs() []string {
 	return c.proxyArgsFrom("--state", c.dir)
 }
@@ -29,7 +31,7 @@ func (c *cluster) proxyArgs() []string {
 // proxyArgsFrom is proxyArgs with another source of state (e.g.
 // "--kubeconfig", path).
 func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
-	return []string{
+	return append([]string{
 		"proxy",
 		sourceFlag, source,
 		"--hostname-override", nodeName,
@@ -39,7 +41,7 @@ func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
 		"--metrics-bind-address", "127.0.0.1:10249",
 		"--min-sync-period", "0",
 		"-v", "2",
-	}
+	}, testbin.DataPlaneArgs()...)
 }
 
 // startProxy starts the proxy in the node namespace with proxyArgs plus

@@ -12,6 +12,7 @@ import (
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/source/file"
+	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // Name returns a lab name unique to this process: prefix and the pid.
@@ -20,12 +21,16 @@ func Name(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()
 // Up brings up the lab o describes (o.Name set), removes it when the test
 // ends, pass or fail, and applies the manifests at fixture ("" for none). On
 // the kube control plane an empty o.K8sBin is $SVCNET_K8S_BIN
-// (kubetest.EnvK8sBin). It fails t on any error. The lab is returned open;
+// (kubetest.EnvK8sBin), and with svcnet proxy an empty o.DataPlane is
+// $SVCNET_DATA_PLANE (testbin.EnvDataPlane). It fails t on any error. The lab is returned open;
 // it is closed at the end too.
 func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.Lab {
 	t.Helper()
 	if o.ControlPlane == cluster.ControlPlaneKube && o.K8sBin == "" {
 		o.K8sBin = os.Getenv(kubetest.EnvK8sBin)
+	}
+	if o.DataPlane == "" && (o.Proxy == "" || o.Proxy == cluster.ProxySvcnet) {
+		o.DataPlane = testbin.DataPlane()
 	}
 	t.Cleanup(func() {
 		if err := lab.Down(o.Name); err != nil {
