@@ -207,6 +207,13 @@ func TestCheckReportsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	dn, _ := ChainNames(ownerA)
+	// The rules read back carry the kernel's handles, which are no drift.
+	if got, _ := k.Read(ctx(), ipfamily.IPv4, TableName); len(got.Chains[dn].Rules) == 0 || got.Chains[dn].Rules[0].Handle == 0 {
+		t.Fatalf("chain %s read back without rule handles", dn)
+	}
+	if err := m.Check(ctx(), ownerA, podA, mapsA); err != nil {
+		t.Fatalf("Check right after Add: %v", err)
+	}
 	k.Mutate(ipfamily.IPv4, TableName, func(t *nft.Table) *nft.Table {
 		t.Chains[dn].Rules = t.Chains[dn].Rules[1:]
 		delete(t.Sets[mapMasquerade].Elements, "192.168.1.2")

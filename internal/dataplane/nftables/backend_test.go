@@ -232,7 +232,25 @@ func TestDriftRepairedAndRestartAdopts(t *testing.T) {
 	if _, err := New(k).Sync(ctx, tbl, false); err != nil {
 		t.Fatal(err)
 	}
-	// A restarted proxy finds its table and changes nothing.
+	// A restarted proxy finds its table and changes nothing; the rules it
+	// reads back carry the kernel's handles, which are no drift.
+	handles := 0
+	for _, name := range []string{TableName, ShardTable(0)} {
+		got, err := k.Read(ctx, ipfamily.IPv4, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Chains {
+			for _, r := range c.Rules {
+				if r.Handle != 0 {
+					handles++
+				}
+			}
+		}
+	}
+	if handles == 0 {
+		t.Fatal("rules read back without handles")
+	}
 	b := New(k)
 	applied := k.Applied
 	st, err := b.Sync(ctx, tbl, false)
