@@ -33,6 +33,7 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	next := map[string]*Table{}
+	refs := map[string]*refIndex{}
 	applied := false
 	for _, tx := range txs {
 		if tx.Len() == 0 {
@@ -50,14 +51,15 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 				t = cur.Clone()
 			}
 		}
+		idx := refs[key]
 		for i, op := range tx.Ops {
 			var err error
-			t, err = applyOp(t, tx, op)
+			t, err = applyOp(t, &idx, tx, op)
 			if err != nil {
 				return fmt.Errorf("table %s %s: op %d: %w", tx.Family, tx.Table, i, err)
 			}
 		}
-		next[key] = t
+		next[key], refs[key] = t, idx
 		applied = true
 	}
 	if !applied {
@@ -131,18 +133,23 @@ func (k *Fake) Mutate(f Family, name string, fn func(t *Table) *Table) {
 	k.gen++
 }
 
-func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
+// applyOp applies op to t (nil: no such table) and returns the table after
+// it. *refs is t's reference index once a delete has needed one (nil before:
+// most transactions delete nothing); applyOp keeps it up to date.
+func applyOp(t *Table, refs **refIndex, tx *Tx, op Op) (*Table, error) {
 	if op.Kind == OpAddTable {
 		if t == nil {
-			t = NewTable(tx.Family, tx.Table)
+			t, *refs = NewTable(tx.Family, tx.Table), nil
 		}
 		return t, nil
 	}
 	if t == nil {
 		return nil, fmt.Errorf("no such table")
 	}
+	idx := *refs
 	switch op.Kind {
 	case OpDeleteTable:
+		*refs = nil
 		return nil, nil
 	case OpAddChain:
 		if _, ok := t.Chains[op.Name]; !ok {
@@ -153,16 +160,21 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 		if !ok {
 			return nil, fmt.Errorf("flush chain %s: no such chain", op.Name)
 		}
+		idx.rules(c.Rules, -1)
 		c.Rules = nil
 	case OpDeleteChain:
 		c, ok := t.Chains[op.Name]
 		if !ok {
 			return nil, fmt.Errorf("delete chain %s: no such chain", op.Name)
 		}
-		if by := chainUsers(t, op.Name); by != "" {
-			return nil, fmt.Errorf("delete chain %s: still referenced by %s", op.Name, by)
+		if idx == nil {
+			idx = newRefIndex(t)
+			*refs = idx
 		}
-		_ = c
+		if idx.chains[op.Name] > 0 {
+			return nil, fmt.Errorf("delete chain %s: still referenced by %s", op.Name, chainUser(t, op.Name))
+		}
+		idx.rules(c.Rules, -1)
 		delete(t.Chains, op.Name)
 	case OpAddRule:
 		c, ok := t.Chains[op.Name]
@@ -172,6 +184,7 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 		if err := checkRule(t, op.Rule); err != nil {
 			return nil, fmt.Errorf("add rule to %s: %w", op.Name, err)
 		}
+		idx.rules([]*Rule{op.Rule}, 1)
 		c.Rules = append(c.Rules, op.Rule)
 	case OpAddSet:
 		if old, ok := t.Sets[op.Name]; ok {
@@ -188,14 +201,21 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 		if !ok {
 			return nil, fmt.Errorf("flush set %s: no such set", op.Name)
 		}
+		idx.elements(s.Elements, -1)
 		s.Elements = map[string]Element{}
 	case OpDeleteSet:
-		if _, ok := t.Sets[op.Name]; !ok {
+		s, ok := t.Sets[op.Name]
+		if !ok {
 			return nil, fmt.Errorf("delete set %s: no such set", op.Name)
 		}
-		if by := setUsers(t, op.Name); by != "" {
-			return nil, fmt.Errorf("delete set %s: still referenced by %s", op.Name, by)
+		if idx == nil {
+			idx = newRefIndex(t)
+			*refs = idx
 		}
+		if idx.sets[op.Name] > 0 {
+			return nil, fmt.Errorf("delete set %s: still referenced by %s", op.Name, setUser(t, op.Name))
+		}
+		idx.elements(s.Elements, -1)
 		delete(t.Sets, op.Name)
 	case OpAddElements:
 		s, ok := t.Sets[op.Name]
@@ -209,7 +229,10 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 			k := KeyString(t.Family, s.Key, e.Key)
 			if old, ok := s.Elements[k]; ok && !sameVerdict(old.Verdict, e.Verdict) {
 				return nil, fmt.Errorf("add element %s to %s: exists with another verdict", k, op.Name)
+			} else if ok {
+				idx.element(old, -1)
 			}
+			idx.element(e, 1)
 			s.Elements[k] = e
 		}
 	case OpDeleteElements:
@@ -219,9 +242,11 @@ func applyOp(t *Table, tx *Tx, op Op) (*Table, error) {
 		}
 		for _, e := range op.Elements {
 			k := KeyString(t.Family, s.Key, e.Key)
-			if _, ok := s.Elements[k]; !ok {
+			old, ok := s.Elements[k]
+			if !ok {
 				return nil, fmt.Errorf("delete element %s from %s: no such element", k, op.Name)
 			}
+			idx.element(old, -1)
 			delete(s.Elements, k)
 		}
 	default:
@@ -296,19 +321,70 @@ func checkElement(t *Table, s *Set, e Element) error {
 	return nil
 }
 
-// chainUsers names a rule or element that jumps to chain n, or returns "".
-// The first of them in name order: a scan in map order finds whether there
-// is one (no sort on the common path, where a deleted chain is unused), and
-// only then a sorted scan names it.
-func chainUsers(t *Table, n string) string {
-	if chainUser(t, n, mapKeys(t.Chains), mapKeys(t.Sets)) == "" {
-		return ""
-	}
-	return chainUser(t, n, t.ChainNames(), t.SetNames())
+// refIndex counts, in one table, what nf_tables refuses to delete a chain or
+// set under: jumps and gotos to a chain (from rules and map elements) and
+// rules that use a set (lookup, vmap, update). A transaction that deletes
+// many chains then checks each in constant time, not by a scan of the table
+// (a scan per delete made a full sync of 5200 ports take 6 s in the fake).
+// A nil index counts nothing: it is built on a table's first delete.
+type refIndex struct {
+	chains, sets map[string]int
 }
 
-func chainUser(t *Table, n string, chains, sets []string) string {
-	for _, cn := range chains {
+func newRefIndex(t *Table) *refIndex {
+	x := &refIndex{chains: map[string]int{}, sets: map[string]int{}}
+	for _, c := range t.Chains {
+		x.rules(c.Rules, 1)
+	}
+	for _, s := range t.Sets {
+		x.elements(s.Elements, 1)
+	}
+	return x
+}
+
+// rules adds d to the counts of what rs reference.
+func (x *refIndex) rules(rs []*Rule, d int) {
+	if x == nil {
+		return
+	}
+	for _, r := range rs {
+		for _, e := range r.Exprs {
+			switch e := e.(type) {
+			case Verdict:
+				if e.Kind == Jump || e.Kind == Goto {
+					x.chains[e.Chain] += d
+				}
+			case Lookup:
+				x.sets[e.Set] += d
+			case VMap:
+				x.sets[e.Map] += d
+			case Update:
+				x.sets[e.Set] += d
+			}
+		}
+	}
+}
+
+// elements adds d to the counts of the chains es jump or go to.
+func (x *refIndex) elements(es map[string]Element, d int) {
+	if x == nil {
+		return
+	}
+	for _, e := range es {
+		x.element(e, d)
+	}
+}
+
+func (x *refIndex) element(e Element, d int) {
+	if x != nil && e.Verdict != nil && (e.Verdict.Kind == Jump || e.Verdict.Kind == Goto) {
+		x.chains[e.Verdict.Chain] += d
+	}
+}
+
+// chainUser names the first rule or element, in name order, that jumps or
+// goes to chain n, or returns "".
+func chainUser(t *Table, n string) string {
+	for _, cn := range t.ChainNames() {
 		for _, r := range t.Chains[cn].Rules {
 			for _, e := range r.Exprs {
 				if v, ok := e.(Verdict); ok && (v.Kind == Jump || v.Kind == Goto) && v.Chain == n {
@@ -317,9 +393,9 @@ func chainUser(t *Table, n string, chains, sets []string) string {
 			}
 		}
 	}
-	for _, sn := range sets {
+	for _, sn := range t.SetNames() {
 		for k, e := range t.Sets[sn].Elements {
-			if e.Verdict != nil && e.Verdict.Chain == n {
+			if e.Verdict != nil && (e.Verdict.Kind == Jump || e.Verdict.Kind == Goto) && e.Verdict.Chain == n {
 				return "element " + k + " of map " + sn
 			}
 		}
@@ -327,26 +403,10 @@ func chainUser(t *Table, n string, chains, sets []string) string {
 	return ""
 }
 
-// mapKeys returns m's keys in map order.
-func mapKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-// setUsers names a rule that uses set n, or returns "": the first in chain
-// name order, found as chainUsers finds one.
-func setUsers(t *Table, n string) string {
-	if setUser(t, n, mapKeys(t.Chains)) == "" {
-		return ""
-	}
-	return setUser(t, n, t.ChainNames())
-}
-
-func setUser(t *Table, n string, chains []string) string {
-	for _, cn := range chains {
+// setUser names the first rule, in chain name order, that uses set n, or
+// returns "".
+func setUser(t *Table, n string) string {
+	for _, cn := range t.ChainNames() {
 		for _, r := range t.Chains[cn].Rules {
 			for _, e := range r.Exprs {
 				switch e := e.(type) {
