@@ -3,6 +3,7 @@ package datapathbench
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -355,6 +356,47 @@ func TestRankSumP(t *testing.T) {
 	l2, h2 := rankSumP(big, bigHi)
 	if l1 != l2 || h1 != h2 || l1 > 0.001 || h1 != 1 {
 		t.Errorf("22 pooled runs: %v, %v then %v, %v; want one tiny low p-value and high 1", l1, h1, l2, h2)
+	}
+}
+
+// splitCounts counts by rank sum what enumerating every split counts: the
+// two agree on random groups of every size up to permutationExact pooled
+// runs, with ties.
+func TestSplitCountsEqualsEnumeration(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := 2 + r.IntN(permutationExact-1)
+		k := 1 + r.IntN(n-1)
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(r.IntN(n)) // ties likely
+		}
+		rk := ranks(xs)
+		var w float64
+		for _, x := range rk[:k] {
+			w += x
+		}
+		var le, ge, all int64
+		for mask := uint32(1)<<k - 1; mask < 1<<n; {
+			var wi float64
+			for m := mask; m != 0; m &= m - 1 {
+				wi += rk[bits.TrailingZeros32(m)]
+			}
+			all++
+			if wi <= w+1e-9 {
+				le++
+			}
+			if wi >= w-1e-9 {
+				ge++
+			}
+			c := mask & -mask
+			next := mask + c
+			mask = (((next ^ mask) >> 2) / c) | next
+		}
+		gle, gge, gall := splitCounts(rk, k, w)
+		if gle != le || gge != ge || gall != all {
+			t.Fatalf("ranks %v, group of %d: splitCounts = %d, %d of %d, enumeration %d, %d of %d", rk, k, gle, gge, gall, le, ge, all)
+		}
 	}
 }
 

@@ -2,7 +2,7 @@ package datapathbench
 
 import (
 	"cmp"
-	"math/bits"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -133,6 +133,10 @@ func rankSumP(a, b []float64) (low, high float64) {
 	for _, r := range rk[:len(a)] {
 		w += r
 	}
+	if n <= permutationExact {
+		le, ge, all := splitCounts(rk, len(a), w)
+		return float64(le) / float64(all), float64(ge) / float64(all)
+	}
 	const eps = 1e-9
 	var le, ge, all int
 	count := func(wi float64) {
@@ -144,34 +148,55 @@ func rankSumP(a, b []float64) (low, high float64) {
 			ge++
 		}
 	}
-	if n <= permutationExact {
-		// Every n-bit mask with len(a) bits set, in increasing order
-		// (Gosper's hack): one per split.
-		for mask := uint32(1)<<len(a) - 1; mask < 1<<n; {
-			var wi float64
-			for m := mask; m != 0; m &= m - 1 {
-				wi += rk[bits.TrailingZeros32(m)]
-			}
-			count(wi)
-			c := mask & -mask
-			r := mask + c
-			mask = (((r ^ mask) >> 2) / c) | r
+	r := rand.New(rand.NewPCG(3, uint64(len(a)<<16|len(b))))
+	count(w) // the measured split is one of them
+	perm := make([]float64, n)
+	for range permutationDraws {
+		copy(perm, rk)
+		r.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		var wi float64
+		for _, x := range perm[:len(a)] {
+			wi += x
 		}
-	} else {
-		r := rand.New(rand.NewPCG(3, uint64(len(a)<<16|len(b))))
-		count(w) // the measured split is one of them
-		perm := make([]float64, n)
-		for range permutationDraws {
-			copy(perm, rk)
-			r.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-			var wi float64
-			for _, x := range perm[:len(a)] {
-				wi += x
-			}
-			count(wi)
-		}
+		count(wi)
 	}
 	return float64(le) / float64(all), float64(ge) / float64(all)
+}
+
+// splitCounts counts the splits of the pooled ranks rk into a group of k and
+// the rest: all of them, and those whose group's rank sum is at most (le)
+// and at least (ge) w. It counts them by rank sum rather than one by one:
+// ways[j][s] is the number of j-element subsets of the ranks seen so far
+// whose rank sum is s/2 (ranks are whole or, tied, halves: doubled, they
+// are whole numbers), which takes n·k·n(n+1) steps where enumerating the
+// splits takes C(n, k)·k (for 9 and 9: 55404 against 437580).
+func splitCounts(rk []float64, k int, w float64) (le, ge, all int64) {
+	n := len(rk)
+	top := n * (n + 1) // twice the largest rank sum
+	ways := make([][]int64, k+1)
+	for j := range ways {
+		ways[j] = make([]int64, top+1)
+	}
+	ways[0][0] = 1
+	for i, r := range rk {
+		d := int(math.Round(2 * r))
+		for j := min(i+1, k); j >= 1; j-- {
+			for s := top; s >= d; s-- {
+				ways[j][s] += ways[j-1][s-d]
+			}
+		}
+	}
+	w2 := int(math.Round(2 * w))
+	for s, c := range ways[k] {
+		all += c
+		if s <= w2 {
+			le += c
+		}
+		if s >= w2 {
+			ge += c
+		}
+	}
+	return le, ge, all
 }
 
 // ranks returns the rank (1-based) of each of xs in xs, ties sharing the

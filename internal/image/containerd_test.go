@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/process"
 	"github.com/svcnet/svcnet/internal/testbin"
 )
@@ -135,7 +136,7 @@ func (c *testContainerd) container(ctx context.Context, image, id string, argv .
 // its non-root user through its file capability; agnhost has its user and
 // group, its TLS files in the working directory and GNU wget.
 func TestImagesRunInContainerd(t *testing.T) {
-	requireRoot(t)
+	netnstest.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root, err := testbin.ModuleRoot()

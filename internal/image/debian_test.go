@@ -9,20 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// requireRoot skips t when not root, unless SVCNET_REQUIRE_ROOT is set, which
-// turns the skip into a failure (the house rule for root tests).
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("SVCNET_REQUIRE_ROOT") != "" {
-		t.Fatal("needs root (SVCNET_REQUIRE_ROOT is set)")
-	}
-	t.Skip("needs root")
-}
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+)
 
 // testCache is the cache the root tests share with the node tier (building the
 // Debian tree and agnhost takes minutes, once).
@@ -63,7 +52,7 @@ func mountsUnder(t *testing.T, dir string) []string {
 // Debian tree and checks it holds what the images' commands need, nothing of
 // the build host's, and that building it left no mount behind.
 func TestDebianRootfs(t *testing.T) {
-	requireRoot(t)
+	netnstest.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir, err := testCache(t).DebianRootfs(ctx, testDebian)

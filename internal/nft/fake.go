@@ -43,7 +43,7 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	next := map[string]*Table{}
-	nextHandle := map[string]uint64{}
+	state := map[string]*applyState{}
 	applied := false
 	for _, tx := range txs {
 		if tx.Len() == 0 {
@@ -60,22 +60,22 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 			if cur := k.tables[key]; cur != nil {
 				t = cur.Clone()
 			}
-			nextHandle[key] = k.handles[key]
+			state[key] = &applyState{handle: k.handles[key]}
 		}
-		h := nextHandle[key]
+		st := state[key]
 		for i, op := range tx.Ops {
 			var err error
 			if k.FailOp != nil {
 				err = k.FailOp(tx, i)
 			}
 			if err == nil {
-				t, err = applyOp(t, &h, tx, op)
+				t, err = applyOp(t, st, tx, op)
 			}
 			if err != nil {
 				return &OpError{Family: tx.Family, Table: tx.Table, Op: i, Err: err}
 			}
 		}
-		next[key], nextHandle[key] = t, h
+		next[key] = t
 		applied = true
 	}
 	if !applied {
@@ -86,7 +86,7 @@ func (k *Fake) Apply(_ context.Context, txs ...*Tx) error {
 			delete(k.tables, key)
 			delete(k.handles, key)
 		} else {
-			k.tables[key], k.handles[key] = t, nextHandle[key]
+			k.tables[key], k.handles[key] = t, state[key].handle
 		}
 	}
 	k.gen++
@@ -150,44 +150,59 @@ func (k *Fake) Mutate(f ipfamily.Family, name string, fn func(t *Table) *Table) 
 	k.gen++
 }
 
-// applyOp applies op to t (nil: no such table); handle is the table's
-// handle counter.
-func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
+// applyState is what applyOp keeps of a table across one Apply: its handle
+// counter, and its reference index once a delete has needed one (nil
+// before: most transactions delete nothing).
+type applyState struct {
+	handle uint64
+	refs   *refIndex
+}
+
+// applyOp applies op to t (nil: no such table) and returns the table after
+// it, keeping st up to date.
+func applyOp(t *Table, st *applyState, tx *Tx, op Op) (*Table, error) {
 	if op.Kind == OpCreateTable && t != nil {
 		return nil, fmt.Errorf("create table: %w", ErrTableExists)
 	}
 	if op.Kind == OpAddTable || op.Kind == OpCreateTable {
 		if t == nil {
-			t, *handle = NewTable(tx.Family, tx.Table), 0
+			t, st.handle, st.refs = NewTable(tx.Family, tx.Table), 0, nil
 		}
 		return t, nil
 	}
 	if t == nil {
 		return nil, fmt.Errorf("no such table")
 	}
+	idx := st.refs
 	switch op.Kind {
 	case OpDeleteTable:
+		st.refs = nil
 		return nil, nil
 	case OpAddChain:
 		if _, ok := t.Chains[op.Name]; !ok {
 			t.Chains[op.Name] = &Chain{Name: op.Name, Hook: op.Chain.Hook}
-			*handle++
+			st.handle++
 		}
 	case OpFlushChain:
 		c, ok := t.Chains[op.Name]
 		if !ok {
 			return nil, fmt.Errorf("flush chain %s: no such chain", op.Name)
 		}
+		idx.rules(c.Rules, -1)
 		c.Rules = nil
 	case OpDeleteChain:
 		c, ok := t.Chains[op.Name]
 		if !ok {
 			return nil, fmt.Errorf("delete chain %s: no such chain", op.Name)
 		}
-		if by := chainUsers(t, op.Name); by != "" {
-			return nil, fmt.Errorf("delete chain %s: still referenced by %s", op.Name, by)
+		if idx == nil {
+			idx = newRefIndex(t)
+			st.refs = idx
 		}
-		_ = c
+		if idx.chains[op.Name] > 0 {
+			return nil, fmt.Errorf("delete chain %s: still referenced by %s", op.Name, chainUser(t, op.Name))
+		}
+		idx.rules(c.Rules, -1)
 		delete(t.Chains, op.Name)
 	case OpAddRule:
 		c, ok := t.Chains[op.Name]
@@ -199,8 +214,9 @@ func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
 		}
 		// A copy: the caller's rule keeps handle 0.
 		r := *op.Rule
-		*handle++
-		r.Handle = *handle
+		st.handle++
+		r.Handle = st.handle
+		idx.rules([]*Rule{&r}, 1)
 		c.Rules = append(c.Rules, &r)
 	case OpAddSet:
 		if old, ok := t.Sets[op.Name]; ok {
@@ -212,20 +228,27 @@ func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
 		s := *op.Set
 		s.Elements = map[string]Element{}
 		t.Sets[op.Name] = &s
-		*handle++
+		st.handle++
 	case OpFlushSet:
 		s, ok := t.Sets[op.Name]
 		if !ok {
 			return nil, fmt.Errorf("flush set %s: no such set", op.Name)
 		}
+		idx.elements(s.Elements, -1)
 		s.Elements = map[string]Element{}
 	case OpDeleteSet:
-		if _, ok := t.Sets[op.Name]; !ok {
+		s, ok := t.Sets[op.Name]
+		if !ok {
 			return nil, fmt.Errorf("delete set %s: no such set", op.Name)
 		}
-		if by := setUsers(t, op.Name); by != "" {
-			return nil, fmt.Errorf("delete set %s: still referenced by %s", op.Name, by)
+		if idx == nil {
+			idx = newRefIndex(t)
+			st.refs = idx
 		}
+		if idx.sets[op.Name] > 0 {
+			return nil, fmt.Errorf("delete set %s: still referenced by %s", op.Name, setUser(t, op.Name))
+		}
+		idx.elements(s.Elements, -1)
 		delete(t.Sets, op.Name)
 	case OpAddElements:
 		s, ok := t.Sets[op.Name]
@@ -239,7 +262,10 @@ func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
 			k := KeyString(t.Family, s.Key, e.Key)
 			if old, ok := s.Elements[k]; ok && !sameVerdict(old.Verdict, e.Verdict) {
 				return nil, fmt.Errorf("add element %s to %s: exists with another verdict", k, op.Name)
+			} else if ok {
+				idx.element(old, -1)
 			}
+			idx.element(e, 1)
 			s.Elements[k] = e
 		}
 	case OpDeleteElements:
@@ -249,9 +275,11 @@ func applyOp(t *Table, handle *uint64, tx *Tx, op Op) (*Table, error) {
 		}
 		for _, e := range op.Elements {
 			k := KeyString(t.Family, s.Key, e.Key)
-			if _, ok := s.Elements[k]; !ok {
+			old, ok := s.Elements[k]
+			if !ok {
 				return nil, fmt.Errorf("delete element %s from %s: no such element", k, op.Name)
 			}
+			idx.element(old, -1)
 			delete(s.Elements, k)
 		}
 	default:
@@ -326,19 +354,70 @@ func checkElement(t *Table, s *Set, e Element) error {
 	return nil
 }
 
-// chainUsers names a rule or element that jumps to chain n, or returns "".
-// The first of them in name order: a scan in map order finds whether there
-// is one (no sort on the common path, where a deleted chain is unused), and
-// only then a sorted scan names it.
-func chainUsers(t *Table, n string) string {
-	if chainUser(t, n, mapKeys(t.Chains), mapKeys(t.Sets)) == "" {
-		return ""
-	}
-	return chainUser(t, n, t.ChainNames(), t.SetNames())
+// refIndex counts, in one table, what nf_tables refuses to delete a chain or
+// set under: jumps and gotos to a chain (from rules and map elements) and
+// rules that use a set (lookup, vmap, update). A transaction that deletes
+// many chains then checks each in constant time, not by a scan of the table
+// (a scan per delete made a full sync of 5200 ports take 6 s in the fake).
+// A nil index counts nothing: it is built on a table's first delete.
+type refIndex struct {
+	chains, sets map[string]int
 }
 
-func chainUser(t *Table, n string, chains, sets []string) string {
-	for _, cn := range chains {
+func newRefIndex(t *Table) *refIndex {
+	x := &refIndex{chains: map[string]int{}, sets: map[string]int{}}
+	for _, c := range t.Chains {
+		x.rules(c.Rules, 1)
+	}
+	for _, s := range t.Sets {
+		x.elements(s.Elements, 1)
+	}
+	return x
+}
+
+// rules adds d to the counts of what rs reference.
+func (x *refIndex) rules(rs []*Rule, d int) {
+	if x == nil {
+		return
+	}
+	for _, r := range rs {
+		for _, e := range r.Exprs {
+			switch e := e.(type) {
+			case Verdict:
+				if e.Kind == Jump || e.Kind == Goto {
+					x.chains[e.Chain] += d
+				}
+			case Lookup:
+				x.sets[e.Set] += d
+			case VMap:
+				x.sets[e.Map] += d
+			case Update:
+				x.sets[e.Set] += d
+			}
+		}
+	}
+}
+
+// elements adds d to the counts of the chains es jump or go to.
+func (x *refIndex) elements(es map[string]Element, d int) {
+	if x == nil {
+		return
+	}
+	for _, e := range es {
+		x.element(e, d)
+	}
+}
+
+func (x *refIndex) element(e Element, d int) {
+	if x != nil && e.Verdict != nil && (e.Verdict.Kind == Jump || e.Verdict.Kind == Goto) {
+		x.chains[e.Verdict.Chain] += d
+	}
+}
+
+// chainUser names the first rule or element, in name order, that jumps or
+// goes to chain n, or returns "".
+func chainUser(t *Table, n string) string {
+	for _, cn := range t.ChainNames() {
 		for _, r := range t.Chains[cn].Rules {
 			for _, e := range r.Exprs {
 				if v, ok := e.(Verdict); ok && (v.Kind == Jump || v.Kind == Goto) && v.Chain == n {
@@ -347,9 +426,9 @@ func chainUser(t *Table, n string, chains, sets []string) string {
 			}
 		}
 	}
-	for _, sn := range sets {
+	for _, sn := range t.SetNames() {
 		for k, e := range t.Sets[sn].Elements {
-			if e.Verdict != nil && e.Verdict.Chain == n {
+			if e.Verdict != nil && (e.Verdict.Kind == Jump || e.Verdict.Kind == Goto) && e.Verdict.Chain == n {
 				return "element " + k + " of map " + sn
 			}
 		}
@@ -357,26 +436,10 @@ func chainUser(t *Table, n string, chains, sets []string) string {
 	return ""
 }
 
-// mapKeys returns m's keys in map order.
-func mapKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
-// setUsers names a rule that uses set n, or returns "": the first in chain
-// name order, found as chainUsers finds one.
-func setUsers(t *Table, n string) string {
-	if setUser(t, n, mapKeys(t.Chains)) == "" {
-		return ""
-	}
-	return setUser(t, n, t.ChainNames())
-}
-
-func setUser(t *Table, n string, chains []string) string {
-	for _, cn := range chains {
+// setUser names the first rule, in chain name order, that uses set n, or
+// returns "".
+func setUser(t *Table, n string) string {
+	for _, cn := range t.ChainNames() {
 		for _, r := range t.Chains[cn].Rules {
 			for _, e := range r.Exprs {
 				switch e := e.(type) {

@@ -120,6 +120,93 @@ func TestFakeRejectsBadTransactionsAtomically(t *testing.T) {
 	}
 }
 
+// TestFakeReferencesFollowTheTransaction checks references against what the
+// transaction did before the delete, also after an earlier delete in the
+// same transaction (the first delete builds the fake's reference index; the
+// ops after it must keep it up to date).
+func TestFakeReferencesFollowTheTransaction(t *testing.T) {
+	ctx := context.Background()
+	key := []Value{A(netip.MustParseAddr("10.96.0.1")), N(ProtoTCP), N(80)}
+	key2 := []Value{A(netip.MustParseAddr("10.96.0.2")), N(ProtoTCP), N(80)}
+	toX := &Verdict{Kind: Goto, Chain: "x"}
+	for _, tc := range []struct {
+		name string
+		ops  func(tx *Tx)
+		want string // "" for success
+	}{
+		{"rule added after a delete", func(tx *Tx) {
+			tx.AddRule("services", R(JumpTo("x")))
+			tx.DeleteChain("x")
+		}, "still referenced by a rule of chain services"},
+		{"element added after a delete", func(tx *Tx) {
+			tx.AddElements("service-ips", Element{Key: key2, Verdict: toX})
+			tx.DeleteChain("x")
+		}, "still referenced by element 10.96.0.2 . tcp . 80 of map service-ips"},
+		{"element re-added then deleted", func(tx *Tx) {
+			tx.AddElements("service-ips", Element{Key: key2, Verdict: toX}, Element{Key: key2, Verdict: toX})
+			tx.DeleteElements("service-ips", Element{Key: key2})
+			tx.DeleteChain("x")
+		}, ""},
+		{"rule flushed", func(tx *Tx) {
+			tx.AddRule("services", R(JumpTo("x")))
+			tx.FlushChain("services")
+			tx.DeleteChain("x")
+		}, ""},
+		{"jumping chain deleted", func(tx *Tx) {
+			tx.AddChain(&Chain{Name: "y"})
+			tx.AddRule("y", R(JumpTo("x")))
+			tx.DeleteChain("y")
+			tx.DeleteChain("x")
+		}, ""},
+		{"set used by a rule added after a delete", func(tx *Tx) {
+			tx.AddSet(&Set{Name: "s", Key: []Field{FieldSaddr}})
+			tx.AddRule("x", R(Lookup{Fields: []Field{FieldSaddr}, Set: "s"}))
+			tx.DeleteSet("s")
+		}, "still referenced by a rule of chain x"},
+		{"map flushed, then its chain and the map deleted", func(tx *Tx) {
+			tx.FlushSet("service-ips")
+			tx.FlushChain("services")
+			tx.DeleteChain("svc/a:b")
+			tx.DeleteSet("service-ips")
+		}, ""},
+		{"map deleted with its elements", func(tx *Tx) {
+			tx.FlushChain("services")
+			tx.DeleteSet("service-ips")
+			tx.DeleteChain("svc/a:b")
+		}, ""},
+		{"element deleted, then still referenced by a rule", func(tx *Tx) {
+			tx.DeleteElements("service-ips", Element{Key: key})
+			tx.AddRule("services", R(JumpTo("svc/a:b")))
+			tx.DeleteChain("svc/a:b")
+		}, "still referenced by a rule of chain services"},
+		{"table deleted and made again", func(tx *Tx) {
+			tx.DeleteTable()
+			tx.AddTable()
+			tx.AddChain(&Chain{Name: "x"})
+			tx.DeleteChain("x")
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewFake()
+			if err := k.Apply(ctx, exampleTx()); err != nil {
+				t.Fatal(err)
+			}
+			tx := NewTx(ipfamily.IPv4, "t")
+			tx.AddChain(&Chain{Name: "x"})
+			tx.AddChain(&Chain{Name: "first"})
+			tx.DeleteChain("first")
+			tc.ops(tx)
+			err := k.Apply(ctx, tx)
+			if tc.want == "" && err != nil {
+				t.Fatalf("err = %v, want none", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestFakeDeleteInOrder(t *testing.T) {
 	ctx := context.Background()
 	k := NewFake()

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -157,9 +158,7 @@ const (
 )
 
 func sortedKeys[V any](m map[string]V) []string {
-	out := mapKeys(m)
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 // KeyString renders the element's key in nft syntax for a table of family f

@@ -57,7 +57,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if os.Getenv(netnstest.EnvRequireRoot) == "" && (testing.Short() || os.Geteuid() != 0) {
+	if netnstest.Skipped() {
 		buildErr = fmt.Errorf("not built: the kernel tier is skipped")
 		return m.Run()
 	}

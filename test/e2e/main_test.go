@@ -4,15 +4,19 @@
 package e2e
 
 import (
-	"github.com/svcnet/svcnet/internal/testbin"
-
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // svcnetBin is the svcnet binary built for this run; every lab process runs it.
+// Every test of the tier starts with netnstest.RequireRoot, so when that skips
+// (-short, or not root) the binary is not built.
 var svcnetBin string
 
 func TestMain(m *testing.M) {
@@ -27,6 +31,10 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	svcnetBin = filepath.Join(dir, "svcnet")
+	flag.Parse()
+	if netnstest.Skipped() {
+		return m.Run()
+	}
 	if err := testbin.Build(svcnetBin); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

@@ -31,8 +31,8 @@ func buildSvcnet(t *testing.T) string {
 // TestGetFromCluster runs `svcnet get` against a real apiserver: the tables and the
 // json list show what the apiserver allocated.
 func TestGetFromCluster(t *testing.T) {
-	bin := buildSvcnet(t)
 	env := kubetest.Start(t, kubetest.Options{})
+	bin := buildSvcnet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The apiserver creates default/kubernetes shortly after it is ready.

@@ -58,7 +58,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	svcnetBin = filepath.Join(dir, "svcnet")
 	flag.Parse()
-	if os.Getenv(netnstest.EnvRequireRoot) == "" && (testing.Short() || os.Geteuid() != 0) {
+	if netnstest.Skipped() {
 		// Every test that runs the binary skips: do not build it.
 		buildErr = fmt.Errorf("not built: the kernel tier is skipped")
 		return m.Run()

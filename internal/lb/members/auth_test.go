@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -26,10 +27,10 @@ func (c reasonCounter) count(reason string) {
 	c[reason]++
 }
 
-// newAuthMembers is node1 on clk with testKeys, counting rejections into c.
-func newAuthMembers(t *testing.T, clk *fakeClock, keys *Keyring, c reasonCounter) *Members {
+// newAuthMembers is node1 with keys, counting rejections into c.
+func newAuthMembers(t *testing.T, keys *Keyring, c reasonCounter) *Members {
 	t.Helper()
-	m, err := New(Config{NodeName: "node1", Now: clk.Now, Logger: (&logSink{}).logger(), Keys: keys, Rejected: c.count})
+	m, err := New(Config{NodeName: "node1", Logger: (&logSink{}).logger(), Keys: keys, Rejected: c.count})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,185 +44,189 @@ func newAuthMembers(t *testing.T, clk *fakeClock, keys *Keyring, c reasonCounter
 // once under that reason, and changes nothing: node2 stays alive, and no
 // refused datagram extends its life past Timeout.
 func TestRejected(t *testing.T) {
-	clk := newFakeClock()
-	now := clk.Now()
-	window := DefaultStampWindow
-	sign := func(k kind, name string, inc int64, seq uint64, stamp time.Time, keys *Keyring) []byte {
-		return encode(nil, message{kind: k, name: name, incarnation: inc, seq: seq, ready: true, stamp: stamp.UnixNano()}, keys)
-	}
-	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 1; return b }
-	genuine := sign(kindHeartbeat, "node2", 100, 5, now, testKeys)
-	cases := []struct {
-		name   string
-		pkt    []byte
-		src    netip.Addr
-		want   error
-		reason string
-	}{
-		{"unsigned heartbeat", encode(nil, message{kind: kindHeartbeat, name: "node2", incarnation: 100, seq: 6, ready: true}, nil), addr2, errUnsigned, RejectUnsigned},
-		{"unsigned leave", encode(nil, message{kind: kindLeave, name: "node2", incarnation: 100, seq: 6}, nil), addr2, errUnsigned, RejectUnsigned},
-		{"leave signed with a wrong key", sign(kindLeave, "node2", 100, 6, now, otherKeys), addr2, errBadSignature, RejectBadSignature},
-		{"heartbeat signed with a wrong key", sign(kindHeartbeat, "node3", 1, 1, now, otherKeys), addr3, errBadSignature, RejectBadSignature},
-		{"flipped bit in a genuine name", flip(genuine, headerLen+4), addr2, errBadSignature, RejectBadSignature},
-		{"flipped bit in a genuine sequence", flip(genuine, 23), addr2, errBadSignature, RejectBadSignature},
-		{"flipped bit in a genuine MAC", flip(genuine, len(genuine)-tagLen), addr2, errBadSignature, RejectBadSignature},
-		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n...."), addr2, errMalformed, RejectMalformed},
-		{"replayed genuine heartbeat", genuine, addr2, errStale, RejectReplayed},
-		{"replayed older sequence as a leave", sign(kindLeave, "node2", 100, 4, now, testKeys), addr2, errStale, RejectReplayed},
-		{"older incarnation", sign(kindLeave, "node2", 99, 50, now, testKeys), addr2, errStale, RejectReplayed},
-		{"timestamp before the window", sign(kindLeave, "node2", 100, 6, now.Add(-window-time.Millisecond), testKeys), addr2, errStaleStamp, RejectStaleTimestamp},
-		{"timestamp after the window", sign(kindLeave, "node2", 100, 6, now.Add(window+time.Millisecond), testKeys), addr2, errStaleStamp, RejectStaleTimestamp},
-		{"newer incarnation stamped before the window", sign(kindHeartbeat, "node2", 200, 1, now.Add(-time.Hour), testKeys), addr2, errStaleStamp, RejectStaleTimestamp},
-		{"genuine, from a stranger's address", sign(kindLeave, "node2", 100, 6, now, testKeys), spoof, errWrongSource, RejectWrongSource},
-		{"own name", sign(kindLeave, "node1", 100, 6, now, testKeys), addr1, errUnknownPeer, RejectUnknownPeer},
-		{"unknown node", sign(kindHeartbeat, "node9", 1, 1, now, testKeys), addr2, errUnknownPeer, RejectUnknownPeer},
-	}
-	c := reasonCounter{}
-	m := newAuthMembers(t, clk, testKeys, c)
-	if err := m.handle(now, genuine, addr2); err != nil {
-		t.Fatal(err)
-	}
-	drain(m)
-	want := reasonCounter{}
-	for _, tc := range cases {
-		err := m.handle(now, tc.pkt, tc.src)
-		if !errors.Is(err, tc.want) {
-			t.Errorf("%s: handle = %v, want %v", tc.name, err, tc.want)
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		window := DefaultStampWindow
+		sign := func(k kind, name string, inc int64, seq uint64, stamp time.Time, keys *Keyring) []byte {
+			return encode(nil, message{kind: k, name: name, incarnation: inc, seq: seq, ready: true, stamp: stamp.UnixNano()}, keys)
 		}
-		want[tc.reason]++
-		if got := aliveNames(m); got != "node1,node2" || drain(m) {
-			t.Fatalf("%s: Alive = %s (or Changed signalled), want node1,node2 unchanged", tc.name, got)
+		flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 1; return b }
+		genuine := sign(kindHeartbeat, "node2", 100, 5, now, testKeys)
+		cases := []struct {
+			name   string
+			pkt    []byte
+			src    netip.Addr
+			want   error
+			reason string
+		}{
+			{"unsigned heartbeat", encode(nil, message{kind: kindHeartbeat, name: "node2", incarnation: 100, seq: 6, ready: true}, nil), addr2, errUnsigned, RejectUnsigned},
+			{"unsigned leave", encode(nil, message{kind: kindLeave, name: "node2", incarnation: 100, seq: 6}, nil), addr2, errUnsigned, RejectUnsigned},
+			{"leave signed with a wrong key", sign(kindLeave, "node2", 100, 6, now, otherKeys), addr2, errBadSignature, RejectBadSignature},
+			{"heartbeat signed with a wrong key", sign(kindHeartbeat, "node3", 1, 1, now, otherKeys), addr3, errBadSignature, RejectBadSignature},
+			{"flipped bit in a genuine name", flip(genuine, headerLen+4), addr2, errBadSignature, RejectBadSignature},
+			{"flipped bit in a genuine sequence", flip(genuine, 23), addr2, errBadSignature, RejectBadSignature},
+			{"flipped bit in a genuine MAC", flip(genuine, len(genuine)-tagLen), addr2, errBadSignature, RejectBadSignature},
+			{"garbage", []byte("GET / HTTP/1.0\r\n\r\n...."), addr2, errMalformed, RejectMalformed},
+			{"replayed genuine heartbeat", genuine, addr2, errStale, RejectReplayed},
+			{"replayed older sequence as a leave", sign(kindLeave, "node2", 100, 4, now, testKeys), addr2, errStale, RejectReplayed},
+			{"older incarnation", sign(kindLeave, "node2", 99, 50, now, testKeys), addr2, errStale, RejectReplayed},
+			{"timestamp before the window", sign(kindLeave, "node2", 100, 6, now.Add(-window-time.Millisecond), testKeys), addr2, errStaleStamp, RejectStaleTimestamp},
+			{"timestamp after the window", sign(kindLeave, "node2", 100, 6, now.Add(window+time.Millisecond), testKeys), addr2, errStaleStamp, RejectStaleTimestamp},
+			{"newer incarnation stamped before the window", sign(kindHeartbeat, "node2", 200, 1, now.Add(-time.Hour), testKeys), addr2, errStaleStamp, RejectStaleTimestamp},
+			{"genuine, from a stranger's address", sign(kindLeave, "node2", 100, 6, now, testKeys), spoof, errWrongSource, RejectWrongSource},
+			{"own name", sign(kindLeave, "node1", 100, 6, now, testKeys), addr1, errUnknownPeer, RejectUnknownPeer},
+			{"unknown node", sign(kindHeartbeat, "node9", 1, 1, now, testKeys), addr2, errUnknownPeer, RejectUnknownPeer},
 		}
-	}
-	if !maps.Equal(c, want) {
-		t.Errorf("rejections counted %v, want %v", c, want)
-	}
-	// None of them refreshed node2: it dies Timeout after the genuine one.
-	clk.Add(m.Timeout())
-	if got := aliveNames(m); got != "node1" {
-		t.Errorf("Timeout after the last genuine heartbeat: Alive = %s, want node1", got)
-	}
-	// Window edges count (inclusive), and the timestamp is the sender's.
-	for _, d := range []time.Duration{-window, window} {
 		c := reasonCounter{}
-		m := newAuthMembers(t, clk, testKeys, c)
-		if err := m.handle(clk.Now(), sign(kindHeartbeat, "node2", 1, 1, clk.Now().Add(d), testKeys), addr2); err != nil {
-			t.Errorf("timestamp %s from the receiver's clock: %v, want counted", d, err)
+		m := newAuthMembers(t, testKeys, c)
+		if err := m.handle(now, genuine, addr2); err != nil {
+			t.Fatal(err)
 		}
-		if len(c) != 0 {
-			t.Errorf("counted %v for an accepted heartbeat", c)
+		drain(m)
+		want := reasonCounter{}
+		for _, tc := range cases {
+			err := m.handle(now, tc.pkt, tc.src)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("%s: handle = %v, want %v", tc.name, err, tc.want)
+			}
+			want[tc.reason]++
+			if got := aliveNames(m); got != "node1,node2" || drain(m) {
+				t.Fatalf("%s: Alive = %s (or Changed signalled), want node1,node2 unchanged", tc.name, got)
+			}
 		}
-	}
+		if !maps.Equal(c, want) {
+			t.Errorf("rejections counted %v, want %v", c, want)
+		}
+		// None of them refreshed node2: it dies Timeout after the genuine one.
+		time.Sleep(m.Timeout())
+		if got := aliveNames(m); got != "node1" {
+			t.Errorf("Timeout after the last genuine heartbeat: Alive = %s, want node1", got)
+		}
+		// Window edges count (inclusive), and the timestamp is the sender's.
+		for _, d := range []time.Duration{-window, window} {
+			c := reasonCounter{}
+			m := newAuthMembers(t, testKeys, c)
+			if err := m.handle(time.Now(), sign(kindHeartbeat, "node2", 1, 1, time.Now().Add(d), testKeys), addr2); err != nil {
+				t.Errorf("timestamp %s from the receiver's clock: %v, want counted", d, err)
+			}
+			if len(c) != 0 {
+				t.Errorf("counted %v for an accepted heartbeat", c)
+			}
+		}
+	})
 }
 
 // TestReplayAfterDeath: a dead node's recorded heartbeats cannot bring it back:
 // those the receiver heard are replays, and any of them is refused once older
 // than the window, even by a receiver that restarted and heard none of them.
 func TestReplayAfterDeath(t *testing.T) {
-	clk := newFakeClock()
-	c := reasonCounter{}
-	m := newAuthMembers(t, clk, testKeys, c)
-	var recorded [][]byte
-	for seq := uint64(1); seq <= 3; seq++ {
-		pkt := hb(clk.Now(), "node2", 100, seq)
-		recorded = append(recorded, pkt)
-		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		c := reasonCounter{}
+		m := newAuthMembers(t, testKeys, c)
+		var recorded [][]byte
+		for seq := uint64(1); seq <= 3; seq++ {
+			pkt := hb(time.Now(), "node2", 100, seq)
+			recorded = append(recorded, pkt)
+			if err := m.handle(time.Now(), pkt, addr2); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(DefaultInterval)
 		}
-		clk.Add(DefaultInterval)
-	}
-	clk.Add(m.Timeout()) // node2 killed: silent
-	if got := aliveNames(m); got != "node1" {
-		t.Fatalf("after Timeout: Alive = %s, want node1", got)
-	}
-	for _, pkt := range recorded {
-		if err := m.handle(clk.Now(), pkt, addr2); !errors.Is(err, errStale) {
-			t.Errorf("replayed heartbeat of the dead node = %v, want errStale", err)
+		time.Sleep(m.Timeout()) // node2 killed: silent
+		if got := aliveNames(m); got != "node1" {
+			t.Fatalf("after Timeout: Alive = %s, want node1", got)
 		}
-	}
-	// A receiver that restarts knows nothing of node2: only the window holds.
-	clk.Add(DefaultStampWindow)
-	restarted := newAuthMembers(t, clk, testKeys, c)
-	for _, pkt := range recorded {
-		if err := restarted.handle(clk.Now(), pkt, addr2); !errors.Is(err, errStaleStamp) {
-			t.Errorf("replay at a restarted receiver = %v, want errStaleStamp", err)
+		for _, pkt := range recorded {
+			if err := m.handle(time.Now(), pkt, addr2); !errors.Is(err, errStale) {
+				t.Errorf("replayed heartbeat of the dead node = %v, want errStale", err)
+			}
 		}
-	}
-	if got := aliveNames(restarted); got != "node1" {
-		t.Errorf("restarted receiver: Alive = %s, want node1", got)
-	}
-	if want := (reasonCounter{RejectReplayed: 3, RejectStaleTimestamp: 3}); !maps.Equal(c, want) {
-		t.Errorf("counted %v, want %v", c, want)
-	}
+		// A receiver that restarts knows nothing of node2: only the window holds.
+		time.Sleep(DefaultStampWindow)
+		restarted := newAuthMembers(t, testKeys, c)
+		for _, pkt := range recorded {
+			if err := restarted.handle(time.Now(), pkt, addr2); !errors.Is(err, errStaleStamp) {
+				t.Errorf("replay at a restarted receiver = %v, want errStaleStamp", err)
+			}
+		}
+		if got := aliveNames(restarted); got != "node1" {
+			t.Errorf("restarted receiver: Alive = %s, want node1", got)
+		}
+		if want := (reasonCounter{RejectReplayed: 3, RejectStaleTimestamp: 3}); !maps.Equal(c, want) {
+			t.Errorf("counted %v, want %v", c, want)
+		}
+	})
 }
 
 // TestKeyRotation walks the rotation Keyring documents across two nodes: at
 // every step each verifies what the other signs; a key once removed verifies
 // nothing.
 func TestKeyRotation(t *testing.T) {
-	oldK, newK := "old-key-0123456789abcdef", "new-key-0123456789abcdef"
-	clk := newFakeClock()
-	c := reasonCounter{}
-	recv := newAuthMembers(t, clk, mustKeys(oldK), c)
-	seq := uint64(0)
-	send := func(senderKeys *Keyring) error {
-		seq++
-		return recv.handle(clk.Now(), encode(nil, message{kind: kindHeartbeat, name: "node2", incarnation: 1, seq: seq, ready: true, stamp: clk.Now().UnixNano()}, senderKeys), addr2)
-	}
-	steps := []struct {
-		name         string
-		sender, recv *Keyring
-		ok           bool
-	}{
-		{"both on the old key", mustKeys(oldK), mustKeys(oldK), true},
-		{"receiver adds the new key second", mustKeys(oldK), mustKeys(oldK, newK), true},
-		{"sender signs with the new key first", mustKeys(newK, oldK), mustKeys(oldK, newK), true},
-		{"receiver signs with the new key too", mustKeys(newK, oldK), mustKeys(newK, oldK), true},
-		{"receiver removes the old key; sender still has it second", mustKeys(newK, oldK), mustKeys(newK), true},
-		{"a datagram signed with the removed key", mustKeys(oldK), mustKeys(newK), false},
-	}
-	for _, s := range steps {
-		if err := recv.SetKeys(s.recv); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		oldK, newK := "old-key-0123456789abcdef", "new-key-0123456789abcdef"
+		c := reasonCounter{}
+		recv := newAuthMembers(t, mustKeys(oldK), c)
+		seq := uint64(0)
+		send := func(senderKeys *Keyring) error {
+			seq++
+			return recv.handle(time.Now(), encode(nil, message{kind: kindHeartbeat, name: "node2", incarnation: 1, seq: seq, ready: true, stamp: time.Now().UnixNano()}, senderKeys), addr2)
 		}
-		err := send(s.sender)
-		if (err == nil) != s.ok || (err != nil && !errors.Is(err, errBadSignature)) {
-			t.Errorf("%s: handle = %v, want accepted %v", s.name, err, s.ok)
+		steps := []struct {
+			name         string
+			sender, recv *Keyring
+			ok           bool
+		}{
+			{"both on the old key", mustKeys(oldK), mustKeys(oldK), true},
+			{"receiver adds the new key second", mustKeys(oldK), mustKeys(oldK, newK), true},
+			{"sender signs with the new key first", mustKeys(newK, oldK), mustKeys(oldK, newK), true},
+			{"receiver signs with the new key too", mustKeys(newK, oldK), mustKeys(newK, oldK), true},
+			{"receiver removes the old key; sender still has it second", mustKeys(newK, oldK), mustKeys(newK), true},
+			{"a datagram signed with the removed key", mustKeys(oldK), mustKeys(newK), false},
 		}
-	}
-	if want := (reasonCounter{RejectBadSignature: 1}); !maps.Equal(c, want) {
-		t.Errorf("counted %v, want %v", c, want)
-	}
-	if err := recv.SetKeys(nil); err == nil {
-		t.Error("SetKeys(nil) accepted")
-	}
+		for _, s := range steps {
+			if err := recv.SetKeys(s.recv); err != nil {
+				t.Fatal(err)
+			}
+			err := send(s.sender)
+			if (err == nil) != s.ok || (err != nil && !errors.Is(err, errBadSignature)) {
+				t.Errorf("%s: handle = %v, want accepted %v", s.name, err, s.ok)
+			}
+		}
+		if want := (reasonCounter{RejectBadSignature: 1}); !maps.Equal(c, want) {
+			t.Errorf("counted %v, want %v", c, want)
+		}
+		if err := recv.SetKeys(nil); err == nil {
+			t.Error("SetKeys(nil) accepted")
+		}
+	})
 }
 
 // TestInsecure: without keys, heartbeats are unsigned both ways, and a signed
 // one is refused as malformed (it could not be checked).
 func TestInsecure(t *testing.T) {
-	clk := newFakeClock()
-	c := reasonCounter{}
-	m, err := New(Config{NodeName: "node1", Now: clk.Now, Logger: (&logSink{}).logger(), Insecure: true, Rejected: c.count})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.SetPeers(labPeers())
-	if err := m.handle(clk.Now(), encode(nil, message{kind: kindHeartbeat, name: "node2", incarnation: 1, seq: 1, ready: true}, nil), addr2); err != nil {
-		t.Fatalf("unsigned heartbeat at an insecure node: %v", err)
-	}
-	if err := m.handle(clk.Now(), hb(clk.Now(), "node3", 1, 1), addr3); !errors.Is(err, errMalformed) {
-		t.Errorf("signed heartbeat at an insecure node: %v, want errMalformed", err)
-	}
-	if got := aliveNames(m); got != "node1,node2" {
-		t.Errorf("Alive = %s, want node1,node2", got)
-	}
-	if err := m.SetKeys(testKeys); err == nil {
-		t.Error("SetKeys on an insecure Members accepted")
-	}
-	if !maps.Equal(c, reasonCounter{RejectMalformed: 1}) {
-		t.Errorf("counted %v, want one malformed", c)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := reasonCounter{}
+		m, err := New(Config{NodeName: "node1", Logger: (&logSink{}).logger(), Insecure: true, Rejected: c.count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetPeers(labPeers())
+		if err := m.handle(time.Now(), encode(nil, message{kind: kindHeartbeat, name: "node2", incarnation: 1, seq: 1, ready: true}, nil), addr2); err != nil {
+			t.Fatalf("unsigned heartbeat at an insecure node: %v", err)
+		}
+		if err := m.handle(time.Now(), hb(time.Now(), "node3", 1, 1), addr3); !errors.Is(err, errMalformed) {
+			t.Errorf("signed heartbeat at an insecure node: %v, want errMalformed", err)
+		}
+		if got := aliveNames(m); got != "node1,node2" {
+			t.Errorf("Alive = %s, want node1,node2", got)
+		}
+		if err := m.SetKeys(testKeys); err == nil {
+			t.Error("SetKeys on an insecure Members accepted")
+		}
+		if !maps.Equal(c, reasonCounter{RejectMalformed: 1}) {
+			t.Errorf("counted %v, want one malformed", c)
+		}
+	})
 }
 
 func TestParseKeys(t *testing.T) {

@@ -15,25 +15,10 @@ import (
 	"github.com/svcnet/svcnet/internal/logtest"
 )
 
-// fakeClock is a settable clock for driving Members without Run.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// bubbleStart is where the clock of every synctest bubble starts (midnight
+// UTC 2000-01-01, as testing/synctest documents): the time at which a test
+// that runs in a bubble makes datagrams before it.
+var bubbleStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // logSink collects log lines for assertions.
 type logSink struct{ logtest.Sink }
@@ -79,11 +64,11 @@ func mustKeys(keys ...string) *Keyring {
 	return k
 }
 
-// newTestMembers returns node1's Members on clk with default timing, testKeys
+// newTestMembers returns node1's Members with default timing, testKeys
 // and labPeers.
-func newTestMembers(t *testing.T, clk *fakeClock, log *logSink) *Members {
+func newTestMembers(t *testing.T, log *logSink) *Members {
 	t.Helper()
-	m, err := New(Config{NodeName: "node1", Now: clk.Now, Logger: log.logger(), Keys: testKeys})
+	m, err := New(Config{NodeName: "node1", Logger: log.logger(), Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,12 +159,12 @@ func runIn(t *testing.T, m *Members, conn net.PacketConn) (stop func() error) {
 	return stop
 }
 
-// stepper returns a func that hands m one datagram from addr2 at clk's time,
+// stepper returns a func that hands m one datagram from addr2 at time.Now,
 // which must count, and checks Alive and whether Changed was signalled.
-func stepper(t *testing.T, m *Members, clk *fakeClock) func(pkt []byte, wantAlive string, wantChanged bool) {
+func stepper(t *testing.T, m *Members) func(pkt []byte, wantAlive string, wantChanged bool) {
 	return func(pkt []byte, wantAlive string, wantChanged bool) {
 		t.Helper()
-		if err := m.handle(clk.Now(), pkt, addr2); err != nil {
+		if err := m.handle(time.Now(), pkt, addr2); err != nil {
 			t.Fatal(err)
 		}
 		if got := aliveNames(m); got != wantAlive {

@@ -45,10 +45,6 @@ type Config struct {
 	// when sending to a peer starts or stops failing. The zero value means
 	// klog.Background().
 	Logger klog.Logger
-	// Now is the clock that stamps heartbeats and judges expiry; nil means
-	// time.Now. Tests that replace it drive the state directly: Run's own
-	// timers always run on the real clock.
-	Now func() time.Time
 	// Keys sign every heartbeat this node sends (the first key) and verify
 	// every one it receives (any key). Required unless Insecure; SetKeys
 	// replaces them while running.
@@ -212,9 +208,6 @@ func New(cfg Config) (*Members, error) {
 	if cfg.RestartGrace == 0 {
 		cfg.RestartGrace = restartGraceTimeouts * cfg.Timeout
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	log := cfg.Logger
 	if log.GetSink() == nil {
 		log = klog.Background()
@@ -222,7 +215,7 @@ func New(cfg Config) (*Members, error) {
 	m := &Members{
 		cfg:         cfg,
 		log:         log,
-		incarnation: cfg.Now().UnixNano(),
+		incarnation: time.Now().UnixNano(),
 		changed:     make(chan struct{}, 1),
 		rearm:       make(chan struct{}, 1),
 		sendNow:     make(chan struct{}, 1),
@@ -356,7 +349,7 @@ func (m *Members) noteSendLocked(now time.Time) {
 func (m *Members) Alive() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.expireLocked(m.cfg.Now())
+	m.expireLocked(time.Now())
 	out := map[string]bool{m.cfg.NodeName: true}
 	for name, p := range m.peers {
 		if p.alive() {

@@ -82,7 +82,7 @@ func (m *Members) Run(ctx context.Context, conn net.PacketConn) error {
 func (m *Members) arm(t *time.Timer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.cfg.Now()
+	now := time.Now()
 	m.expireLocked(now)
 	next, ok := m.nextExpiryLocked()
 	if !ok {
@@ -120,7 +120,7 @@ func (m *Members) receive(conn net.PacketConn) error {
 		if !ok {
 			continue
 		}
-		if err := m.handle(m.cfg.Now(), buf[:n], src); err != nil {
+		if err := m.handle(time.Now(), buf[:n], src); err != nil {
 			rl.log(m.log, time.Now(), from, err)
 		}
 	}
@@ -189,7 +189,7 @@ type target struct {
 func (m *Members) broadcast(conn net.PacketConn, k kind) {
 	m.mu.Lock()
 	m.seq++
-	now := m.cfg.Now()
+	now := time.Now()
 	pkt := encode(make([]byte, 0, maxPacket), message{kind: k, name: m.cfg.NodeName, incarnation: m.incarnation, seq: m.seq, ready: m.ready,
 		stamp: now.UnixNano()}, m.keys.Load())
 	if k == kindHeartbeat {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -264,51 +265,55 @@ func TestSpeakerLocalEndpoints(t *testing.T) {
 }
 
 // TestSpeakerWarmUp: nothing is announced before the snapshot is synced and
-// WarmUp has passed since; peers are handed to members before that.
+// WarmUp has passed since; peers are handed to members before that. It runs
+// in a synctest bubble: the sleeps that show nothing was announced yet take
+// no real time, and the times measured are exact.
 func TestSpeakerWarmUp(t *testing.T) {
-	const warmUp = 300 * time.Millisecond
-	y := findIP(t, "node1", "node3", "node1")
-	store := model.NewStore()
-	store.Update(func(tx *model.Txn) {
-		threeNodes(tx)
-		tx.SetService(lbSvc("api", model.TrafficPolicyCluster, y))
-	})
-	mem := newFakeMembers("node1", "node2", "node3")
-	r := startSpeaker(t, store, mem, func(c *Config) { c.WarmUp = warmUp })
-	eventually(t, time.Second, "peers set from the unsynced snapshot", func() bool { return len(mem.peersSet()) == 3 })
-	wantPeers := map[string][]netip.Addr{}
-	for i := 1; i <= 3; i++ {
-		wantPeers[fmt.Sprintf("node%d", i)] = []netip.Addr{netip.MustParseAddr(fmt.Sprintf("172.26.236.%d", 176+i)), netip.MustParseAddr(fmt.Sprintf("fd00:26:236::%d", 176+i))}
-	}
-	if diff := cmp.Diff(wantPeers, mem.peersSet(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
-		t.Errorf("peers (-want +got):\n%s", diff)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if got := r.ann.Owned(); len(got) != 0 || mem.isReady() {
-		t.Fatalf("announced %v (ready %v) before the snapshot was synced", got, mem.isReady())
-	}
-
-	synced := time.Now()
-	store.Update(func(tx *model.Txn) { tx.SetSynced(true) })
-	mem.set("node3", false) // a members change during warm-up announces nothing either
-	for range 3 {
-		time.Sleep(warmUp / 6)
-		owned, ready := r.ann.Owned(), mem.isReady()
-		if since := time.Since(synced); (len(owned) != 0 || ready) && since < warmUp {
-			t.Fatalf("announced %v (ready %v) %s after sync, within the warm-up of %s", owned, ready, since, warmUp)
+	synctest.Test(t, func(t *testing.T) {
+		const warmUp = 300 * time.Millisecond
+		y := findIP(t, "node1", "node3", "node1")
+		store := model.NewStore()
+		store.Update(func(tx *model.Txn) {
+			threeNodes(tx)
+			tx.SetService(lbSvc("api", model.TrafficPolicyCluster, y))
+		})
+		mem := newFakeMembers("node1", "node2", "node3")
+		r := startSpeaker(t, store, mem, func(c *Config) { c.WarmUp = warmUp })
+		eventually(t, time.Second, "peers set from the unsynced snapshot", func() bool { return len(mem.peersSet()) == 3 })
+		wantPeers := map[string][]netip.Addr{}
+		for i := 1; i <= 3; i++ {
+			wantPeers[fmt.Sprintf("node%d", i)] = []netip.Addr{netip.MustParseAddr(fmt.Sprintf("172.26.236.%d", 176+i)), netip.MustParseAddr(fmt.Sprintf("fd00:26:236::%d", 176+i))}
 		}
-	}
-	r.waitOwned(t, y)
-	if since := time.Since(synced); since < warmUp {
-		t.Errorf("owned %s after sync, want at least the warm-up %s", since, warmUp)
-	}
-	if !mem.isReady() {
-		t.Error("members not told the speaker is ready after the warm-up")
-	}
-	r.stop()
-	if mem.isReady() {
-		t.Error("members still ready after Run returned")
-	}
+		if diff := cmp.Diff(wantPeers, mem.peersSet(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			t.Errorf("peers (-want +got):\n%s", diff)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if got := r.ann.Owned(); len(got) != 0 || mem.isReady() {
+			t.Fatalf("announced %v (ready %v) before the snapshot was synced", got, mem.isReady())
+		}
+
+		synced := time.Now()
+		store.Update(func(tx *model.Txn) { tx.SetSynced(true) })
+		mem.set("node3", false) // a members change during warm-up announces nothing either
+		for range 3 {
+			time.Sleep(warmUp / 6)
+			owned, ready := r.ann.Owned(), mem.isReady()
+			if since := time.Since(synced); (len(owned) != 0 || ready) && since < warmUp {
+				t.Fatalf("announced %v (ready %v) %s after sync, within the warm-up of %s", owned, ready, since, warmUp)
+			}
+		}
+		r.waitOwned(t, y)
+		if since := time.Since(synced); since < warmUp {
+			t.Errorf("owned %s after sync, want at least the warm-up %s", since, warmUp)
+		}
+		if !mem.isReady() {
+			t.Error("members not told the speaker is ready after the warm-up")
+		}
+		r.stop()
+		if mem.isReady() {
+			t.Error("members still ready after Run returned")
+		}
+	})
 }
 
 // TestSpeakerRetry: an IP the announcer refuses is retried until it is accepted.

@@ -20,17 +20,22 @@ const EnvRequireRoot = "SVCNET_REQUIRE_ROOT"
 // root (or -short) and SVCNET_REQUIRE_ROOT is unset; otherwise fail if not root.
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Getenv(EnvRequireRoot) == "" {
+	if Skipped() {
 		if testing.Short() {
 			t.Skip("kernel tier: skipped with -short")
 		}
-		if os.Geteuid() != 0 {
-			t.Skipf("kernel tier: not root and %s unset", EnvRequireRoot)
-		}
+		t.Skipf("kernel tier: not root and %s unset", EnvRequireRoot)
 	}
 	if os.Geteuid() != 0 {
 		t.Fatalf("kernel tier: needs root (%s is set)", EnvRequireRoot)
 	}
+}
+
+// Skipped reports whether RequireRoot skips: SVCNET_REQUIRE_ROOT is unset and
+// the run is -short or not root. A TestMain calls it (after flag.Parse) to
+// leave out setup, such as building svcnet, that only skipped tests need.
+func Skipped() bool {
+	return os.Getenv(EnvRequireRoot) == "" && (testing.Short() || os.Geteuid() != 0)
 }
 
 var seq atomic.Uint64

@@ -10,7 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/svcnet/svcnet/internal/httpserve"
 	"github.com/svcnet/svcnet/internal/model"
@@ -75,8 +74,6 @@ type ProxyHealthConfig struct {
 	NodeEligible func() bool
 	// Probes counts probe responses; nil counts nothing.
 	Probes ProbeCounter
-	// Clock gives the current time; nil means the real clock.
-	Clock clock.PassiveClock
 	// Listener opens the socket; nil means StdListener.
 	Listener Listener
 	// Logger receives the server's logs; the zero value means klog.Background().
@@ -91,7 +88,6 @@ type ProxyHealthServer struct {
 	healthTimeout time.Duration
 	nodeEligible  func() bool
 	probes        ProbeCounter
-	clock         clock.PassiveClock
 	listener      Listener
 	log           klog.Logger
 
@@ -107,7 +103,6 @@ func NewProxyHealthServer(cfg ProxyHealthConfig) *ProxyHealthServer {
 		healthTimeout:       cfg.HealthTimeout,
 		nodeEligible:        cfg.NodeEligible,
 		probes:              cfg.Probes,
-		clock:               cfg.Clock,
 		listener:            cfg.Listener,
 		log:                 cfg.Logger,
 		lastUpdated:         map[v1.IPFamily]time.Time{},
@@ -118,9 +113,6 @@ func NewProxyHealthServer(cfg ProxyHealthConfig) *ProxyHealthServer {
 	}
 	if hs.healthTimeout <= 0 {
 		hs.healthTimeout = HealthTimeout(30 * time.Second)
-	}
-	if hs.clock == nil {
-		hs.clock = clock.RealClock{}
 	}
 	if hs.listener == nil {
 		hs.listener = StdListener{}
@@ -137,7 +129,7 @@ func (hs *ProxyHealthServer) Updated(family v1.IPFamily) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	delete(hs.oldestPendingQueued, family)
-	hs.lastUpdated[family] = hs.clock.Now()
+	hs.lastUpdated[family] = time.Now()
 }
 
 // QueuedUpdate records that the proxier of family has received a change it has
@@ -147,7 +139,7 @@ func (hs *ProxyHealthServer) QueuedUpdate(family v1.IPFamily) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if _, set := hs.oldestPendingQueued[family]; !set {
-		hs.oldestPendingQueued[family] = hs.clock.Now()
+		hs.oldestPendingQueued[family] = time.Now()
 	}
 }
 
@@ -162,7 +154,7 @@ func (hs *ProxyHealthServer) Health() ProxyHealth {
 	hs.mu.RLock()
 	defer hs.mu.RUnlock()
 
-	now := hs.clock.Now()
+	now := time.Now()
 	health.CurrentTime = now
 	for family, updated := range hs.lastUpdated {
 		if updated.After(health.LastUpdated) {
@@ -245,7 +237,7 @@ func (hs *ProxyHealthServer) writeHealth(w http.ResponseWriter, health ProxyHeal
 	code := http.StatusServiceUnavailable
 	if healthy {
 		code = http.StatusOK
-		health.LastUpdated = hs.clock.Now()
+		health.LastUpdated = time.Now()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

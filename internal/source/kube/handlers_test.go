@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -126,16 +127,19 @@ func TestRunWithFakeClientset(t *testing.T) {
 	})
 }
 
-// TestRunNotSynced: Run reports ErrNotSynced when the lists never succeed.
+// TestRunNotSynced: Run reports ErrNotSynced when the lists never succeed
+// (in a synctest bubble: the sync timeout passes without real waiting).
 func TestRunNotSynced(t *testing.T) {
-	c := fake.NewClientset()
-	c.PrependReactor("list", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("forbidden for the test")
+	synctest.Test(t, func(t *testing.T) {
+		c := fake.NewClientset()
+		c.PrependReactor("list", "services", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("forbidden for the test")
+		})
+		err := New(c, model.NewStore(), Options{SyncTimeout: 300 * time.Millisecond}).Run(context.Background())
+		if !errors.Is(err, ErrNotSynced) {
+			t.Fatalf("Run = %v, want ErrNotSynced", err)
+		}
 	})
-	err := New(c, model.NewStore(), Options{SyncTimeout: 300 * time.Millisecond}).Run(context.Background())
-	if !errors.Is(err, ErrNotSynced) {
-		t.Fatalf("Run = %v, want ErrNotSynced", err)
-	}
 }
 
 func TestServiceSelector(t *testing.T) {
