@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
-	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/servicetable"
+	"golang.org/x/sys/unix"
 )
 
 // Config is the proxier's configuration (kube-proxy's flag names in comments).
@@ -186,8 +186,8 @@ func validIfname(what, name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%s: required by its detect-local mode", what)
-	case len(name) >= nft.IfNameSize:
-		return fmt.Errorf("%s %q: longer than %d bytes", what, name, nft.IfNameSize-1)
+	case len(name) >= unix.IFNAMSIZ:
+		return fmt.Errorf("%s %q: longer than %d bytes", what, name, unix.IFNAMSIZ-1)
 	case strings.ContainsAny(name, "/:* \t\n\x00"):
 		return fmt.Errorf("%s %q: contains a character not allowed in interface names", what, name)
 	}
