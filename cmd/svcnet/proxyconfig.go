@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -106,6 +107,9 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	}
 	if c.APIVersion != "" && !strings.HasPrefix(c.APIVersion, "kubeproxy.config.k8s.io/") {
 		return nil, fmt.Errorf("--config %s: apiVersion %q: want kubeproxy.config.k8s.io/v1alpha1", path, c.APIVersion)
+	}
+	if c.Mode == planes.IPVS {
+		return nil, fmt.Errorf("--config %s: mode %q: %w", path, c.Mode, planes.Validate(c.Mode))
 	}
 	if c.Mode != "" && c.Mode != "nftables" {
 		return nil, fmt.Errorf("--config %s: mode %q: svcnet proxy programs nftables only", path, c.Mode)

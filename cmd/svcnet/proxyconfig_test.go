@@ -64,6 +64,7 @@ conntrack:
 	for _, tc := range []struct{ body, want string }{
 		{"kind: Deployment\n", `kind "Deployment"`},
 		{"mode: iptables\n", `mode "iptables"`},
+		{"mode: ipvs\n", `mode "ipvs": --data-plane ipvs: svcnet has no IPVS data plane`},
 		{"nftables: [\n", "--config"},
 	} {
 		if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {

@@ -50,12 +50,16 @@ func Names() []string {
 	return append(out, None)
 }
 
-// Validate checks that name is an accepted --data-plane value.
+// Validate checks that name is an accepted --data-plane value. "ipvs" is
+// answered with why svcnet has no such plane (IPVSRefusal).
 func Validate(name string) error {
 	for _, n := range Names() {
 		if n == name {
 			return nil
 		}
+	}
+	if name == IPVS {
+		return IPVSRefusal(ipvsKernel("/", kernelRelease()))
 	}
 	ns := Names()
 	return fmt.Errorf("--data-plane %q: want %s or %s", name, strings.Join(ns[:len(ns)-1], ", "), ns[len(ns)-1])

@@ -2,6 +2,8 @@ package planes
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,7 +26,7 @@ func TestNames(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ name, want string }{
-		{"ipvs", `--data-plane "ipvs": want nftables or none`},
+		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables or none`},
 		{"", `--data-plane "": want nftables or none`},
 	} {
 		if err := Validate(c.name); err == nil || err.Error() != c.want {
@@ -103,5 +105,49 @@ func TestOpenSyncCleanup(t *testing.T) {
 	run(t, ns, func() error { return Cleanup(ctx) })
 	if got := nftList(t, ns); got != "table ip other" {
 		t.Errorf("after Cleanup:\n%s\nwant only the foreign table", got)
+	}
+}
+
+func TestIPVSRefused(t *testing.T) {
+	err := Validate(IPVS)
+	if err == nil {
+		t.Fatal("Validate(ipvs) accepted it")
+	}
+	for _, want := range []string{"--data-plane ipvs: svcnet has no IPVS data plane", "deprecated its IPVS mode (KEP-5495, v1.35)",
+		"--data-plane nftables", "eBPF data plane", "IP_VS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate(ipvs) = %v, want %q in it", err, want)
+		}
+	}
+	if _, _, oerr := Open(IPVS, Options{}); oerr == nil || oerr.Error() != err.Error() {
+		t.Errorf("Open(ipvs) = %v, want %v", oerr, err)
+	}
+}
+
+func TestIPVSKernel(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ipvsKernel(root, "6.1.0"); got != "this kernel has no IP_VS (no /proc/net/ip_vs, no ip_vs module for 6.1.0)" {
+		t.Errorf("bare root: %s", got)
+	}
+	write("lib/modules/6.1.0/modules.dep", "kernel/net/netfilter/nf_nat.ko:\n")
+	if got := ipvsKernel(root, "6.1.0"); !strings.HasPrefix(got, "this kernel has no IP_VS") {
+		t.Errorf("no ip_vs in modules.dep: %s", got)
+	}
+	write("lib/modules/6.1.0/modules.dep", "kernel/net/netfilter/ipvs/ip_vs.ko: kernel/net/netfilter/nf_conntrack.ko\n")
+	if got := ipvsKernel(root, "6.1.0"); got != "this kernel has IP_VS as a module" {
+		t.Errorf("module: %s", got)
+	}
+	write("proc/net/ip_vs", "IP Virtual Server version 1.2.1\n")
+	if got := ipvsKernel(root, "6.1.0"); got != "this kernel has IP_VS loaded" {
+		t.Errorf("loaded: %s", got)
 	}
 }
