@@ -36,14 +36,19 @@
 //   - UDP: a session per client address, with a connected socket to the
 //     endpoint chosen for it; replies leave from the proxy socket; a session
 //     ends after UDPIdleTimeout without a datagram either way, or when the
-//     endpoint refuses one (ICMP port unreachable). At most MaxUDPSessions
-//     per proxy port: a new client beyond them is dropped, as is every
-//     datagram when the set is empty.
+//     endpoint refuses one (ICMP port unreachable). UDP has no connect to
+//     fail, so its retry is the client's: the refused datagram is lost,
+//     the client is unpinned from that endpoint, and its next datagram
+//     opens a session to another. At most MaxUDPSessions per proxy port: a
+//     new client beyond them is dropped, as is every datagram when the set
+//     is empty.
 //   - Selection: RoundRobin (default) or LeastConnections (fewest open TCP
 //     connections or UDP sessions through the proxy port); ClientIP affinity
 //     (the entry's AffinityTimeout) on top of either: a client goes back to
 //     the endpoint of its last successful connection while that endpoint is
 //     in the set and the timeout has not passed since.
+//   - Stats counts spliced connections, failed connects (each one a retry
+//     while the budget lasts), refusals, UDP sessions and dropped datagrams.
 //   - Update applies a new set of entries in place: a proxy port whose key
 //     remains keeps its socket and its connections and uses the new
 //     endpoints from the next connection on; a removed endpoint is never

@@ -148,6 +148,8 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the proxy started
 
+	stats counters
+
 	mu     sync.Mutex
 	closed bool
 	ports  map[Key]*proxyPort
@@ -226,10 +228,14 @@ func (p *Proxy) Update(entries []*servicetable.ServicePort) error {
 				errs = append(errs, fmt.Errorf("userspace proxy: Service port %s (%s): listed twice", sp.ID, sp.Family))
 				continue
 			}
-			if pp := p.ports[w.key]; pp != nil && pp.proto == w.proto {
-				seen[w.key] = true
-				pp.bal.set(w.endpoints, w.affinity)
-				continue
+			if pp := p.ports[w.key]; pp != nil {
+				if pp.proto == w.proto {
+					seen[w.key] = true
+					pp.bal.set(w.endpoints, w.affinity)
+					continue
+				}
+				p.closePort(pp)
+				delete(p.ports, w.key)
 			}
 			pp, err := p.open(w)
 			if err != nil {
@@ -377,6 +383,7 @@ func (p *Proxy) connect(pp *proxyPort, network string, client netip.Addr) (net.C
 			return c, ep, nil
 		}
 		pp.bal.failed(client, ep)
+		p.stats.failedConnects.Add(1)
 		tried = append(tried, ep)
 		errs = append(errs, err)
 		if ctx.Err() != nil {
@@ -388,6 +395,22 @@ func (p *Proxy) connect(pp *proxyPort, network string, client netip.Addr) (net.C
 		return nil, netip.AddrPort{}, errors.New("no endpoint")
 	}
 	return nil, netip.AddrPort{}, fmt.Errorf("%d endpoints failed: %w", len(errs), errors.Join(errs...))
+}
+
+// backOff logs err, a failure of pp's socket other than its closing, and
+// waits before the next try: 5ms, doubling up to a second. False when the
+// proxy closed meanwhile.
+func (p *Proxy) backOff(pp *proxyPort, pause *time.Duration, err error) bool {
+	*pause = min(max(2**pause, 5*time.Millisecond), time.Second)
+	p.cfg.Log.Error(err, "proxy port failed, retrying", "port", pp.key.String(), "after", pause.String())
+	t := time.NewTimer(*pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
 }
 
 // addrPortOf returns a's address and port (the zero value for an address

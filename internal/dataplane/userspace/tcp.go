@@ -5,19 +5,22 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
-// acceptLoop serves pp's listener until it closes.
+// acceptLoop serves pp's listener until it closes. Other errors (out of
+// file descriptors, say) pause it with a growing delay, as net/http does.
 func (p *Proxy) acceptLoop(pp *proxyPort) {
+	var pause time.Duration
 	for {
 		c, err := pp.listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) || !p.backOff(pp, &pause, err) {
+				return // Update removed the port, or Close
 			}
-			return // closed (Update removed the port, or Close)
+			continue
 		}
+		pause = 0
 		if !p.track(c) {
 			return
 		}
@@ -37,12 +40,14 @@ func (p *Proxy) serveTCP(pp *proxyPort, client net.Conn) {
 	from := unmapped(client.RemoteAddr())
 	up, ep, err := p.connect(pp, "tcp", from)
 	if err != nil {
+		p.stats.refused.Add(1)
 		p.cfg.Log.V(1).Info("refused", "port", pp.key.String(), "client", client.RemoteAddr().String(), "err", err)
 		if tc, ok := client.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // a reset, as the kernel's reject answers
 		}
 		return
 	}
+	p.stats.connections.Add(1)
 	defer pp.bal.released(ep)
 	if !p.track(up) {
 		return

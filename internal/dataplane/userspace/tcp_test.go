@@ -195,16 +195,23 @@ func TestTCPRetryHidesDeadPod(t *testing.T) {
 					bs[1].stop() // its port now refuses; the endpoints still list it
 				}
 			})
+			st := p.Stats()
+			t.Logf("%d of %d requests failed; %+v", failed, n, st)
 			if tc.attempts == 1 {
 				// Round robin from the third endpoint on: 13 of the last 40
 				// requests pick the second.
-				if want := (n - n/3) / 3; failed != want {
-					t.Errorf("without retry %d of %d requests failed, want %d", failed, n, want)
+				if want := (n - n/3) / 3; failed != want || st.Refused != uint64(want) || st.FailedConnects != uint64(want) {
+					t.Errorf("without retry %d of %d requests failed (%+v), want %d", failed, n, st, want)
 				}
 				return
 			}
-			if failed != 0 {
-				t.Errorf("with retry %d of %d requests failed, want 0", failed, n)
+			if failed != 0 || st.Refused != 0 || st.Connections != n {
+				t.Errorf("with retry %d of %d requests failed (%+v), want 0", failed, n, st)
+			}
+			// Each retry moves the turn on: every other request after the
+			// second one past the stop picks the dead pod first.
+			if st.FailedConnects != (n-n/3-2+1)/2 {
+				t.Errorf("%d failed connects, want %d", st.FailedConnects, (n-n/3-2+1)/2)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package userspace
 
 import (
+	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -45,24 +47,28 @@ func newUDPPort(p *Proxy, pp *proxyPort, c net.PacketConn) *udpPort {
 // session until the socket closes.
 func (u *udpPort) readLoop() {
 	buf := make([]byte, maxDatagram)
+	var pause time.Duration
 	for {
 		n, from, err := u.conn.ReadFrom(buf)
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) || !u.p.backOff(u.pp, &pause, err) {
+				u.close()
+				return
 			}
-			u.close()
-			return
+			continue
 		}
+		pause = 0
 		s := u.session(from)
 		if s == nil {
-			continue // dropped: no endpoint, or too many sessions
+			u.p.stats.udpDropped.Add(1)
+			continue // no endpoint, or too many sessions
 		}
 		s.touch()
 		if _, err := s.up.Write(buf[:n]); err != nil {
 			// The endpoint refused an earlier datagram (ICMP port
 			// unreachable): end the session, the next datagram opens another.
-			s.end()
+			u.p.stats.udpDropped.Add(1)
+			s.fail()
 		}
 	}
 }
@@ -87,6 +93,7 @@ func (u *udpPort) session(from net.Addr) *udpSession {
 		u.p.cfg.Log.V(1).Info("dropped", "port", u.pp.key.String(), "client", k, "err", err)
 		return nil
 	}
+	u.p.stats.udpSessions.Add(1)
 	s := &udpSession{u: u, client: from, key: k, ep: ep, up: up, last: time.Now()}
 	u.mu.Lock()
 	if u.closed {
@@ -116,6 +123,9 @@ func (s *udpSession) replies() {
 	for {
 		n, err := s.up.Read(buf)
 		if err != nil {
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				s.fail()
+			}
 			return
 		}
 		s.touch()
@@ -142,6 +152,13 @@ func (s *udpSession) idle() {
 		return
 	}
 	s.mu.Unlock()
+	s.end()
+}
+
+// fail ends the session after its endpoint refused a datagram: the client
+// is no longer pinned to that endpoint.
+func (s *udpSession) fail() {
+	s.u.pp.bal.failed(unmapped(s.client), s.ep)
 	s.end()
 }
 

@@ -82,6 +82,64 @@ func TestUDPSessions(t *testing.T) {
 	}
 }
 
+// An endpoint whose UDP port is closed answers with ICMP port unreachable:
+// the session ends and unpins the client, and the client's next try reaches
+// a live pod, which it then sticks to.
+func TestUDPRefusedEndpoint(t *testing.T) {
+	a := startBackend(t, "pod-a")
+	// A dead port that sorts before pod-a's, so it is picked first.
+	var dead netip.AddrPort
+	for range 100 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ap := addrPortOf(c.LocalAddr())
+		c.Close()
+		if ap.Port() < a.udp.Port() {
+			dead = ap
+			break
+		}
+	}
+	if !dead.IsValid() {
+		t.Fatalf("found no free UDP port below %d", a.udp.Port())
+	}
+	p := newProxy(t, Config{UDPIdleTimeout: time.Minute})
+	sp := entry("default/dns:dns/udp", model.ProtocolUDP, dead, a.udp)
+	sp.AffinityTimeout = time.Hour
+	addr := mustUpdate(t, p, sp)[0]
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	answered := 0
+	for try := 0; try < 20 && answered < 4; try++ {
+		_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Write([]byte("hostname")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100)
+		n, err := c.Read(buf)
+		if err != nil {
+			if answered > 0 {
+				t.Fatalf("try %d: no answer after the session moved to pod-a: %v", try, err)
+			}
+			continue
+		}
+		if got := string(buf[:n]); got != "pod-a" {
+			t.Fatalf("answer %q", got)
+		}
+		answered++
+	}
+	if answered < 4 {
+		t.Fatalf("%d answers in 20 tries, want 4", answered)
+	}
+	if st := p.Stats(); st.UDPSessions != 2 {
+		t.Errorf("stats %+v, want 2 sessions (the dead pod's, then pod-a's)", st)
+	}
+}
+
 // datagram is one UDP message of the fake network.
 type datagram struct {
 	from net.Addr
@@ -241,6 +299,9 @@ func TestUDPIdleTimeoutAndCap(t *testing.T) {
 		send(3, "z")
 		expect(3, epB.String()+" z")
 
+		if st := p.Stats(); st.UDPSessions != 4 || st.UDPDropped != 1 {
+			t.Errorf("stats %+v, want 4 sessions and 1 datagram dropped", st)
+		}
 		p.Close()
 		eps.wg.Wait()
 		if n := eps.ended(); n != 4 {
