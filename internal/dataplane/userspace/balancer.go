@@ -64,17 +64,18 @@ func newBalancer(sel Selection) *balancer {
 func (b *balancer) set(eps []netip.AddrPort, timeout time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.endpoints) > 0 && len(eps) > 0 {
-		// Keep the turn: continue after the endpoint last taken, if it remains.
-		prev := b.endpoints[(b.next+len(b.endpoints)-1)%len(b.endpoints)]
-		b.next = 0
-		if i, ok := slices.BinarySearchFunc(eps, prev, netip.AddrPort.Compare); ok {
-			b.next = (i + 1) % len(eps)
-		}
-	} else {
-		b.next = 0
-	}
+	old := b.endpoints
 	b.endpoints = slices.Clone(eps)
+	slices.SortFunc(b.endpoints, netip.AddrPort.Compare)
+	next := 0
+	if len(old) > 0 && len(b.endpoints) > 0 {
+		// Keep the turn: continue after the endpoint last taken, if it remains.
+		prev := old[(b.next+len(old)-1)%len(old)]
+		if i, ok := slices.BinarySearchFunc(b.endpoints, prev, netip.AddrPort.Compare); ok {
+			next = (i + 1) % len(b.endpoints)
+		}
+	}
+	b.next = next
 	b.timeout = timeout
 	if timeout == 0 {
 		clear(b.affinity)

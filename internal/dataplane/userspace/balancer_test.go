@@ -27,7 +27,7 @@ func mustPick(t *testing.T, b *balancer, client netip.Addr, tried ...netip.AddrP
 
 func TestRoundRobinTurnsAndSkipsTried(t *testing.T) {
 	b := newBalancer(RoundRobin)
-	b.set([]netip.AddrPort{epA, epB, epC}, 0)
+	b.set([]netip.AddrPort{epC, epA, epB}, 0) // taken sorted
 	var got []netip.AddrPort
 	for range 6 {
 		got = append(got, mustPick(t, b, client1))

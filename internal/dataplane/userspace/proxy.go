@@ -162,6 +162,7 @@ type proxyPort struct {
 	proto    model.Protocol
 	addr     netip.AddrPort
 	bal      *balancer
+	src      *servicetable.ServicePort // the entry last applied
 	listener net.Listener
 	udp      *udpPort
 }
@@ -174,10 +175,19 @@ func New(cfg Config) *Proxy {
 
 // want is one proxy port a Service port entry needs.
 type want struct {
-	key       Key
-	proto     model.Protocol
-	endpoints []netip.AddrPort
-	affinity  time.Duration
+	key      Key
+	proto    model.Protocol
+	eps      []servicetable.Endpoint
+	affinity time.Duration
+}
+
+// endpoints returns w's endpoint addresses.
+func (w want) endpoints() []netip.AddrPort {
+	out := make([]netip.AddrPort, len(w.eps))
+	for i, ep := range w.eps {
+		out[i] = netip.AddrPortFrom(ep.Addr, ep.Port)
+	}
+	return out
 }
 
 // wants returns the proxy ports sp needs: one per endpoint set its policies
@@ -186,12 +196,7 @@ type want struct {
 func wants(sp *servicetable.ServicePort) []want {
 	var ws []want
 	add := func(set Set, eps []servicetable.Endpoint) {
-		w := want{key: Key{ID: sp.ID, Family: sp.Family, Set: set}, proto: sp.Protocol, affinity: sp.AffinityTimeout}
-		for _, ep := range eps {
-			w.endpoints = append(w.endpoints, netip.AddrPortFrom(ep.Addr, ep.Port))
-		}
-		slices.SortFunc(w.endpoints, netip.AddrPort.Compare)
-		ws = append(ws, w)
+		ws = append(ws, want{key: Key{ID: sp.ID, Family: sp.Family, Set: set}, proto: sp.Protocol, eps: eps, affinity: sp.AffinityTimeout})
 	}
 	if sp.UsesClusterEndpoints() {
 		add(SetCluster, sp.ClusterEndpoints)
@@ -207,9 +212,11 @@ func wants(sp *servicetable.ServicePort) []want {
 // endpoints from the next connection on (a removed endpoint is never chosen
 // again; connections to it run on); ports of removed entries close their
 // socket (their TCP connections run on, their UDP sessions end). An entry
-// that cannot be served (a protocol other than TCP and UDP, a family
-// without a listen address, a socket that cannot be opened, a duplicate)
-// is left out, the error names it, and the other entries are applied.
+// is read again only when its pointer changed, as the service table's
+// assembler reuses an unchanged one. An entry that cannot be served (a
+// protocol other than TCP and UDP, a family without a listen address, a
+// socket that cannot be opened, a duplicate) is left out, the error names
+// it, and the other entries are applied.
 func (p *Proxy) Update(entries []*servicetable.ServicePort) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -218,20 +225,30 @@ func (p *Proxy) Update(entries []*servicetable.ServicePort) error {
 	}
 	var errs []error
 	seen := map[Key]bool{}
+	type entryKey struct {
+		id  string
+		fam ipfamily.Family
+	}
+	listed := map[entryKey]bool{}
 	for _, sp := range entries {
+		ek := entryKey{sp.ID, sp.Family}
+		if listed[ek] {
+			errs = append(errs, fmt.Errorf("userspace proxy: Service port %s (%s): listed twice", sp.ID, sp.Family))
+			continue
+		}
+		listed[ek] = true
 		if sp.Protocol != model.ProtocolTCP && sp.Protocol != model.ProtocolUDP {
 			errs = append(errs, fmt.Errorf("userspace proxy: Service port %s (%s): protocol %s is not supported (TCP and UDP only)", sp.ID, sp.Family, sp.Protocol))
 			continue
 		}
 		for _, w := range wants(sp) {
-			if seen[w.key] {
-				errs = append(errs, fmt.Errorf("userspace proxy: Service port %s (%s): listed twice", sp.ID, sp.Family))
-				continue
-			}
 			if pp := p.ports[w.key]; pp != nil {
 				if pp.proto == w.proto {
 					seen[w.key] = true
-					pp.bal.set(w.endpoints, w.affinity)
+					if pp.src != sp { // an unchanged entry is the same pointer
+						pp.src = sp
+						pp.bal.set(w.endpoints(), w.affinity)
+					}
 					continue
 				}
 				p.closePort(pp)
@@ -242,6 +259,7 @@ func (p *Proxy) Update(entries []*servicetable.ServicePort) error {
 				errs = append(errs, fmt.Errorf("userspace proxy: Service port %s (%s): %w", sp.ID, sp.Family, err))
 				continue
 			}
+			pp.src = sp
 			seen[w.key] = true
 			p.ports[w.key] = pp
 		}
@@ -263,7 +281,7 @@ func (p *Proxy) open(w want) (*proxyPort, error) {
 	}
 	hostPort := net.JoinHostPort(la.String(), "0")
 	pp := &proxyPort{key: w.key, proto: w.proto, bal: newBalancer(p.cfg.Selection)}
-	pp.bal.set(w.endpoints, w.affinity)
+	pp.bal.set(w.endpoints(), w.affinity)
 	var a net.Addr
 	if w.proto == model.ProtocolTCP {
 		l, err := p.cfg.ListenTCP("tcp", hostPort)
