@@ -53,14 +53,15 @@ func savedChains(t *testing.T, ns *netns.NS, f ipfamily.Family, table string) (c
 	return chains, rules
 }
 
-// jumpRestore is restore input appending the Jumps to the built-in chains.
+// jumpRestore is restore input prepending the Jumps to the built-in chains
+// in order.
 func jumpRestore() string {
 	var b strings.Builder
 	for _, table := range []string{TableFilter, TableNAT} {
 		b.WriteString("*" + table + "\n")
 		for _, j := range Jumps {
 			if j.Table == table {
-				fmt.Fprintf(&b, "-A %s %s\n", j.From, j.Rule)
+				fmt.Fprintf(&b, "-I %s %s\n", j.From, j.Rule)
 			}
 		}
 		b.WriteString("COMMIT\n")

@@ -143,7 +143,8 @@ func (rs *Ruleset) restore(changed map[string]bool, stale []string) string {
 // Jump is a rule in a built-in chain that sends traffic to one of this
 // plane's chains; the backend ensures each exists (kube-proxy's
 // iptablesJumpChains), outside the restore, which must not flush built-in
-// chains.
+// chains: as kube-proxy, it prepends each missing one (-I) in the order of
+// Jumps, so the last of a built-in chain's jumps comes first.
 type Jump struct {
 	Table string
 	// From is the built-in chain, To this plane's chain.
