@@ -54,7 +54,7 @@
 //     `-m addrtype --dst-type LOCAL`. Never on loopback (CVE-2020-8558), so
 //     kubelet's KUBE-FIREWALL localnet rule and route_localnet are not needed.
 //   - The mark is printed as iptables-save prints it (0x4000, not kube-proxy's
-//     0x004000), so a read-back compares equal.
+//     0x00004000), so a read-back compares equal.
 //   - REJECT names its type (icmp-port-unreachable, icmp6-port-unreachable),
 //     as iptables-save prints it. The nftables plane answers TCP with a reset
 //     instead; both refuse the connection.
@@ -68,11 +68,17 @@
 //     per ClusterIP walked by every new connection).
 //   - iptables has no verdict maps: KUBE-SERVICES is a list walked rule by rule
 //     by the first packet of each connection, O(frontends), where the
-//     nftables plane does one map lookup.
+//     nftables plane does one map lookup. And a restore rewrites
+//     KUBE-SERVICES whole, so even a one-port change sends a rule per
+//     frontend (1.5 MB at 10k Service ports); iptables-nft's --noflush
+//     restore grows with the square of the chains (BenchmarkKernelRestore),
+//     where the nftables plane's transaction touches only the port's objects.
 //   - ClientIP affinity uses xt_recent lists (one per KUBE-SEP), which hold
 //     at most ip_list_tot (default 100) clients each, as in kube-proxy; the
 //     nftables plane's sets have no such limit.
 //
 // Not rendered yet: the egress masquerade of pod traffic leaving the cluster
-// (NodeConfig.Egress), which the nftables plane has.
+// (NodeConfig.Egress), which the nftables plane has; its choice of exempt
+// destinations lives unexported in that plane and is to be shared, not
+// copied.
 package iptables
