@@ -231,22 +231,24 @@ func (r *portRenderer) render() {
 			r.add(filterServices, comment(internalComment), m, "-j", internalTarget)
 		}
 	}
-	for _, a := range sp.ExternalIPs {
-		m := match(r.proto, a, sp.Port)
-		if usesExternal {
-			r.add(natServices, comment(r.name+" external IP"), m, "-j", ext)
-		}
-		if !hasExternal {
-			r.add(filterExternal, comment(externalComment), m, "-j", externalTarget)
-		}
-	}
-	for _, a := range sp.LoadBalancerIPs {
-		m := match(r.proto, a, sp.Port)
-		if usesExternal {
-			r.add(natServices, comment(r.name+" loadbalancer IP"), m, "-j", lbChain)
-		}
-		if usesFirewall {
-			r.add(filterFirewall, comment(r.name+" traffic not accepted by "+fw), m, "-j", "DROP")
+	// External IPs and LB IPs as the table lists them: an address that is
+	// both appears once, as an external IP.
+	for _, fe := range sp.Frontends {
+		m := match(r.proto, fe.Addr, fe.Port)
+		switch fe.Kind {
+		case servicetable.FrontendExternalIP:
+			if usesExternal {
+				r.add(natServices, comment(r.name+" external IP"), m, "-j", ext)
+			}
+		case servicetable.FrontendLoadBalancer:
+			if usesExternal {
+				r.add(natServices, comment(r.name+" loadbalancer IP"), m, "-j", lbChain)
+			}
+			if usesFirewall {
+				r.add(filterFirewall, comment(r.name+" traffic not accepted by "+fw), m, "-j", "DROP")
+			}
+		default:
+			continue
 		}
 		if !hasExternal {
 			r.add(filterExternal, comment(externalComment), m, "-j", externalTarget)

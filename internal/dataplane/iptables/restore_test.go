@@ -98,3 +98,22 @@ func TestChainsKeyedByName(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontendListedOnce renders a Service whose external IP is also its LB
+// IP: the table lists the address once, as an external IP, and so does the
+// dispatch.
+func TestFrontendListedOnce(t *testing.T) {
+	s := svc("both", "10.96.0.50", loadBalancer(30090, model.TrafficPolicyCluster, "172.26.236.185", "172.26.236.0/24"), func(s *model.Service) {
+		s.ExternalIPs = ips("172.26.236.185")
+	})
+	rs := Render(build(t, testNode(), []*model.Service{s}, slice("both", remote2())), ipfamily.IPv4)
+	var dispatch []string
+	for _, r := range rs.Chains(TableNAT)[ChainServices].Rules {
+		if strings.Contains(r, "172.26.236.185") {
+			dispatch = append(dispatch, r)
+		}
+	}
+	if len(dispatch) != 1 || !strings.Contains(dispatch[0], "external IP") {
+		t.Fatalf("dispatch of the shared address: %q", dispatch)
+	}
+}
