@@ -208,7 +208,10 @@ func (r *portRenderer) render() {
 	// The external chain is needed even without external endpoints: it
 	// holds the short-circuit of pod and node traffic.
 	usesExternal := sp.HasEndpoints && external
-	usesFirewall := sp.HasEndpoints && len(sp.LoadBalancerIPs) > 0 && len(sp.SourceRanges) > 0
+	lbFrontends := slices.ContainsFunc(sp.Frontends, func(f servicetable.Frontend) bool {
+		return f.Kind == servicetable.FrontendLoadBalancer
+	})
+	usesFirewall := sp.HasEndpoints && lbFrontends && len(sp.SourceRanges) > 0
 	lbChain := ext
 	if usesFirewall {
 		lbChain = fw

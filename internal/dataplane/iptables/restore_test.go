@@ -106,7 +106,8 @@ func TestFrontendListedOnce(t *testing.T) {
 	s := svc("both", "10.96.0.50", loadBalancer(30090, model.TrafficPolicyCluster, "172.26.236.185", "172.26.236.0/24"), func(s *model.Service) {
 		s.ExternalIPs = ips("172.26.236.185")
 	})
-	rs := Render(build(t, testNode(), []*model.Service{s}, slice("both", remote2())), ipfamily.IPv4)
+	tbl := build(t, testNode(), []*model.Service{s}, slice("both", remote2()))
+	rs := Render(tbl, ipfamily.IPv4)
 	var dispatch []string
 	for _, r := range rs.Chains(TableNAT)[ChainServices].Rules {
 		if strings.Contains(r, "172.26.236.185") {
@@ -115,5 +116,8 @@ func TestFrontendListedOnce(t *testing.T) {
 	}
 	if len(dispatch) != 1 || !strings.Contains(dispatch[0], "external IP") {
 		t.Fatalf("dispatch of the shared address: %q", dispatch)
+	}
+	if c := rs.Chains(TableNAT)[FirewallChain(tbl.Ports[0])]; c != nil {
+		t.Fatalf("a firewall chain no LB frontend uses: %v", c.Rules)
 	}
 }
