@@ -1,0 +1,84 @@
+// Package iptables renders the per-node service table as kube-proxy's
+// iptables layout: the filter and nat tables in iptables-restore input, one
+// Ruleset per family (the same text for iptables and ip6tables; the family
+// decides the address syntax and the REJECT type). It is pure: a backend
+// runs iptables-restore (iptables-nft by default) with --noflush, ensures
+// the Jumps from the built-in chains, and restores Full at start and on
+// drift, Partial for a change.
+//
+// Layout (kube-proxy's pkg/proxy/iptables, chain for chain):
+//
+//	nat    PREROUTING, OUTPUT -> KUBE-SERVICES: per frontend a rule to the
+//	       port's chain, ending with a jump to KUBE-NODEPORTS per node-port
+//	       address; KUBE-NODEPORTS: per NodePort a rule to KUBE-EXT-<hash>
+//	       KUBE-SVC-<hash>: masquerade mark for ClusterIP traffic from outside
+//	       the pod network (or all of it with --masquerade-all), ClientIP
+//	       affinity checks (-m recent --rcheck), then one rule per cluster
+//	       endpoint with -m statistic --mode random --probability 1/(n-i)
+//	       to its KUBE-SEP-<hash>
+//	       KUBE-SVL-<hash>: the same over the node's local endpoints
+//	       (internal or external traffic policy Local)
+//	       KUBE-EXT-<hash>: entry of NodePort, external IP and LB traffic:
+//	       masquerade then KUBE-SVC (policy Cluster), or the short-circuit of
+//	       pod and node traffic to KUBE-SVC and the rest to KUBE-SVL (Local)
+//	       KUBE-FW-<hash>: loadBalancerSourceRanges; traffic from outside
+//	       the ranges falls through un-DNATed
+//	       KUBE-SEP-<hash>: hairpin masquerade mark, affinity record
+//	       (-m recent --set), DNAT
+//	       POSTROUTING -> KUBE-POSTROUTING: masquerade marked packets
+//	       (MASQUERADE --random-fully), after clearing the mark; KUBE-MARK-MASQ
+//	       sets it (NodeConfig.Mark)
+//	filter KUBE-SERVICES (FORWARD, OUTPUT): ClusterIPs with no endpoint
+//	       (REJECT) or none on this node under internalTrafficPolicy Local
+//	       (DROP); KUBE-EXTERNAL-SERVICES (INPUT, FORWARD): the same for
+//	       external IPs, LB IPs and NodePorts; KUBE-PROXY-FIREWALL: drops
+//	       what KUBE-FW let fall through; KUBE-NODEPORTS (INPUT): accepts
+//	       health check node ports; KUBE-FORWARD: drops conntrack-INVALID
+//	       packets and accepts marked and established ones
+//
+// Chain names and comments follow kube-proxy exactly: the hash is the first
+// 16 characters of the base32 SHA-256 of "ns/name:port" + protocol in lower
+// case (+ "addr:port" for KUBE-SEP), the comments name the Service port
+// ("ns/name:port cluster IP", "ns/name:port -> addr:port"), probabilities
+// have ten decimals, so `iptables-save -t nat` reads as in the articles and
+// in kube-proxy's tests. Every decision (which endpoints, policies,
+// terminating fallback, topology) comes from the service table; the
+// renderer only writes it down.
+//
+// Where it differs from kube-proxy, and why:
+//
+//   - NodePorts are served on NodeConfig.NodePortAddresses only: KUBE-SERVICES
+//     jumps to KUBE-NODEPORTS with -d per address (kube-proxy's form for
+//     explicit --nodeport-addresses), and the filter rules for NodePorts
+//     without endpoints match those addresses instead of
+//     `-m addrtype --dst-type LOCAL`. Never on loopback (CVE-2020-8558), so
+//     kubelet's KUBE-FIREWALL localnet rule and route_localnet are not needed.
+//   - The mark is printed as iptables-save prints it (0x4000, not kube-proxy's
+//     0x00004000), so a read-back compares equal.
+//   - REJECT names its type (icmp-port-unreachable, icmp6-port-unreachable),
+//     as iptables-save prints it. The nftables plane answers TCP with a reset
+//     instead; both refuse the connection.
+//   - KUBE-FW lets node-originated traffic through (addrtype LOCAL) when an LB
+//     IP lies inside the ranges, as the nftables plane does; kube-proxy allows
+//     the LB IP itself as source when the node IP lies in a range.
+//   - Comments are never dropped (kube-proxy drops per-endpoint comments above
+//     1000 endpoints): the output is the same at any size.
+//   - The nftables plane rejects traffic to unknown ports of a ClusterIP; as in
+//     kube-proxy's iptables mode, that is not rendered (it would cost a rule
+//     per ClusterIP walked by every new connection).
+//   - iptables has no verdict maps: KUBE-SERVICES is a list walked rule by rule
+//     by the first packet of each connection, O(frontends), where the
+//     nftables plane does one map lookup. And a restore rewrites
+//     KUBE-SERVICES whole, so even a one-port change sends a rule per
+//     frontend (1.5 MB at 10k Service ports); iptables-nft's --noflush
+//     restore grows with the square of the chains (BenchmarkKernelRestore),
+//     where the nftables plane's transaction touches only the port's objects.
+//   - ClientIP affinity uses xt_recent lists (one per KUBE-SEP), which hold
+//     at most ip_list_tot (default 100) clients each, as in kube-proxy; the
+//     nftables plane's sets have no such limit.
+//
+// Not rendered yet: the egress masquerade of pod traffic leaving the cluster
+// (NodeConfig.Egress), which the nftables plane has; its choice of exempt
+// destinations lives unexported in that plane and is to be shared, not
+// copied.
+package iptables

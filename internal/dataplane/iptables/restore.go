@@ -1,0 +1,178 @@
+package iptables
+
+import (
+	"slices"
+	"strings"
+)
+
+// Chains returns every chain of table (TableFilter or TableNAT) keyed by
+// name: the shared chains with the rules of every Service port in order,
+// and, in the nat table, each port's own chains.
+func (rs *Ruleset) Chains(table string) map[string]*Chain {
+	out := map[string]*Chain{}
+	for _, c := range rs.fixedChains(table) {
+		out[c.Name] = c
+	}
+	if table == TableNAT {
+		for _, p := range rs.Ports {
+			for _, c := range p.Chains {
+				out[c.Name] = c
+			}
+		}
+	}
+	return out
+}
+
+// fixedChains returns table's shared chains, in kube-proxy's declaration
+// order, with their rules: the fixed ones and every port's.
+func (rs *Ruleset) fixedChains(table string) []*Chain {
+	collect := func(s shared) []string {
+		var rules []string
+		for _, p := range rs.Ports {
+			rules = append(rules, p.shared[s]...)
+		}
+		return rules
+	}
+	c := rs.cfg
+	mark := c.mark()
+	if table == TableFilter {
+		return []*Chain{
+			{Name: ChainServices, Rules: collect(filterServices)},
+			{Name: ChainExternalServices, Rules: collect(filterExternal)},
+			{Name: ChainForward, Rules: []string{
+				// Conntrack-INVALID packets would reach pods un-DNATed and
+				// reset connections (kubernetes#74839).
+				"-m conntrack --ctstate INVALID -j DROP",
+				rule(comment("kubernetes forwarding rules"), "-m mark --mark", mark+"/"+mark, "-j ACCEPT"),
+				rule(comment("kubernetes forwarding conntrack rule"), "-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"),
+			}},
+			{Name: ChainNodePorts, Rules: collect(filterNodePorts)},
+			{Name: ChainProxyFirewall, Rules: collect(filterFirewall)},
+		}
+	}
+	services := collect(natServices)
+	// NodePort dispatch comes last: a NodePort on a node address must not
+	// shadow an external IP or LB IP that is also a node address.
+	for _, a := range c.NodePortAddrs {
+		services = append(services, rule(comment("kubernetes service nodeports; NOTE: this must be the last rule in this chain"),
+			"-d", a.String(), "-j", ChainNodePorts))
+	}
+	return []*Chain{
+		{Name: ChainServices, Rules: services},
+		{Name: ChainNodePorts, Rules: collect(natNodePorts)},
+		{Name: ChainPostrouting, Rules: []string{
+			rule("-m mark ! --mark", mark+"/"+mark, "-j RETURN"),
+			rule("-j MARK --xor-mark", mark),
+			rule(comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully"),
+		}},
+		{Name: ChainMarkMasq, Rules: []string{rule("-j MARK --or-mark", mark)}},
+	}
+}
+
+// Full returns the iptables-restore input that makes both tables' chains of
+// this plane equal to rs; run with --noflush, it leaves other chains alone.
+func (rs *Ruleset) Full() string {
+	return rs.restore(nil, nil)
+}
+
+// Partial returns the iptables-restore input (for --noflush) that brings a
+// kernel holding an earlier ruleset to rs: the filter table's chains and
+// the nat table's shared chains whole, the chains of the ports whose ID is
+// in changed, and the removal of the chains in stale (see Stale). Chains of
+// unchanged ports are left as they are.
+func (rs *Ruleset) Partial(changed map[string]bool, stale []string) string {
+	if changed == nil {
+		changed = map[string]bool{}
+	}
+	return rs.restore(changed, stale)
+}
+
+// Stale returns the names of the per-port chains of prev that rs no longer
+// has, sorted.
+func (rs *Ruleset) Stale(prev *Ruleset) []string {
+	have := map[string]bool{}
+	for _, p := range rs.Ports {
+		for _, c := range p.Chains {
+			have[c.Name] = true
+		}
+	}
+	var out []string
+	for _, p := range prev.Ports {
+		for _, c := range p.Chains {
+			if !have[c.Name] {
+				out = append(out, c.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// restore writes the input; changed == nil means every port.
+func (rs *Ruleset) restore(changed map[string]bool, stale []string) string {
+	var b strings.Builder
+	write := func(table string, chains []*Chain, deleted []string) {
+		b.WriteString("*" + table + "\n")
+		for _, c := range chains {
+			b.WriteString(":" + c.Name + " - [0:0]\n")
+		}
+		for _, name := range deleted {
+			b.WriteString(":" + name + " - [0:0]\n")
+		}
+		for _, c := range chains {
+			for _, r := range c.Rules {
+				b.WriteString("-A " + c.Name + " " + r + "\n")
+			}
+		}
+		for _, name := range deleted {
+			b.WriteString("-X " + name + "\n")
+		}
+		b.WriteString("COMMIT\n")
+	}
+	write(TableFilter, rs.fixedChains(TableFilter), nil)
+	nat := rs.fixedChains(TableNAT)
+	for _, p := range rs.Ports {
+		if changed == nil || changed[p.ID] {
+			nat = append(nat, p.Chains...)
+		}
+	}
+	write(TableNAT, nat, stale)
+	return b.String()
+}
+
+// Jump is a rule in a built-in chain that sends traffic to one of this
+// plane's chains; the backend ensures each exists (kube-proxy's
+// iptablesJumpChains), outside the restore, which must not flush built-in
+// chains: as kube-proxy, it prepends each missing one (-I) in the order of
+// Jumps, so the last of a built-in chain's jumps comes first.
+type Jump struct {
+	Table string
+	// From is the built-in chain, To this plane's chain.
+	From, To string
+	// Rule is the rule's text after "-A <From> ".
+	Rule string
+}
+
+// Jumps are the jumps from the built-in chains, as kube-proxy's.
+var Jumps = []Jump{
+	jump(TableFilter, "INPUT", ChainExternalServices, "kubernetes externally-visible service portals", true),
+	jump(TableFilter, "FORWARD", ChainExternalServices, "kubernetes externally-visible service portals", true),
+	jump(TableFilter, "INPUT", ChainNodePorts, "kubernetes health check service ports", false),
+	jump(TableFilter, "FORWARD", ChainServices, "kubernetes service portals", true),
+	jump(TableFilter, "OUTPUT", ChainServices, "kubernetes service portals", true),
+	jump(TableFilter, "FORWARD", ChainForward, "kubernetes forwarding rules", false),
+	jump(TableFilter, "INPUT", ChainProxyFirewall, "kubernetes load balancer firewall", true),
+	jump(TableFilter, "OUTPUT", ChainProxyFirewall, "kubernetes load balancer firewall", true),
+	jump(TableFilter, "FORWARD", ChainProxyFirewall, "kubernetes load balancer firewall", true),
+	jump(TableNAT, "OUTPUT", ChainServices, "kubernetes service portals", false),
+	jump(TableNAT, "PREROUTING", ChainServices, "kubernetes service portals", false),
+	jump(TableNAT, "POSTROUTING", ChainPostrouting, "kubernetes postrouting rules", false),
+}
+
+func jump(table, from, to, why string, newOnly bool) Jump {
+	r := rule(comment(why), "-j", to)
+	if newOnly {
+		r = rule("-m conntrack --ctstate NEW", r)
+	}
+	return Jump{Table: table, From: from, To: to, Rule: r}
+}
