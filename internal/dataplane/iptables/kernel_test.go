@@ -1,34 +1,40 @@
 package iptables
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
+	ipt "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
-// tools are the restore and save commands of a family (iptables-nft, this
-// host's default).
-func tools(f ipfamily.Family) (restore, save string) {
-	if f == ipfamily.IPv6 {
-		return "ip6tables-restore", "ip6tables-save"
+// kernel is the iptables boundary in ns: iptables-nft, this host's default.
+func kernel(ns *netns.NS) *ipt.Exec { return &ipt.Exec{Variant: ipt.NFT, Command: ns.CommandContext} }
+
+// restoreIn restores input with --noflush in ns.
+func restoreIn(t *testing.T, ns *netns.NS, f ipfamily.Family, input string) {
+	t.Helper()
+	if err := kernel(ns).Restore(context.Background(), f, []byte(input)); err != nil {
+		t.Fatal(err)
 	}
-	return "iptables-restore", "iptables-save"
 }
 
-// restoreIn runs the family's iptables-restore --noflush (plus args) in ns
-// with input.
-func restoreIn(t *testing.T, ns *netns.NS, f ipfamily.Family, input string, args ...string) {
+// testIn asks the family's iptables-restore --test whether it accepts input.
+func testIn(t *testing.T, ns *netns.NS, f ipfamily.Family, input string) {
 	t.Helper()
-	restore, _ := tools(f)
-	cmd := ns.Command(append([]string{restore, "--noflush"}, args...)...)
+	restore := "iptables-nft-restore"
+	if f == ipfamily.IPv6 {
+		restore = "ip6tables-nft-restore"
+	}
+	cmd := ns.Command(restore, "--noflush", "--test")
 	cmd.Stdin = strings.NewReader(input)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %v: %v\n%s", restore, args, err, out)
+		t.Fatalf("%s --test: %v\n%s", restore, err, out)
 	}
 }
 
@@ -36,18 +42,19 @@ func restoreIn(t *testing.T, ns *netns.NS, f ipfamily.Family, input string, args
 // them, without the built-in ones, and the number of rules.
 func savedChains(t *testing.T, ns *netns.NS, f ipfamily.Family, table string) (chains []string, rules int) {
 	t.Helper()
-	_, save := tools(f)
-	out, err := ns.Command(save, "-t", table).Output()
+	out, err := kernel(ns).Save(context.Background(), f, table)
 	if err != nil {
-		t.Fatalf("%s: %v", save, err)
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		switch {
-		case strings.HasPrefix(line, ":") && strings.Contains(line, " - "):
-			chains = append(chains, strings.Fields(line[1:])[0])
-		case strings.HasPrefix(line, "-A "):
-			rules++
+	tables, err := ipt.ParseSave(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range tables[table].ChainNames() {
+		if !ipt.IsBuiltin(table, n) {
+			chains = append(chains, n)
 		}
+		rules += len(tables[table].Chains[n].Rules)
 	}
 	slices.Sort(chains)
 	return chains, rules
@@ -82,7 +89,7 @@ func TestKernelRestore(t *testing.T) {
 			for _, m := range detectModes {
 				n := testNode()
 				m.edit(&n)
-				restoreIn(t, ns, fam, Render(featureTable(t, n), fam).Full(), "--test")
+				testIn(t, ns, fam, Render(featureTable(t, n), fam).Full())
 			}
 			rs := Render(featureTable(t, testNode()), fam)
 			restoreIn(t, ns, fam, rs.Full())
