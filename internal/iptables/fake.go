@@ -23,6 +23,9 @@ type Fake struct {
 	tables map[ipfamily.Family]map[string]*Table
 	// Restores counts successful Restore calls.
 	Restores int
+	// Refuse, when set, is asked about every rule spec a restore adds; an
+	// error refuses it as the kernel refuses an extension it lacks.
+	Refuse func(spec string) error
 }
 
 var _ Runner = (*Fake)(nil)
@@ -63,6 +66,11 @@ func (k *Fake) Restore(_ context.Context, f ipfamily.Family, input []byte) error
 			k.tables[f][cur.Name] = cur
 			cur = nil
 		default:
+			if k.Refuse != nil && (strings.HasPrefix(line, "-A ") || strings.HasPrefix(line, "-I ")) {
+				if _, spec, _ := strings.Cut(line[3:], " "); k.Refuse(spec) != nil {
+					return fmt.Errorf("line %d: %w", ln, k.Refuse(spec))
+				}
+			}
 			if err := apply(cur, line); err != nil {
 				return fmt.Errorf("line %d: %w", ln, err)
 			}
@@ -137,8 +145,8 @@ func apply(t *Table, line string) error {
 	return nil
 }
 
-// jumpTarget returns the -j or -g target of a rule spec ("" if none).
-func jumpTarget(spec string) string {
+// JumpTarget returns the -j or -g target of a rule spec ("" if none).
+func JumpTarget(spec string) string {
 	f := strings.Fields(spec)
 	for i := 0; i+1 < len(f); i++ {
 		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
@@ -149,7 +157,7 @@ func jumpTarget(spec string) string {
 }
 
 func checkTarget(t *Table, spec string) error {
-	j := jumpTarget(spec)
+	j := JumpTarget(spec)
 	if j == "" || slices.Contains(targets, j) {
 		return nil
 	}
@@ -163,7 +171,7 @@ func checkTarget(t *Table, spec string) error {
 func referrer(t *Table, n string) string {
 	for _, cn := range t.ChainNames() {
 		for _, r := range t.Chains[cn].Rules {
-			if jumpTarget(r) == n {
+			if JumpTarget(r) == n {
 				return cn
 			}
 		}

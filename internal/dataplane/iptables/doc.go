@@ -1,10 +1,20 @@
 // Package iptables renders the per-node service table as kube-proxy's
 // iptables layout: the filter and nat tables in iptables-restore input, one
 // Ruleset per family (the same text for iptables and ip6tables; the family
-// decides the address syntax and the REJECT type). It is pure: a backend
-// runs iptables-restore (iptables-nft by default) with --noflush, ensures
-// the Jumps from the built-in chains, and restores Full at start and on
-// drift, Partial for a change.
+// decides the address syntax and the REJECT type). Render is pure. Backend
+// (backend.go, a dataplane.DataPlane) runs it through internal/iptables'
+// Runner: iptables-restore --noflush of Full at start and on drift (deleting
+// per-port chains the kernel has and the table has not: adoption without a
+// flush), Partial for a change, the Jumps from the built-in chains when
+// missing, kube-proxy's KUBE-PROXY-CANARY for the drift check, Probe of every
+// extension it uses, Cleanup.
+//
+// The backend is not yet a --data-plane value: run on it
+// (SVCNET_DATA_PLANE=iptables), the proxy behaviour suite (test/proxy)
+// still reads nftables state in many tests, expects an adopting restart to
+// change nothing (a full restore here rewrites every chain, as kube-proxy's
+// does), and rejects unknown ports of a ClusterIP (kube-proxy's iptables
+// mode does not); those must become plane-neutral or be answered first.
 //
 // Layout (kube-proxy's pkg/proxy/iptables, chain for chain):
 //

@@ -93,6 +93,12 @@ type config struct {
 	NodePortAddrs []netip.Addr
 }
 
+// equal reports whether two configs render the same shared rules.
+func (c config) equal(o config) bool {
+	return c.Family == o.Family && c.Local == o.Local && c.MasqueradeAll == o.MasqueradeAll && c.Mark == o.Mark &&
+		slices.Equal(c.NodePortAddrs, o.NodePortAddrs)
+}
+
 func configFor(n servicetable.NodeConfig, f ipfamily.Family) config {
 	c := config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark()}
 	for _, p := range n.ClusterCIDRs {

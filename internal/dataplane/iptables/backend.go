@@ -1,0 +1,352 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/dataplane"
+	"github.com/svcnet/svcnet/internal/ipfamily"
+	ipt "github.com/svcnet/svcnet/internal/iptables"
+	"github.com/svcnet/svcnet/internal/servicetable"
+)
+
+// Name is the plane's --data-plane value.
+const Name = "iptables"
+
+// ChainCanary is the empty chain each sync keeps in the mangle table, as
+// kube-proxy's KUBE-PROXY-CANARY: when it is gone, someone flushed the
+// tables and a full sync restores them.
+const ChainCanary = "KUBE-PROXY-CANARY"
+
+// CanaryInterval is the least time between two reads of the canary by
+// Changed (each is an iptables-save; kube-proxy reads its canary every
+// minute).
+const CanaryInterval = 10 * time.Second
+
+// Backend keeps this plane's chains in the kernel equal to the service
+// table, through iptables-restore --noflush: a full sync writes every chain
+// and deletes the per-port chains the kernel holds that the table no longer
+// has (so a restarted proxy adopts what it finds, without flushing the
+// built-in chains or touching others' chains); a partial sync rewrites the
+// shared chains and the chains of changed Service ports only. Each family's
+// restore commits the filter table, then the nat table, each atomically.
+//
+// Contract: one goroutine calls Sync, Changed and Cleanup.
+type Backend struct {
+	run      ipt.Runner
+	families []ipfamily.Family
+	state    map[ipfamily.Family]*familyState
+	// lastCanary is when Changed last read the canary.
+	lastCanary time.Time
+}
+
+type familyState struct {
+	synced bool
+	last   *Ruleset
+	// ports are the entries last programmed, by ID (compared by pointer).
+	ports map[string]*servicetable.ServicePort
+}
+
+// New returns a backend programming the given families (both when none
+// given) through run.
+func New(run ipt.Runner, families ...ipfamily.Family) *Backend {
+	if len(families) == 0 {
+		families = ipfamily.All
+	}
+	b := &Backend{run: run, families: families, state: map[ipfamily.Family]*familyState{}}
+	for _, f := range families {
+		b.state[f] = &familyState{}
+	}
+	return b
+}
+
+var _ dataplane.DataPlane = (*Backend)(nil)
+
+// Name returns "iptables".
+func (b *Backend) Name() string { return Name }
+
+// Sync programs t (see the dataplane package doc for full and partial).
+func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (dataplane.Stats, error) {
+	start := time.Now()
+	st := dataplane.Stats{Full: full, Ops: map[ipfamily.Family]int{}}
+	var errs []error
+	for _, f := range b.families {
+		fs := b.state[f]
+		rs := Render(t, f)
+		var (
+			input string
+			drift bool
+			err   error
+		)
+		if full || !fs.synced || !fs.last.cfg.equal(rs.cfg) {
+			st.Full = true
+			input, drift, err = b.fullInput(ctx, f, fs, rs)
+		} else {
+			input = b.partialInput(fs, rs, t)
+		}
+		if err == nil && input != "" {
+			err = b.run.Restore(ctx, f, []byte(input))
+		}
+		if err == nil && st.Full {
+			err = b.ensureJumps(ctx, f)
+		}
+		if err != nil {
+			fs.synced = false
+			errs = append(errs, fmt.Errorf("sync %s iptables: %w", f, err))
+			continue
+		}
+		st.Ops[f] = ops(input)
+		st.Drift = st.Drift || drift
+		fs.synced, fs.last, fs.ports = true, rs, portsOf(t, f)
+	}
+	st.Duration = time.Since(start)
+	return st, errors.Join(errs...)
+}
+
+// portsOf returns t's entries of family f by ID.
+func portsOf(t *servicetable.Table, f ipfamily.Family) map[string]*servicetable.ServicePort {
+	out := map[string]*servicetable.ServicePort{}
+	for _, sp := range t.Ports {
+		if sp.Family == f {
+			out[sp.ID] = sp
+		}
+	}
+	return out
+}
+
+// ops counts the operations of restore input: chains declared or deleted
+// and rules written.
+func ops(input string) int {
+	n := 0
+	for _, l := range strings.Split(input, "\n") {
+		if strings.HasPrefix(l, ":") || strings.HasPrefix(l, "-") {
+			n++
+		}
+	}
+	return n
+}
+
+// fullInput reads the nat table back, and returns the restore input that
+// writes every chain of rs, deletes the per-port chains the kernel has and
+// rs has not, and keeps the canary; drift is set when the kernel differed
+// from what this backend last programmed.
+func (b *Backend) fullInput(ctx context.Context, f ipfamily.Family, fs *familyState, rs *Ruleset) (string, bool, error) {
+	saved, err := b.run.Save(ctx, f, TableNAT)
+	if err != nil {
+		return "", false, err
+	}
+	tables, err := ipt.ParseSave(saved)
+	if err != nil {
+		return "", false, fmt.Errorf("read nat table: %w", err)
+	}
+	var kernel *ipt.Table
+	if kernel = tables[TableNAT]; kernel == nil {
+		kernel = ipt.NewTable(TableNAT)
+	}
+	want := rs.Chains(TableNAT)
+	var stale []string
+	for _, n := range kernel.ChainNames() {
+		if IsServiceChain(n) && want[n] == nil {
+			stale = append(stale, n)
+		}
+	}
+	drift := false
+	if fs.synced {
+		drift = len(stale) > 0 || differs(kernel, fs.last.Chains(TableNAT))
+	}
+	return rs.restore(nil, stale) + canaryInput(), drift, nil
+}
+
+// differs reports whether the kernel's chains differ from want in presence
+// or rule count (iptables-save prints rules in its own canonical order of
+// matches, so their text is not compared).
+func differs(kernel *ipt.Table, want map[string]*Chain) bool {
+	for n, c := range want {
+		k := kernel.Chains[n]
+		if k == nil || len(k.Rules) != len(c.Rules) {
+			return true
+		}
+	}
+	return false
+}
+
+// partialInput returns the restore input for the ports whose entry changed
+// since the last sync, and deletes the chains of ports gone; "" when no
+// port changed.
+func (b *Backend) partialInput(fs *familyState, rs *Ruleset, t *servicetable.Table) string {
+	changed := map[string]bool{}
+	seen := 0
+	for _, sp := range t.Ports {
+		if sp.Family != rs.Family {
+			continue
+		}
+		old, ok := fs.ports[sp.ID]
+		if ok {
+			seen++
+		}
+		if old != sp {
+			changed[sp.ID] = true
+		}
+	}
+	stale := rs.Stale(fs.last)
+	if len(changed) == 0 && seen == len(fs.ports) && len(stale) == 0 {
+		return ""
+	}
+	return rs.Partial(changed, stale)
+}
+
+// canaryInput declares the canary chain in the mangle table.
+func canaryInput() string { return "*mangle\n:" + ChainCanary + " - [0:0]\nCOMMIT\n" }
+
+// ensureJumps prepends each missing jump of Jumps to its built-in chain. A
+// jump is present when a rule of the built-in chain jumps to its target
+// (iptables-save's text of it may order the matches differently).
+func (b *Backend) ensureJumps(ctx context.Context, f ipfamily.Family) error {
+	var in strings.Builder
+	for _, table := range []string{TableFilter, TableNAT} {
+		saved, err := b.run.Save(ctx, f, table)
+		if err != nil {
+			return err
+		}
+		tables, err := ipt.ParseSave(saved)
+		if err != nil {
+			return fmt.Errorf("read %s table: %w", table, err)
+		}
+		kernel := tables[table]
+		var missing []string
+		for _, j := range Jumps {
+			if j.Table == table && (kernel == nil || !jumpsTo(kernel.Chains[j.From], j.To)) {
+				missing = append(missing, "-I "+j.From+" "+j.Rule+"\n")
+			}
+		}
+		if len(missing) > 0 {
+			in.WriteString("*" + table + "\n" + strings.Join(missing, "") + "COMMIT\n")
+		}
+	}
+	if in.Len() == 0 {
+		return nil
+	}
+	return b.run.Restore(ctx, f, []byte(in.String()))
+}
+
+// jumpsTo reports whether a rule of c jumps to chain to.
+func jumpsTo(c *ipt.Chain, to string) bool {
+	if c == nil {
+		return false
+	}
+	for _, r := range c.Rules {
+		if ipt.JumpTarget(r) == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Changed reports whether the canary chain is gone from any family's mangle
+// table: someone flushed the tables. It reads the kernel at most every
+// CanaryInterval and reports false in between, and false before the first
+// successful Sync.
+func (b *Backend) Changed(ctx context.Context) (bool, error) {
+	if time.Since(b.lastCanary) < CanaryInterval {
+		return false, nil
+	}
+	b.lastCanary = time.Now()
+	for _, f := range b.families {
+		if !b.state[f].synced {
+			continue
+		}
+		saved, err := b.run.Save(ctx, f, "mangle")
+		if err != nil {
+			return false, err
+		}
+		if !strings.Contains(string(saved), ":"+ChainCanary+" ") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ownChains are the shared chains of the plane, per table.
+var ownChains = map[string][]string{
+	TableFilter: {ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall},
+	TableNAT:    {ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq},
+	"mangle":    {ChainCanary},
+}
+
+// Cleanup removes, in both families, the jumps from the built-in chains to
+// this plane's chains, the chains themselves (the shared ones and every
+// per-port chain) and the canary: kube-proxy's iptables chains too, which
+// have the same names, as kube-proxy's own --cleanup removes them.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	var errs []error
+	for _, f := range ipfamily.All {
+		var in strings.Builder
+		for _, table := range []string{TableFilter, TableNAT, "mangle"} {
+			saved, err := b.run.Save(ctx, f, table)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cleanup %s iptables: %w", f, err))
+				continue
+			}
+			tables, err := ipt.ParseSave(saved)
+			if err != nil || tables[table] == nil {
+				errs = append(errs, fmt.Errorf("cleanup %s iptables: read %s: %v", f, table, err))
+				continue
+			}
+			in.WriteString(cleanupInput(tables[table]))
+		}
+		if in.Len() > 0 {
+			if err := b.run.Restore(ctx, f, []byte(in.String())); err != nil {
+				errs = append(errs, fmt.Errorf("cleanup %s iptables: %w", f, err))
+			}
+		}
+		b.state[f] = &familyState{}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanupInput is the restore input removing this plane's chains from a
+// table read back, "" when it has none.
+func cleanupInput(t *ipt.Table) string {
+	own := map[string]bool{}
+	for _, n := range ownChains[t.Name] {
+		if t.Chains[n] != nil {
+			own[n] = true
+		}
+	}
+	for n := range t.Chains {
+		if t.Name == TableNAT && IsServiceChain(n) {
+			own[n] = true
+		}
+	}
+	if len(own) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("*" + t.Name + "\n")
+	names := t.ChainNames()
+	for _, n := range names {
+		if !ipt.IsBuiltin(t.Name, n) {
+			continue
+		}
+		for _, r := range t.Chains[n].Rules {
+			if own[ipt.JumpTarget(r)] {
+				b.WriteString("-D " + n + " " + r + "\n")
+			}
+		}
+	}
+	for _, n := range names {
+		if own[n] {
+			b.WriteString(":" + n + " - [0:0]\n")
+		}
+	}
+	for _, n := range names {
+		if own[n] {
+			b.WriteString("-X " + n + "\n")
+		}
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
