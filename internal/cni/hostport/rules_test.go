@@ -3,35 +3,14 @@ package hostport
 import (
 	"context"
 	"errors"
-	"flag"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/goldentest"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 var (
 	ownerA = Owner{Network: "svcnet", ContainerID: "0123456789abcdef0123", IfName: "eth0"}
@@ -85,8 +64,8 @@ func TestAddRendersGolden(t *testing.T) {
 	if err := m.Add(ctx(), ownerB, podB[:1], []Mapping{{HostPort: 8081, Protocol: nft.ProtoTCP, ContainerPort: 8081}}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "two-pods.ip.nft", render(t, k, ipfamily.IPv4))
-	golden(t, "two-pods.ip6.nft", render(t, k, ipfamily.IPv6))
+	goldentest.Check(t, "two-pods.ip.nft", render(t, k, ipfamily.IPv4))
+	goldentest.Check(t, "two-pods.ip6.nft", render(t, k, ipfamily.IPv6))
 	if err := m.Check(ctx(), ownerA, podA, mapsA); err != nil {
 		t.Fatalf("Check after Add: %v", err)
 	}

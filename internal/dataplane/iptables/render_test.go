@@ -1,34 +1,12 @@
 package iptables
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/svcnet/svcnet/internal/goldentest"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Fatalf("%s differs (-want +got):\n%s", p, d)
-	}
-}
 
 // TestRenderFeatureGolden pins the full restore input of each feature row,
 // one Service per file, IPv4 (and IPv6 for the dual-stack row).
@@ -36,9 +14,9 @@ func TestRenderFeatureGolden(t *testing.T) {
 	for _, f := range features() {
 		t.Run(f.name, func(t *testing.T) {
 			tbl := build(t, testNode(), f.svcs, f.slices...)
-			golden(t, f.name+"-ip.golden", Render(tbl, ipfamily.IPv4).Full())
+			goldentest.Check(t, f.name+"-ip.golden", Render(tbl, ipfamily.IPv4).Full())
 			if f.name == "dual-stack" {
-				golden(t, f.name+"-ip6.golden", Render(tbl, ipfamily.IPv6).Full())
+				goldentest.Check(t, f.name+"-ip6.golden", Render(tbl, ipfamily.IPv6).Full())
 			}
 		})
 	}
@@ -79,7 +57,7 @@ func TestRenderDetectLocalGolden(t *testing.T) {
 			n := testNode()
 			m.edit(&n)
 			tbl := build(t, n, append(cip.svcs, etp.svcs...), append(cip.slices, etp.slices...)...)
-			golden(t, "detect-"+m.name+"-ip.golden", Render(tbl, ipfamily.IPv4).Full())
+			goldentest.Check(t, "detect-"+m.name+"-ip.golden", Render(tbl, ipfamily.IPv4).Full())
 		})
 	}
 }
@@ -103,6 +81,6 @@ func TestRenderDeterministic(t *testing.T) {
 			}
 		}
 	}
-	golden(t, "features-ip.golden", Render(featureTable(t, testNode()), ipfamily.IPv4).Full())
-	golden(t, "features-ip6.golden", Render(featureTable(t, testNode()), ipfamily.IPv6).Full())
+	goldentest.Check(t, "features-ip.golden", Render(featureTable(t, testNode()), ipfamily.IPv4).Full())
+	goldentest.Check(t, "features-ip6.golden", Render(featureTable(t, testNode()), ipfamily.IPv6).Full())
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/goldentest"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -44,7 +45,7 @@ func TestPartialRestore(t *testing.T) {
 	}
 	changed := map[string]bool{"default/web:http/tcp": true, "default/gone:http/tcp": true}
 	text := cur.Partial(changed, stale)
-	golden(t, "partial-ip.golden", text)
+	goldentest.Check(t, "partial-ip.golden", text)
 	same := after.Ports[0]
 	if strings.Contains(text, ":"+ClusterChain(same)) {
 		t.Error("the partial restore rewrites the untouched port's chain")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/goldentest"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -57,10 +58,10 @@ func detectTable(edit func(n *servicetable.NodeConfig)) *servicetable.Table {
 // writes them (IfNotLocalNFT, IfLocalNFT); with no detection, neither rule.
 func TestRenderDetectLocalGolden(t *testing.T) {
 	for _, m := range detectModes {
-		golden(t, "detect-"+m.name+"-ip.nft", renderAll(Render(detectTable(m.edit), ipfamily.IPv4)))
+		goldentest.Check(t, "detect-"+m.name+"-ip.nft", renderAll(Render(detectTable(m.edit), ipfamily.IPv4)))
 	}
 	// An interface detector holds in both families.
-	golden(t, "detect-prefix-ip6.nft", renderAll(Render(detectTable(detectModes[3].edit), ipfamily.IPv6)))
+	goldentest.Check(t, "detect-prefix-ip6.nft", renderAll(Render(detectTable(detectModes[3].edit), ipfamily.IPv6)))
 }
 
 // TestRenderMasqueradeMarkGolden pins the rules that carry the masquerade
@@ -69,7 +70,7 @@ func TestRenderDetectLocalGolden(t *testing.T) {
 func TestRenderMasqueradeMarkGolden(t *testing.T) {
 	tbl := detectTable(func(n *servicetable.NodeConfig) { n.MasqueradeMark = 1 << 5 })
 	text := renderAll(Render(tbl, ipfamily.IPv4))
-	golden(t, "masquerade-bit-5-ip.nft", text)
+	goldentest.Check(t, "masquerade-bit-5-ip.nft", text)
 	if strings.Contains(text, "0x00004000") || strings.Count(text, "0x00000020") != 3 {
 		t.Errorf("want the mark 0x20 in three places and 0x4000 nowhere:\n%s", text)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/goldentest"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -41,8 +42,8 @@ func egressTable(edit func(e *servicetable.EgressMasquerade)) *servicetable.Tabl
 // masquerade; without egress masquerade neither exists.
 func TestRenderEgressGolden(t *testing.T) {
 	v4, v6 := Render(egressTable(nil), ipfamily.IPv4), Render(egressTable(nil), ipfamily.IPv6)
-	golden(t, "egress-ip.nft", v4[0].Render())
-	golden(t, "egress-ip6.nft", v6[0].Render())
+	goldentest.Check(t, "egress-ip.nft", v4[0].Render())
+	goldentest.Check(t, "egress-ip6.nft", v6[0].Render())
 	post := v4[0].Chains[chainNatPostrouting].Rules
 	if n := len(post); n != 2 || post[0].Render(ipfamily.IPv4) != "jump masquerading" || post[1].Render(ipfamily.IPv4) != "jump egress-masquerading" {
 		t.Errorf("nat-postrouting: want the Service masquerade, then egress")
