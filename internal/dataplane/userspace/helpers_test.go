@@ -32,9 +32,15 @@ type backend struct {
 // one UDP port; it is stopped when the test ends.
 func startBackend(t *testing.T, name string) *backend {
 	t.Helper()
+	return startBackendAt(t, name, "127.0.0.1")
+}
+
+// startBackendAt is startBackend listening on host (a loopback address).
+func startBackendAt(t *testing.T, name, host string) *backend {
+	t.Helper()
 	b := &backend{name: name}
 	ready := make(chan struct{})
-	cfg := echo.Config{Name: name, PodIP: loopback, Host: "127.0.0.1", TCP: []int{0}, UDP: []int{0},
+	cfg := echo.Config{Name: name, PodIP: loopback, Host: host, TCP: []int{0}, UDP: []int{0},
 		Ready: func(tcp, udp []net.Addr) {
 			b.tcp = addrPortOf(tcp[0])
 			b.udp = addrPortOf(udp[0])

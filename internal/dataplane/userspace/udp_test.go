@@ -86,24 +86,15 @@ func TestUDPSessions(t *testing.T) {
 // the session ends and unpins the client, and the client's next try reaches
 // a live pod, which it then sticks to.
 func TestUDPRefusedEndpoint(t *testing.T) {
-	a := startBackend(t, "pod-a")
-	// A dead port that sorts before pod-a's, so it is picked first.
-	var dead netip.AddrPort
-	for range 100 {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ap := addrPortOf(c.LocalAddr())
-		c.Close()
-		if ap.Port() < a.udp.Port() {
-			dead = ap
-			break
-		}
+	// The dead endpoint sorts before pod-a, so it is picked first: a free
+	// (closed) UDP port on 127.0.0.1, pod-a on 127.0.0.2.
+	a := startBackendAt(t, "pod-a", "127.0.0.2")
+	c0, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !dead.IsValid() {
-		t.Fatalf("found no free UDP port below %d", a.udp.Port())
-	}
+	dead := addrPortOf(c0.LocalAddr())
+	c0.Close()
 	p := newProxy(t, Config{UDPIdleTimeout: time.Minute})
 	sp := entry("default/dns:dns/udp", model.ProtocolUDP, dead, a.udp)
 	sp.AffinityTimeout = time.Hour
