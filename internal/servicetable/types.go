@@ -283,6 +283,21 @@ func (sp *ServicePort) HasExternalFrontends() bool {
 	return false
 }
 
+// LoadBalancerIPInSourceRanges reports whether one of the port's LB IPs lies
+// in its loadBalancerSourceRanges: traffic from the node itself, which may
+// carry a node address after an LB hairpin, is then let through the
+// firewall as kube-proxy lets it.
+func (sp *ServicePort) LoadBalancerIPInSourceRanges() bool {
+	for _, ip := range sp.LoadBalancerIPs {
+		for _, p := range sp.SourceRanges {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // SkipError names a Service (and port, when one port is at fault) that the node
 // cannot express, and why. The rest of the table is unaffected.
 //

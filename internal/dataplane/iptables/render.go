@@ -394,19 +394,8 @@ func (r *portRenderer) firewallRules(ext string) []string {
 	}
 	// The node reaching an LB IP in the ranges may carry one of its own
 	// addresses as the source after a hairpin (as the nftables plane).
-	if lbInRanges(sp) {
+	if sp.LoadBalancerIPInSourceRanges() {
 		rules = append(rules, rule(c, "-m addrtype --src-type LOCAL -j", ext))
 	}
 	return append(rules, comment("other traffic to "+r.name+" will be dropped by "+ChainProxyFirewall))
-}
-
-func lbInRanges(sp *servicetable.ServicePort) bool {
-	for _, ip := range sp.LoadBalancerIPs {
-		for _, p := range sp.SourceRanges {
-			if p.Contains(ip) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -236,21 +236,10 @@ func (r *serviceRenderer) firewall() string {
 	}
 	// Traffic from the node itself may carry a node address after an LB
 	// hairpin; kube-proxy allows it when an LB IP lies in the ranges.
-	if lbInRanges(sp) {
+	if sp.LoadBalancerIPInSourceRanges() {
 		rules = append(rules, nft.R(nft.FibLocal{Saddr: true}, nft.Verdict{Kind: nft.Return}))
 	}
 	rules = append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to "+sp.Name.String()+" from outside loadBalancerSourceRanges"))
 	r.chain(name, rules...)
 	return name
-}
-
-func lbInRanges(sp *servicetable.ServicePort) bool {
-	for _, ip := range sp.LoadBalancerIPs {
-		for _, p := range sp.SourceRanges {
-			if p.Contains(ip) {
-				return true
-			}
-		}
-	}
-	return false
 }
