@@ -117,3 +117,20 @@ func sortServiceEndpoints(eps []ServiceEndpoint) {
 		return cmp.Compare(a.Port, b.Port)
 	})
 }
+
+// SnapshotOf returns the snapshot of a new store holding svcs, then sls, in
+// the order given, marked synced: the model of a fixed set of objects (test
+// fixtures, benchmarks).
+func SnapshotOf(svcs []*Service, sls []*EndpointSlice) *Snapshot {
+	st := NewStore()
+	st.Update(func(tx *Txn) {
+		for _, s := range svcs {
+			tx.SetService(s)
+		}
+		for _, sl := range sls {
+			tx.SetEndpointSlice(sl)
+		}
+		tx.SetSynced(true)
+	})
+	return st.Snapshot()
+}

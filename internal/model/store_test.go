@@ -197,3 +197,22 @@ func TestEndpointsForDedupsAndSorts(t *testing.T) {
 		t.Fatalf("endpoints = %v, want %v", addrs, want)
 	}
 }
+
+func TestSnapshotOf(t *testing.T) {
+	a, b := svc("default", "a", "10.96.0.1"), svc("default", "b", "10.96.0.2")
+	sl := slice("default", "a-1", "a", "192.168.1.10")
+	snap := SnapshotOf([]*Service{a, b}, []*EndpointSlice{sl})
+	if !snap.Synced {
+		t.Error("not synced")
+	}
+	st := snap.Service(a.Key())
+	if st == nil || st.Service != a || len(st.Slices) != 1 || st.Slices[0] != sl {
+		t.Errorf("service a = %+v", st)
+	}
+	if st := snap.Service(b.Key()); st == nil || st.Service != b || len(st.Slices) != 0 {
+		t.Errorf("service b = %+v", st)
+	}
+	if n := len(snap.Services()); n != 2 {
+		t.Errorf("%d services, want 2", n)
+	}
+}

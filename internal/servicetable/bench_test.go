@@ -20,16 +20,7 @@ func BenchmarkBuild10k(b *testing.B) {
 			mep(fmt.Sprintf("192.168.%d.%d", i/250, i%250+1), "node1", "zone-a", ready),
 			mep(fmt.Sprintf("192.169.%d.%d", i/250, i%250+1), "node2", "zone-b", ready)))
 	}
-	st := model.NewStore()
-	st.Update(func(tx *model.Txn) {
-		for _, s := range svcs {
-			tx.SetService(s)
-		}
-		for _, sl := range sls {
-			tx.SetEndpointSlice(sl)
-		}
-	})
-	snap, cfg := st.Snapshot(), testNode()
+	snap, cfg := model.SnapshotOf(svcs, sls), testNode()
 	b.ReportAllocs()
 	for b.Loop() {
 		if tbl := Build(snap, cfg); len(tbl.Ports) != n {

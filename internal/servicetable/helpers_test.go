@@ -122,17 +122,7 @@ func httpSlice(service, name string, eps ...model.Endpoint) *model.EndpointSlice
 // snapshot stores the objects, in the order given, and returns the snapshot.
 func snapshot(t *testing.T, svcs []*model.Service, sls []*model.EndpointSlice) *model.Snapshot {
 	t.Helper()
-	st := model.NewStore()
-	st.Update(func(tx *model.Txn) {
-		for _, s := range svcs {
-			tx.SetService(s)
-		}
-		for _, sl := range sls {
-			tx.SetEndpointSlice(sl)
-		}
-		tx.SetSynced(true)
-	})
-	return st.Snapshot()
+	return model.SnapshotOf(svcs, sls)
 }
 
 // state returns the ServiceState of one Service with its slices.

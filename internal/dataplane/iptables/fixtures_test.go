@@ -109,17 +109,7 @@ func portSlice(name, port string, proto model.Protocol, num int32, eps ...model.
 // build stores the objects and builds the node's service table.
 func build(t *testing.T, node servicetable.NodeConfig, svcs []*model.Service, sls ...*model.EndpointSlice) *servicetable.Table {
 	t.Helper()
-	st := model.NewStore()
-	st.Update(func(tx *model.Txn) {
-		for _, s := range svcs {
-			tx.SetService(s)
-		}
-		for _, sl := range sls {
-			tx.SetEndpointSlice(sl)
-		}
-		tx.SetSynced(true)
-	})
-	tbl := servicetable.Build(st.Snapshot(), node)
+	tbl := servicetable.Build(model.SnapshotOf(svcs, sls), node)
 	if len(tbl.Errors) > 0 {
 		t.Fatalf("fixture has skipped Services: %v", tbl.Errors)
 	}
