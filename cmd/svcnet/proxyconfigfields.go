@@ -31,8 +31,8 @@ type configField struct {
 }
 
 const (
-	notIPVS       = "svcnet programs nftables, not IPVS; ignored"
-	windowsOnly   = "Windows only (svcnet proxy runs on Linux); ignored"
+	notIPVS     = "svcnet programs nftables, not IPVS; ignored"
+	windowsOnly = "Windows only (svcnet proxy runs on Linux); ignored"
 )
 
 // kubeProxyFields lists every field of KubeProxyConfiguration v1alpha1

@@ -13,8 +13,8 @@ import (
 	"github.com/svcnet/svcnet/internal/dataplane"
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
-	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
+	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
 )
