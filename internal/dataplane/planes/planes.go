@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/klog/v2"
+
 	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
@@ -33,6 +36,7 @@ type plane struct {
 
 var all = []plane{
 	{name: nftables.Name, open: openNFTables},
+	{name: userspace.Name, open: openUserspace},
 }
 
 // Options are what opening a plane needs.
@@ -108,6 +112,18 @@ func openNFTables(opt Options) (dataplane.DataPlane, func() error, error) {
 		return nil, nil, fmt.Errorf("nftables: %w", err)
 	}
 	return nftables.New(c, opt.Families...), c.Close, nil
+}
+
+// openUserspace opens the userspace plane: its proxy ports listen on every
+// address of the caller's namespace; close closes them and the netlink
+// handle.
+func openUserspace(opt Options) (dataplane.DataPlane, func() error, error) {
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("userspace: %w", err)
+	}
+	b := userspace.NewBackend(c, userspace.Config{Log: klog.Background().WithName("userspace")}, opt.Families...)
+	return b, func() error { return errors.Join(b.Close(), c.Close()) }, nil
 }
 
 // compile-time check that the netlink connection is what the backend takes.
