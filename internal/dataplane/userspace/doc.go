@@ -93,17 +93,21 @@
 //     node address the DNAT chose, so conntrack finds the flow to undo;
 //   - filter prerouting and output at -110 jump to firewall-check:
 //     loadBalancerSourceRanges, checked on the original destination before
-//     the redirect, as the nftables plane checks them.
+//     the redirect, as the nftables plane checks them; filter input holds
+//     the answers of empty endpoint sets (below).
 //
 // Which proxy port (endpoint set) each kind of traffic reaches is the
 // service table's decision, as in the nftables plane: ClusterIP traffic the
 // set of internalTrafficPolicy; external traffic from outside the set of
 // externalTrafficPolicy, and under Local the traffic of pods (the cluster
 // CIDR or pod interface) and of node addresses short-circuited to the
-// cluster set. A Service port without endpoints keeps its proxy port and
-// rules: the proxy resets each TCP connection at once and drops UDP (the
-// nftables plane rejects with ICMP, and drops under a Local policy without
-// local endpoint). Proxy ports listen on every address of the node (0.0.0.0
+// cluster set. A proxy port whose endpoint set is empty is answered in the
+// kernel, at input after the redirect (filter-input, new connections only),
+// as the nftables plane answers: rejected (TCP reset to the SYN, ICMP port
+// unreachable) when the Service has no usable endpoint, dropped when it has
+// some but not in this set (a Local policy without a local endpoint). The
+// proxy's own reset remains for a set that empties between two syncs.
+// Proxy ports listen on every address of the node (0.0.0.0
 // and ::, one socket per family, on a port the kernel picks), as in
 // kube-proxy's userspace mode, so they can also be reached directly on any
 // node address.

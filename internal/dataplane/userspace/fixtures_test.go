@@ -142,6 +142,9 @@ func featureRows() []featureRow {
 		row("internal-policy-local", itpLocal(svc("itp", "", model.ProtocolTCP, "10.96.0.28", 80, e1, e2))),
 		row("internal-policy-local-nodeport", itpLocal(withNodePort(svc("itpnp", "", model.ProtocolTCP, "10.96.0.29", 80, e1, e2), 30084, n))),
 		row("no-endpoints", svc("noeps", "", model.ProtocolTCP, "10.96.0.30", 80)),
+		row("no-endpoints-udp", svc("noepsudp", "", model.ProtocolUDP, "10.96.0.34", 53)),
+		row("external-policy-local-no-local-endpoint", etpLocal(withNodePort(svc("etpnone", "", model.ProtocolTCP, "10.96.0.35", 80, e2), 30086, n))),
+		row("internal-policy-local-no-local-endpoint", itpLocal(svc("itpnone", "", model.ProtocolTCP, "10.96.0.36", 80, e2))),
 		row("affinity", func() *servicetable.ServicePort {
 			s := svc("aff", "", model.ProtocolTCP, "10.96.0.31", 80, e1, e2)
 			s.AffinityTimeout = 10800e9

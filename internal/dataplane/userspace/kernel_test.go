@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -130,25 +131,55 @@ func TestKernelLocalPolicies(t *testing.T) {
 	}
 }
 
-// TestKernelNoEndpoints: a Service port without endpoints refuses at once
-// (the proxy resets the connection), TCP on the ClusterIP and the NodePort.
+// TestKernelNoEndpoints: a Service port without endpoints refuses at once,
+// TCP (a reset to the SYN) and UDP (ICMP port unreachable), on the
+// ClusterIP and the NodePort, from outside and from the node; under
+// externalTrafficPolicy Local without a local endpoint, traffic from
+// outside is dropped and a pod's is short-circuited to the cluster set.
 func TestKernelNoEndpoints(t *testing.T) {
 	n := newKernelNode(t)
+	b := n.addPod("pod-b", true)
+	client := n.addPod("client-pod", false)
 	plane := n.plane(Config{})
-	n.sync(plane, table(kernelNodeConfig, withNodePort(svc("none", "", model.ProtocolTCP, cip.String(), 80), 30080, kernelNodeConfig)))
-	for _, to := range []netip.AddrPort{ap(cip, 80), ap(nodeIP4, 30080)} {
-		start := time.Now()
-		_, err := ask(n.client, netip.Addr{}, to, "hostname")
-		if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("%s: %v, want a reset", to, err)
+	n.sync(plane, table(kernelNodeConfig,
+		withNodePort(svc("none", "", model.ProtocolTCP, cip.String(), 80), 30080, kernelNodeConfig),
+		svc("noneudp", "", model.ProtocolUDP, cipUDP.String(), 53),
+		etpLocal(withNodePort(svc("etp", "", model.ProtocolTCP, "10.96.0.21", 80, b.ep(false)), 30081, kernelNodeConfig))))
+	refused := func(what string, err error, start time.Time) {
+		t.Helper()
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: %v, want refused", what, err)
 		}
 		if d := time.Since(start); d > time.Second {
-			t.Errorf("%s: refused after %s, want at once", to, d)
+			t.Errorf("%s: refused after %s, want at once", what, d)
 		}
 	}
-	if st := plane.Proxy().Stats(); st.Refused != 2 {
-		t.Errorf("Stats = %+v, want 2 refused", st)
+	for _, from := range []struct {
+		name string
+		ns   *netns.NS
+	}{{"outside", n.client}, {"the node", n.node}} {
+		for _, to := range []netip.AddrPort{ap(cip, 80), ap(nodeIP4, 30080)} {
+			start := time.Now()
+			_, err := ask(from.ns, netip.Addr{}, to, "hostname")
+			refused("TCP from "+from.name+" to "+to.String(), err, start)
+		}
+		start := time.Now()
+		_, err := askUDP(from.ns, ap(cipUDP, 53), "hostname")
+		refused("UDP from "+from.name, err, start)
 	}
+	if _, err := ask(n.client, netip.Addr{}, ap(nodeIP4, 30081), "hostname"); !isTimeout(err) {
+		t.Errorf("ETP Local without a local endpoint, from outside: %v, want dropped (a timeout)", err)
+	}
+	if got, err := ask(client.ns, netip.Addr{}, ap(nodeIP4, 30081), "hostname"); err != nil || got != "pod-b" {
+		t.Errorf("ETP Local without a local endpoint, from a pod: %q, %v; want the short-circuit to pod-b", got, err)
+	}
+}
+
+// isTimeout reports whether err is a timeout: what a dropped connection
+// attempt gives.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // TestKernelAffinity: with ClientIP affinity every connection of a client

@@ -27,6 +27,7 @@ const (
 	chainNodePortHost      = "nodeports-host"
 	chainFilterPrerouting  = "filter-prerouting"
 	chainFilterOutput      = "filter-output"
+	chainFilterInput       = "filter-input"
 	chainFirewallCheck     = "firewall-check"
 	firewallPrefix         = "firewall-"
 	setNodePortIPs         = "nodeport-ips"
@@ -140,6 +141,10 @@ func skeleton(fc familyConfig) *nft.Table {
 	chain(chainFilterPrerouting, &nft.Hook{Type: "filter", Hook: "prerouting", Priority: -110}, nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
 	chain(chainFilterOutput, &nft.Hook{Type: "filter", Hook: "output", Priority: -110}, nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
 	chain(chainFirewallCheck, nil)
+	// A proxy port whose endpoint set is empty refuses new connections in
+	// the kernel, as the nftables plane does: after the redirect, so for
+	// the node's own traffic too (it comes back in on lo).
+	chain(chainFilterInput, &nft.Hook{Type: "filter", Hook: "input", Priority: -110})
 	chain(chainNatPrerouting, &nft.Hook{Type: "nat", Hook: "prerouting", Priority: -100},
 		nft.R(nft.JumpTo(chainPortalsContainer)), nft.R(nft.JumpTo(chainNodePortContainer)))
 	chain(chainNatOutput, &nft.Hook{Type: "nat", Hook: "output", Priority: -100},
@@ -245,6 +250,7 @@ func (r *portRenderer) render() {
 		r.add(chainPortalsContainer, "ClusterIP", r.redirect(m, p))
 		r.add(chainPortalsHost, "ClusterIP", r.toHost(m, p))
 	}
+	r.noEndpoints()
 	cport, cok := r.port(SetCluster)
 	firewall := ""
 	if len(sp.SourceRanges) > 0 && len(sp.LoadBalancerIPs) > 0 {
@@ -270,6 +276,28 @@ func (r *portRenderer) render() {
 		if cok {
 			r.add(chainNodePortHost, "NodePort", r.toHost(m, cport))
 		}
+	}
+}
+
+// noEndpoints adds, for each of the entry's proxy ports whose endpoint set
+// is empty, the verdict of its new connections at input: a reject (TCP
+// reset, ICMP port unreachable) when the Service has no usable endpoint at
+// all, a drop when it has some but none in this set (a Local policy without
+// a local endpoint), as the nftables plane answers. The proxy's own reset
+// stays for a set that empties between two syncs.
+func (r *portRenderer) noEndpoints() {
+	sp := r.sp
+	for _, w := range wants(sp) {
+		p, ok := r.port(w.key.Set)
+		if !ok || len(w.eps) > 0 {
+			continue
+		}
+		m := []nft.Expr{nft.CtStateMatch{States: nft.CtNew}, r.proto(), nft.PortMatch{Field: nft.FieldDport, Port: p}}
+		v, why := nft.Expr(nft.Verdict{Kind: nft.Drop}), " has no "+w.key.Set.String()+" endpoints"
+		if !sp.HasEndpoints {
+			v, why = nft.Reject{TCPReset: sp.Protocol == model.ProtocolTCP}, " has no endpoints"
+		}
+		r.add(chainFilterInput, "", nft.R(append(m, v)...).WithComment(sp.Name.String()+why))
 	}
 }
 

@@ -80,7 +80,12 @@ func TestSimulatedFeatureRows(t *testing.T) {
 		{"ClusterIP from the node: DNAT to the node address", sim.PathOutput, "", nft.ProtoTCP, node, "10.96.0.20:80", to("172.26.236.177", "default/web:http/tcp", SetCluster)},
 		{"ClusterIP, UDP", sim.PathPrerouting, "cbr0", nft.ProtoUDP, pod, "10.96.0.10:53", to("192.168.1.1", "default/dns:dns/udp", SetCluster)},
 		{"unknown port of a ClusterIP: not redirected", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.20:81", "forwarded 10.96.0.20:81"},
-		{"no endpoints: to the proxy port, which resets", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.30:80", to("192.168.1.1", "default/noeps:80/tcp", SetCluster)},
+		{"no endpoints: rejected at the proxy port", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.30:80", "rejected tcp reset"},
+		{"no endpoints from the node: rejected", sim.PathOutput, "", nft.ProtoTCP, node, "10.96.0.30:80", "rejected tcp reset"},
+		{"no endpoints, UDP: rejected", sim.PathPrerouting, "eth0", nft.ProtoUDP, client, "10.96.0.34:53", "rejected icmp port-unreachable"},
+		{"ETP Local without a local endpoint, from outside: dropped", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "172.26.236.177:30086", "dropped"},
+		{"ETP Local without a local endpoint, from a pod: cluster set", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "172.26.236.177:30086", to("192.168.1.1", "default/etpnone:80/tcp", SetCluster)},
+		{"ITP Local without a local endpoint: dropped", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.36:80", "dropped"},
 		{"NodePort from a client", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "172.26.236.177:30080", to("172.26.236.177", "default/np:80/tcp", SetCluster)},
 		{"NodePort from the node", sim.PathOutput, "", nft.ProtoTCP, node, "172.26.236.177:30080", to("172.26.236.177", "default/np:80/tcp", SetCluster)},
 		{"NodePort on 127.0.0.1: not a Service", sim.PathOutput, "", nft.ProtoTCP, ap("127.0.0.1:40000"), "127.0.0.1:30080", "local 127.0.0.1:30080"},
@@ -113,8 +118,11 @@ func TestSimulatedFeatureRows(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := "dropped"
-			if res.Verdict == sim.Accepted {
+			switch res.Verdict {
+			case sim.Accepted:
 				got = fmt.Sprintf("%s %s", res.Delivery, res.Final.Dst)
+			case sim.Rejected:
+				got = "rejected " + res.Reject.String()
 			}
 			if got != tc.want {
 				var b strings.Builder
