@@ -97,9 +97,9 @@ func (b *Backend) Proxy() *Proxy { return b.proxy }
 func (b *Backend) Close() error { return b.proxy.Close() }
 
 // Probe commits and deletes a scratch table per family holding the
-// expressions the redirect table uses (nat: dnat and redirect; fib, lookup,
-// ct state), so that a kernel without nft_redir or nft_nat fails here,
-// naming the module.
+// expressions the redirect table uses (nat: dnat and redirect; reject, fib,
+// lookup, ct state), so that a kernel without nft_redir, nft_nat or
+// nft_reject fails here, naming the module.
 func (b *Backend) Probe(ctx context.Context) error {
 	err := nft.Probe(ctx, b.conn, b.families, nft.ExamplesFor(probeTable()))
 	if errors.Is(err, nft.ErrNotSupported) {
@@ -115,7 +115,7 @@ func probeTable() *nft.Table {
 	t.Chains["all"] = &nft.Chain{Name: "all", Rules: []*nft.Rule{nft.R(
 		nft.Daddr(netip.MustParsePrefix("10.0.0.0/8")), nft.Saddr(netip.MustParsePrefix("10.0.0.0/8")), nft.IifnameMatch{Name: "x"},
 		nft.ProtoMatch{}, nft.PortMatch{}, nft.CtStateMatch{}, nft.FibLocal{}, nft.Lookup{},
-		nft.Verdict{}, nft.DNAT{}, nft.Redirect{},
+		nft.Verdict{}, nft.DNAT{}, nft.Redirect{}, nft.Reject{},
 	)}}
 	return t
 }

@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -281,4 +282,29 @@ func (b *balancer) size() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.endpoints)
+}
+
+// TestProbeCoversTheTable: the probe's checklist entries show every
+// expression kind a rendered table uses, and the redirect.
+func TestProbeCoversTheTable(t *testing.T) {
+	probed := map[string]bool{}
+	for _, ex := range nft.ExamplesFor(probeTable()) {
+		xs := ex.Rule(ipfamily.IPv4).Exprs
+		probed[fmt.Sprintf("%T", xs[len(xs)-1])] = true
+	}
+	tbl := simTable()
+	for _, tb := range Render(tbl, fixedPorts(tbl)) {
+		for _, c := range tb.Chains {
+			for _, r := range c.Rules {
+				for _, e := range r.Exprs {
+					if !probed[fmt.Sprintf("%T", e)] {
+						t.Errorf("%T (in %s) is not probed", e, r.Render(tb.Family))
+					}
+				}
+			}
+		}
+	}
+	if !probed["nft.Redirect"] {
+		t.Error("the redirect is not probed")
+	}
 }
