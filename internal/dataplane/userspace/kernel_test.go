@@ -94,6 +94,11 @@ func TestKernelExternal(t *testing.T) {
 	if got, err := ask(n.client, clientIP4, ap(lbRangeIP, 80), "hostname"); err != nil || got != "pod-a" {
 		t.Errorf("LB IP from %s, inside its source ranges: %q, %v", clientIP4, got, err)
 	}
+	// NodePorts are never served on loopback (CVE-2020-8558), as in the
+	// nftables plane: nothing listens there.
+	if got, err := ask(n.node, netip.Addr{}, ap(netip.MustParseAddr("127.0.0.1"), 30080), "hostname"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("NodePort on 127.0.0.1: %q, %v; want refused", got, err)
+	}
 	if got, err := askUDP(n.client, ap(extIP, 53), "hostname"); err != nil || got != "pod-a" {
 		t.Errorf("UDP externalIP: %q, %v", got, err)
 	}
