@@ -24,8 +24,8 @@
 // UsesClusterEndpoints, SetLocal (LocalEndpoints) when UsesLocalEndpoints.
 // Which traffic goes to which (ClusterIP traffic by internalTrafficPolicy;
 // external traffic by externalTrafficPolicy, with the short-circuit of pod
-// and node traffic to the cluster set) is the redirect rules' to say (The
-// plane, below), as the service chain and the local chain are in the
+// and node traffic to the cluster set) is the redirect rules' to say (see
+// The plane, below), as the service chain and the local chain are in the
 // nftables plane.
 //
 //   - TCP: accept; choose an endpoint; dial it with DialTimeout; on failure
