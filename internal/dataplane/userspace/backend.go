@@ -159,7 +159,7 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (d
 	if err := b.proxy.Update(withRemoved(entries, b.applied)); err != nil {
 		errs = append(errs, err)
 	}
-	txs, texts, drift, err := b.transaction(ctx, t, entries, st.Full)
+	txs, texts, drift, err := b.transaction(ctx, t, st.Full)
 	if err == nil && len(txs) > 0 {
 		if err = b.conn.Apply(ctx, txs...); err != nil {
 			err = fmt.Errorf("apply %s: %w", TableName, err)
@@ -232,16 +232,15 @@ func withRemoved(entries, old []*servicetable.ServicePort) []*servicetable.Servi
 }
 
 // transaction returns the transactions that make each family's table that
-// of entries with the proxy's current ports, and the renderings they
-// program. full compares with the kernel's table (read back) rather than
+// of t with the proxy's current ports, and the renderings they program. full compares with the kernel's table (read back) rather than
 // with the last rendering programmed; drift reports that the kernel held
 // something other than what the last successful Sync programmed.
-func (b *Backend) transaction(ctx context.Context, t *servicetable.Table, entries []*servicetable.ServicePort, full bool) ([]*nft.Tx, map[ipfamily.Family]string, bool, error) {
+func (b *Backend) transaction(ctx context.Context, t *servicetable.Table, full bool) ([]*nft.Tx, map[ipfamily.Family]string, bool, error) {
 	var txs []*nft.Tx
 	texts := map[ipfamily.Family]string{}
 	drift := false
 	for _, f := range b.families {
-		want := renderFamily(configFor(f, t.Node), entries, b.ports)
+		want := renderFamily(configFor(f, t.Node), t.Ports, b.ports)
 		text := want.Render()
 		cur, exists := b.programmed[f], b.synced
 		if full {

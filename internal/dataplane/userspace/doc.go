@@ -94,7 +94,11 @@
 //   - filter prerouting and output at -110 jump to firewall-check:
 //     loadBalancerSourceRanges, checked on the original destination before
 //     the redirect, as the nftables plane checks them; filter input holds
-//     the answers of empty endpoint sets (below).
+//     the answers of empty endpoint sets (below);
+//   - filter forward and output (at -90, after the nat output chain)
+//     reject new traffic to a ClusterIP (@cluster-ips) that no rule
+//     redirected: a port the Service does not have, as the nftables plane
+//     rejects it.
 //
 // Which proxy port (endpoint set) each kind of traffic reaches is the
 // service table's decision, as in the nftables plane: ClusterIP traffic the
@@ -125,8 +129,10 @@
 //
 // Not served: an SCTP Service port gets no proxy port and no rule, and is
 // logged once. Go's net package has no SCTP sockets, and a byte-stream
-// splice would lose SCTP's message boundaries and streams. Its traffic then
-// goes where the rest of the node's rules send it (nowhere, for a ClusterIP).
+// splice would lose SCTP's message boundaries and streams. Its traffic to
+// the ClusterIP is rejected (ICMP port unreachable) as that of any port
+// the ClusterIP lacks; to its NodePort and external addresses it is not
+// captured.
 //
 // # A restart
 //

@@ -81,6 +81,8 @@ func newKernelNode(t *testing.T) *kernelNode {
 	netnstest.RequireRoot(t)
 	n := &kernelNode{t: t, node: netnstest.New(t, "usnode"), client: netnstest.New(t, "usclient")}
 	sh(t, n.node,
+		"sysctl -qw net.ipv4.ip_forward=1",
+		"sysctl -qw net.ipv6.conf.all.forwarding=1",
 		"ip link set lo up",
 		"ip link add eth0 type veth peer name eth0 netns "+n.client.Name(),
 		"ip addr add 172.26.236.177/24 dev eth0",

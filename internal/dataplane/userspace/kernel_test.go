@@ -138,7 +138,8 @@ func TestKernelLocalPolicies(t *testing.T) {
 
 // TestKernelNoEndpoints: a Service port without endpoints refuses at once,
 // TCP (a reset to the SYN) and UDP (ICMP port unreachable), on the
-// ClusterIP and the NodePort, from outside and from the node; under
+// ClusterIP and the NodePort, from outside and from the node, and so does a
+// port the ClusterIP does not have; under
 // externalTrafficPolicy Local without a local endpoint, traffic from
 // outside is dropped and a pod's is short-circuited to the cluster set.
 func TestKernelNoEndpoints(t *testing.T) {
@@ -171,6 +172,10 @@ func TestKernelNoEndpoints(t *testing.T) {
 		start := time.Now()
 		_, err := askUDP(from.ns, ap(cipUDP, 53), "hostname")
 		refused("UDP from "+from.name, err, start)
+		// A port the Service does not have is refused too.
+		start = time.Now()
+		_, err = ask(from.ns, netip.Addr{}, ap(cip, 81), "hostname")
+		refused("TCP from "+from.name+" to a port the ClusterIP lacks", err, start)
 	}
 	if _, err := ask(n.client, netip.Addr{}, ap(nodeIP4, 30081), "hostname"); !isTimeout(err) {
 		t.Errorf("ETP Local without a local endpoint, from outside: %v, want dropped (a timeout)", err)

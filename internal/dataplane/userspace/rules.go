@@ -28,6 +28,10 @@ const (
 	chainFilterPrerouting  = "filter-prerouting"
 	chainFilterOutput      = "filter-output"
 	chainFilterInput       = "filter-input"
+	chainFilterForward     = "filter-forward"
+	chainFilterOutputPost  = "filter-output-post-dnat"
+	chainReject            = "reject-chain"
+	setClusterIPs          = "cluster-ips"
 	chainFirewallCheck     = "firewall-check"
 	firewallPrefix         = "firewall-"
 	setNodePortIPs         = "nodeport-ips"
@@ -115,11 +119,16 @@ func Render(t *servicetable.Table, ports PortFunc, families ...ipfamily.Family) 
 	return out
 }
 
-// renderFamily returns the table of fc's family for the served entries of
-// that family among ports.
+// renderFamily returns the table of fc's family for the entries of that
+// family (the served ones get rules; every ClusterIP is in cluster-ips).
 func renderFamily(fc familyConfig, entries []*servicetable.ServicePort, ports PortFunc) *nft.Table {
 	t := skeleton(fc)
+	cips := t.Sets[setClusterIPs]
 	for _, sp := range entries {
+		if sp.Family == fc.fam && sp.ClusterIP.IsValid() {
+			e := nft.Element{Key: []nft.Value{nft.A(sp.ClusterIP)}}
+			cips.Elements[nft.KeyString(fc.fam, cips.Key, e.Key)] = e
+		}
 		if sp.Family == fc.fam && Served(sp) {
 			r := portRenderer{fc: fc, sp: sp, t: t, ports: ports}
 			r.render()
@@ -145,6 +154,20 @@ func skeleton(fc familyConfig) *nft.Table {
 	// the kernel, as the nftables plane does: after the redirect, so for
 	// the node's own traffic too (it comes back in on lo).
 	chain(chainFilterInput, &nft.Hook{Type: "filter", Hook: "input", Priority: -110})
+	// Traffic to a ClusterIP that no rule redirected (a port the Service
+	// does not have, or an SCTP port) is rejected rather than routed on,
+	// as the nftables plane rejects it: forwarded traffic, and the node's
+	// own after the nat output chain (-90).
+	toClusterIP := func() *nft.Rule {
+		return nft.R(ctNew, nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setClusterIPs}, nft.GotoTo(chainReject)).
+			WithComment("reject traffic to invalid ports of ClusterIPs")
+	}
+	chain(chainFilterForward, &nft.Hook{Type: "filter", Hook: "forward", Priority: -110}, toClusterIP())
+	chain(chainFilterOutputPost, &nft.Hook{Type: "filter", Hook: "output", Priority: -90}, toClusterIP())
+	chain(chainReject, nil,
+		nft.R(nft.ProtoMatch{Proto: nft.ProtoTCP}, nft.Reject{TCPReset: true}),
+		nft.R(nft.Reject{}))
+	t.Sets[setClusterIPs] = &nft.Set{Name: setClusterIPs, Key: []nft.Field{nft.FieldDaddr}, Comment: "Active ClusterIPs", Elements: map[string]nft.Element{}}
 	chain(chainNatPrerouting, &nft.Hook{Type: "nat", Hook: "prerouting", Priority: -100},
 		nft.R(nft.JumpTo(chainPortalsContainer)), nft.R(nft.JumpTo(chainNodePortContainer)))
 	chain(chainNatOutput, &nft.Hook{Type: "nat", Hook: "output", Priority: -100},
