@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/klog/v2"
+
 	"github.com/svcnet/svcnet/internal/dataplane"
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -36,6 +39,7 @@ type plane struct {
 var all = []plane{
 	{name: nftables.Name, open: openNFTables},
 	{name: iptplane.Name, open: openIPTables},
+	{name: userspace.Name, open: openUserspace},
 }
 
 // Options are what opening a plane needs.
@@ -119,6 +123,18 @@ func openNFTables(opt Options) (dataplane.DataPlane, func() error, error) {
 func openIPTables(opt Options) (dataplane.DataPlane, func() error, error) {
 	v := iptables.Detect(context.Background(), nil)
 	return iptplane.New(&iptables.Exec{Variant: v}, opt.Families...), func() error { return nil }, nil
+}
+
+// openUserspace opens the userspace plane: its proxy ports listen on every
+// address of the caller's namespace; close closes them and the netlink
+// handle.
+func openUserspace(opt Options) (dataplane.DataPlane, func() error, error) {
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("userspace: %w", err)
+	}
+	b := userspace.NewBackend(c, userspace.Config{Log: klog.Background().WithName("userspace")}, opt.Families...)
+	return b, func() error { return errors.Join(b.Close(), c.Close()) }, nil
 }
 
 // compile-time check that the netlink connection is what the backend takes.
