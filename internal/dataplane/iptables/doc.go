@@ -30,7 +30,8 @@
 //	       (-m recent --set), DNAT
 //	       POSTROUTING -> KUBE-POSTROUTING: masquerade marked packets
 //	       (MASQUERADE --random-fully), after clearing the mark; KUBE-MARK-MASQ
-//	       sets it (NodeConfig.Mark)
+//	       sets it (NodeConfig.Mark); then POSTROUTING -> SVCNET-EGRESS-MASQ:
+//	       the egress masquerade of pod traffic leaving the cluster (egress.go)
 //	filter KUBE-SERVICES (FORWARD, OUTPUT): ClusterIPs with no endpoint
 //	       (REJECT) or none on this node under internalTrafficPolicy Local
 //	       (DROP); KUBE-EXTERNAL-SERVICES (INPUT, FORWARD): the same for
@@ -88,9 +89,7 @@
 //   - ClientIP affinity uses xt_recent lists (one per KUBE-SEP), which hold
 //     at most ip_list_tot (default 100) clients each, as in kube-proxy; the
 //     nftables plane's sets have no such limit.
-//
-// Not rendered yet: the egress masquerade of pod traffic leaving the cluster
-// (NodeConfig.Egress), which the nftables plane has; its choice of exempt
-// destinations lives unexported in that plane and is to be shared, not
-// copied.
+//   - The egress masquerade (NodeConfig.Egress) is svcnet's, not
+//     kube-proxy's: ip-masq-agent's iptables layout in a chain of svcnet's
+//     own, with the nftables plane's choice of destinations (egress.go).
 package iptables
