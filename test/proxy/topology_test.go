@@ -44,7 +44,8 @@ type cluster struct {
 	mu      sync.Mutex
 	pods    []*pod
 	proxies []*proxyProc
-	dumping bool // dumpState is registered for cleanup
+	dumping bool      // dumpState is registered for cleanup
+	view    planeView // the data plane's state (plane)
 }
 
 // pod is a pod network namespace with its echo servers.
@@ -190,14 +191,14 @@ func (c *cluster) mustNode(argv ...string) string {
 	return out
 }
 
-// dumpState logs what a failing test needs to see: the node's ruleset,
-// conntrack table and routes, the manifests, and every proxy's log.
+// dumpState logs what a failing test needs to see: the data plane's state
+// in the node, its conntrack table and routes, the manifests, and every
+// proxy's log.
 func (c *cluster) dumpState() {
 	t := c.t
-	rs, _ := c.nodeRun("nft", "list", "ruleset")
 	ct, _ := c.nodeRun("conntrack", "-L")
 	rt, _ := c.nodeRun("ip", "-br", "addr")
-	t.Logf("node nft ruleset:\n%s\nnode conntrack:\n%s\nnode addresses:\n%s", tail(rs, 300), tail(ct, 60), rt)
+	t.Logf("%s\nnode conntrack:\n%s\nnode addresses:\n%s", c.plane().dump(), tail(ct, 60), rt)
 	if b, err := os.ReadFile(filepath.Join(c.dir, manifestFile)); err == nil {
 		t.Logf("manifests:\n%s", b)
 	}
