@@ -6,8 +6,9 @@
 // Runner: iptables-restore --noflush of Full at start and on drift (deleting
 // per-port chains the kernel has and the table has not: adoption without a
 // flush), Partial for a change, the Jumps from the built-in chains when
-// missing, kube-proxy's KUBE-PROXY-CANARY for the drift check, Probe of every
-// extension it uses, Cleanup.
+// missing, kube-proxy's KUBE-PROXY-CANARY for the drift check (on
+// iptables-nft, the nf_tables ruleset generation as well: GenerationWatch,
+// generation.go), Probe of every extension it uses, Cleanup.
 //
 // Layout (kube-proxy's pkg/proxy/iptables, chain for chain):
 //
