@@ -84,10 +84,20 @@ func hasFrontendAddr(fronts []string, a string) bool {
 
 // plane returns the view of the plane the proxy of this test runs.
 func (c *cluster) plane() planeView {
+	c.t.Helper()
+	v, err := c.viewOf(testbin.DataPlane())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v
+}
+
+// viewOf returns (and keeps) the cluster's view of data plane p.
+func (c *cluster) viewOf(p string) (planeView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view == nil {
-		switch p := testbin.DataPlane(); p {
+		switch p {
 		case "", "nftables":
 			c.view = &nftView{c: c}
 		case iptplane.Name:
@@ -95,10 +105,10 @@ func (c *cluster) plane() planeView {
 			// namespace (iptables.Detect).
 			c.view = &iptView{c: c, variant: ipt.Detect(context.Background(), c.node.CommandContext)}
 		default:
-			c.t.Fatalf("test/proxy has no view of data plane %q", p)
+			return nil, fmt.Errorf("test/proxy has no view of data plane %q (planeview_test.go)", p)
 		}
 	}
-	return c.view
+	return c.view, nil
 }
 
 // nftView is the nftables plane: the main table "svcnet" and its NAT

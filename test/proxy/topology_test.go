@@ -11,6 +11,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // Addresses of the test topology (docs/design.md, IP plan).
@@ -198,7 +199,14 @@ func (c *cluster) dumpState() {
 	t := c.t
 	ct, _ := c.nodeRun("conntrack", "-L")
 	rt, _ := c.nodeRun("ip", "-br", "addr")
-	t.Logf("%s\nnode conntrack:\n%s\nnode addresses:\n%s", c.plane().dump(), tail(ct, 60), rt)
+	var state string
+	if v, err := c.viewOf(testbin.DataPlane()); err == nil {
+		state = v.dump()
+	} else {
+		rs, _ := c.nodeRun("nft", "list", "ruleset")
+		state = "node nft ruleset:\n" + tail(rs, 300)
+	}
+	t.Logf("%s\nnode conntrack:\n%s\nnode addresses:\n%s", state, tail(ct, 60), rt)
 	if b, err := os.ReadFile(filepath.Join(c.dir, manifestFile)); err == nil {
 		t.Logf("manifests:\n%s", b)
 	}
