@@ -282,7 +282,7 @@ func (b *Backend) Changed(ctx context.Context) (bool, error) {
 // ownChains are the shared chains of the plane, per table.
 var ownChains = map[string][]string{
 	TableFilter: {ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall},
-	TableNAT:    {ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq},
+	TableNAT:    {ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq, ChainEgressMasq},
 	"mangle":    {ChainCanary},
 }
 

@@ -92,16 +92,18 @@ type config struct {
 	Mark uint32
 	// NodePortAddrs are the addresses NodePorts are served on, sorted.
 	NodePortAddrs []netip.Addr
+	// Egress is the family's egress masquerade (egress.go).
+	Egress servicetable.EgressRules
 }
 
 // equal reports whether two configs render the same shared rules.
 func (c config) equal(o config) bool {
 	return c.Family == o.Family && c.Local == o.Local && c.MasqueradeAll == o.MasqueradeAll && c.Mark == o.Mark &&
-		slices.Equal(c.NodePortAddrs, o.NodePortAddrs)
+		slices.Equal(c.NodePortAddrs, o.NodePortAddrs) && c.Egress.Equal(o.Egress)
 }
 
 func configFor(n servicetable.NodeConfig, f ipfamily.Family) config {
-	c := config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark()}
+	c := config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f)}
 	for _, p := range n.ClusterCIDRs {
 		if ipfamily.OfPrefix(p) == f && !c.Local.CIDR.IsValid() {
 			c.Local.CIDR = p.Masked()

@@ -84,6 +84,7 @@ func (rs *Ruleset) renderFixed(table string) []*Chain {
 			rule(comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully"),
 		}},
 		{Name: ChainMarkMasq, Rules: []string{rule("-j MARK --or-mark", mark)}},
+		{Name: ChainEgressMasq, Rules: egressRules(c.Egress)},
 	})
 }
 
@@ -228,6 +229,9 @@ var Jumps = []Jump{
 	jump(TableFilter, "FORWARD", ChainProxyFirewall, "kubernetes load balancer firewall", true),
 	jump(TableNAT, "OUTPUT", ChainServices, "kubernetes service portals", false),
 	jump(TableNAT, "PREROUTING", ChainServices, "kubernetes service portals", false),
+	// Prepended before the next one: the egress masquerade comes after
+	// KUBE-POSTROUTING in POSTROUTING.
+	jump(TableNAT, "POSTROUTING", ChainEgressMasq, "svcnet egress masquerade of pod traffic leaving the cluster", false),
 	jump(TableNAT, "POSTROUTING", ChainPostrouting, "kubernetes postrouting rules", false),
 }
 

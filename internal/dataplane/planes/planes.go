@@ -119,10 +119,20 @@ func openNFTables(opt Options) (dataplane.DataPlane, func() error, error) {
 
 // openIPTables opens the iptables plane on the variant this node's other
 // agents use (iptables.Detect: kubelet's hint chain, else the variant with
-// rules, else iptables-nft), as kube-proxy's image chooses.
+// rules, else iptables-nft), as kube-proxy's image chooses. On iptables-nft
+// it watches the nf_tables ruleset generation for drift
+// (iptplane.GenerationWatch).
 func openIPTables(opt Options) (dataplane.DataPlane, func() error, error) {
 	v := iptables.Detect(context.Background(), nil)
-	return iptplane.New(&iptables.Exec{Variant: v}, opt.Families...), func() error { return nil }, nil
+	b := iptplane.New(&iptables.Exec{Variant: v}, opt.Families...)
+	if v != iptables.NFT {
+		return b, func() error { return nil }, nil
+	}
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("iptables: nftables generation: %w", err)
+	}
+	return iptplane.WatchGeneration(b, c.Generation), c.Close, nil
 }
 
 // openUserspace opens the userspace plane: its proxy ports listen on every
