@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -30,6 +31,36 @@ func (d *demo) planeRules(ctx context.Context, l *lab.Lab, svc *corev1.Service, 
 		return string(out), nil
 	}
 	name := svc.Namespace + "/" + svc.Name
+	// The node's proxy programs the Service and its endpoints a moment
+	// after they are applied: wait (bounded) until the plane's state has
+	// the ClusterIP and, on iptables, a KUBE-SEP rule per pod.
+	output := func(argv ...string) string {
+		out, _ := l.CommandContext(ctx, node, argv...).Output()
+		return string(out)
+	}
+	ready := map[string]func() bool{
+		"iptables": func() bool {
+			out := output("iptables", "-t", "nat", "-S", "KUBE-SERVICES")
+			c := chainFor(out, fmt.Sprintf(`-d %s/32 .*-j (KUBE-SVC-[A-Z0-9]+)`, regexp.QuoteMeta(svc.Spec.ClusterIP)))
+			return c != "" && strings.Count(output("iptables", "-t", "nat", "-S", c), "-j KUBE-SEP-") == len(pods)
+		},
+		"userspace": func() bool {
+			return strings.Contains(output("nft", "list", "table", "ip", "svcnet-userspace"), svc.Spec.ClusterIP)
+		},
+	}[d.plane]
+	if ready == nil {
+		return nil
+	}
+	for deadline := time.Now().Add(15 * time.Second); !ready(); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node1's %s plane did not program %s (ClusterIP %s, %d pods) within 15s", d.plane, name, svc.Spec.ClusterIP, len(pods))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	switch d.plane {
 	case "iptables":
 		d.say("The data plane is iptables, as kube-proxy's default mode: node1's nat table sends the ClusterIP %s:80 from KUBE-SERVICES to the Service's KUBE-SVC chain.", svc.Spec.ClusterIP)
