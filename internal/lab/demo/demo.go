@@ -159,7 +159,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		d.hits(u, hits)
 		if d.plane == "userspace" {
-			d.check(answeredBy(hits, pods[i].Name) && allClients(hits, topology.NodeAddr(node).String()), "answered by %s, client seen as %s", pods[i].Name, topology.NodeAddr(node))
+			d.check(answeredBy(hits, pods[i].Name) && clientsIn(hits, topology.NodeAddr(node).String(), topology.Gateway4(node).String()),
+				"answered by %s, which sees %s's address (%s or %s), not the client's", pods[i].Name, p.Spec.NodeName, topology.NodeAddr(node), topology.Gateway4(node))
 		} else {
 			d.check(answeredBy(hits, pods[i].Name) && allClients(hits, topology.ClientAddr.String()), "answered by %s, client %s kept", pods[i].Name, topology.ClientAddr)
 		}
