@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -21,6 +22,7 @@ const TableName = "svcnet-userspace"
 const (
 	chainNatPrerouting     = "nat-prerouting"
 	chainNatOutput         = "nat-output"
+	chainNatPostrouting    = "nat-postrouting"
 	chainPortalsContainer  = "portals-container"
 	chainPortalsHost       = "portals-host"
 	chainNodePortContainer = "nodeports-container"
@@ -54,6 +56,8 @@ type familyConfig struct {
 	// NodePort address; invalid when there is none, and the node's own
 	// traffic is redirected to loopback instead.
 	host netip.Addr
+	// egress is the family's egress masquerade (as the nftables plane's).
+	egress servicetable.EgressRules
 }
 
 // localDetector says what traffic comes from a local pod, as the nftables
@@ -76,7 +80,7 @@ func (d localDetector) ifLocal() nft.Expr {
 }
 
 func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
-	fc := familyConfig{fam: f}
+	fc := familyConfig{fam: f, egress: n.Egress.For(f)}
 	for _, p := range n.ClusterCIDRs {
 		if ipfamily.Of(p.Addr()) == f && !fc.local.cidr.IsValid() {
 			fc.local.cidr = p.Masked()
@@ -181,6 +185,12 @@ func skeleton(fc familyConfig) *nft.Table {
 		ips.Elements[nft.KeyString(fc.fam, ips.Key, e.Key)] = e
 	}
 	t.Sets[ips.Name] = ips
+	// Egress masquerade of pod traffic leaving the cluster: the node
+	// setting every plane programs, in the nftables plane's chain.
+	if c := nftables.EgressChain(fc.egress); c != nil {
+		t.Chains[c.Name] = c
+		chain(chainNatPostrouting, &nft.Hook{Type: "nat", Hook: "postrouting", Priority: 100}, nft.R(nft.JumpTo(c.Name)))
+	}
 	return t
 }
 
