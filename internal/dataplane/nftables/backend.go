@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -171,7 +172,7 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		want.add(sp, renderService(fc, sp))
 	}
 	bt := newBatch(fc.Family)
-	names := sortedIDs(cur)
+	names := slices.Sorted(maps.Keys(cur))
 	for n := range want.tables {
 		if _, ok := cur[n]; !ok {
 			names = append(names, n)
@@ -486,15 +487,6 @@ func clusterIPs(ports []*servicetable.ServicePort) []netip.Addr {
 			out = append(out, sp.ClusterIP)
 		}
 	}
-	return out
-}
-
-func sortedIDs[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 
