@@ -63,38 +63,20 @@ type familyConfig struct {
 // localDetector says what traffic comes from a local pod, as the nftables
 // plane reads NodeConfig (kube-proxy's LocalTrafficDetector): by source
 // prefix, or by input interface name (or name prefix).
-type localDetector struct {
-	cidr        netip.Prefix
-	iface       string
-	ifacePrefix bool
-}
+type localDetector servicetable.LocalTraffic
 
-func (d localDetector) set() bool { return d.cidr.IsValid() || d.iface != "" }
+func (d localDetector) set() bool { return d.CIDR.IsValid() || d.Iface != "" }
 
 // ifLocal matches traffic from a local pod: `ip saddr CIDR`, `iifname "cbr0"`.
 func (d localDetector) ifLocal() nft.Expr {
-	if d.cidr.IsValid() {
-		return nft.Saddr(d.cidr)
+	if d.CIDR.IsValid() {
+		return nft.Saddr(d.CIDR)
 	}
-	return nft.IifnameMatch{Name: d.iface, Prefix: d.ifacePrefix}
+	return nft.IifnameMatch{Name: d.Iface, Prefix: d.IfacePrefix}
 }
 
 func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
-	fc := familyConfig{fam: f, egress: n.Egress.For(f)}
-	for _, p := range n.ClusterCIDRs {
-		if ipfamily.Of(p.Addr()) == f && !fc.local.cidr.IsValid() {
-			fc.local.cidr = p.Masked()
-		}
-	}
-	if len(n.ClusterCIDRs) == 0 && n.PodInterface != "" {
-		fc.local = localDetector{iface: n.PodInterface, ifacePrefix: n.PodInterfacePrefix}
-	}
-	for _, a := range n.NodePortAddresses {
-		if ipfamily.Of(a) == f && !a.IsLoopback() {
-			fc.nodePortAddrs = append(fc.nodePortAddrs, a)
-		}
-	}
-	slices.SortFunc(fc.nodePortAddrs, netip.Addr.Compare)
+	fc := familyConfig{fam: f, egress: n.Egress.For(f), local: localDetector(n.LocalTraffic(f)), nodePortAddrs: n.NodePortAddrs(f)}
 	if len(fc.nodePortAddrs) > 0 {
 		fc.host = fc.nodePortAddrs[0]
 	}
@@ -341,14 +323,7 @@ func (r *portRenderer) noEndpoints() {
 func (r *portRenderer) firewall() string {
 	sp := r.sp
 	name := firewallPrefix + sp.ID
-	var rules []*nft.Rule
-	for _, p := range sp.SourceRanges {
-		rules = append(rules, nft.R(nft.Saddr(p), nft.Verdict{Kind: nft.Return}))
-	}
-	if sp.LoadBalancerIPInSourceRanges() {
-		rules = append(rules, nft.R(nft.FibLocal{Saddr: true}, nft.Verdict{Kind: nft.Return}))
-	}
-	rules = append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to "+sp.Name.String()+" from outside loadBalancerSourceRanges"))
+	rules := nftables.SourceRangeRules(sp)
 	rules[0].Comment = sp.Name.String() + " loadBalancerSourceRanges"
 	r.t.Chains[name] = &nft.Chain{Name: name, Rules: rules}
 	return name
