@@ -143,7 +143,11 @@
 // closed ports, where the kernel refuses them. The new process opens new
 // ports (the kernel picks other numbers) and its first Sync replaces that
 // table in one transaction; established proxied connections are not
-// carried over, there being no socket left to carry.
+// carried over, there being no socket left to carry. So this plane does
+// not keep the rule the kernel planes keep, that a crash or restart never
+// drops established traffic: a restart ends the connections in flight and
+// refuses new ones from the process's end to the new process's first Sync
+// (test/proxy's TestRestartWithoutFailedRequest holds it to exactly that).
 //
 // # What the tracer sees
 //
