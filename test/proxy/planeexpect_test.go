@@ -67,3 +67,12 @@ func planeEgressMasquerades() bool { return !userspacePlane() }
 // (internal/dataplane/userspace/doc.go, "A restart"); what it keeps is
 // that traffic fails only while no process serves it.
 func restartKeepsTraffic() bool { return !userspacePlane() }
+
+// planeRetries reports whether a connection whose endpoint refuses it
+// goes to another endpoint. On the userspace plane it does: the proxy owns
+// the client's connection and, when its own connect fails, dials another
+// endpoint within a bounded budget, so a pod that died before the
+// endpoints caught up costs a retry, not a failed request. The kernel
+// planes pick an endpoint once per flow (the DNAT), and a dead pick fails
+// the client's connect: the articles' "iptables cannot retry".
+func planeRetries() bool { return userspacePlane() }
