@@ -76,3 +76,9 @@ func restartKeepsTraffic() bool { return !userspacePlane() }
 // planes pick an endpoint once per flow (the DNAT), and a dead pick fails
 // the client's connect: the articles' "iptables cannot retry".
 func planeRetries() bool { return userspacePlane() }
+
+// sctpServed reports whether the plane under test serves SCTP Services.
+// The userspace plane does not: Go's net package has no SCTP sockets, and
+// a byte-stream splice would lose SCTP's message boundaries and streams
+// (internal/dataplane/userspace/doc.go, "SCTP").
+func sctpServed() bool { return !userspacePlane() }

@@ -159,12 +159,6 @@ func (r *sctpRaw) next(sport uint16, timeout time.Duration) (sctpSeen, error) {
 	}
 }
 
-// sctpServed reports whether the plane under test serves SCTP Services.
-// The userspace plane does not: Go's net package has no SCTP sockets, and
-// a byte-stream splice would lose SCTP's message boundaries and streams
-// (internal/dataplane/userspace/doc.go, "SCTP").
-func sctpServed() bool { return !userspacePlane() }
-
 // sctpNotServed checks a plane that does not serve the SCTP port of
 // 10.96.0.130 as its doc says: the port gets no frontend, the proxy logs
 // why, and an INIT from the client pod to the ClusterIP is rejected with an
