@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -119,15 +120,19 @@ func TestDetectLocalModes(t *testing.T) {
 // it: a probe chain of the test's own just before it (postrouting, priority
 // 99) counts packets by mark, and the connections' SYNs. A pod's
 // connection, not masqueraded, carries no mark. The userspace plane has no
-// masquerade (planeMasquerades): no rule of it marks, and the connections
-// the endpoint gets, the proxy's own from the node, carry no mark.
+// masquerade (planeMasquerades): svcnet proxy warns that the flag is not
+// used, no rule of the plane marks, and the connections the endpoint gets,
+// the proxy's own from the node, carry no mark.
 func TestMasqueradeBit(t *testing.T) {
 	c := newCluster(t)
 	server := c.addPod("server", 12)
 	pod := c.addPod("client-pod", 11)
 	svc := newService("web", []string{"10.96.0.61"}, tcpPort(80))
 	c.apply(svc, v4(svc, local(server)))
-	c.startProxy("--masquerade-bit", "5")
+	proxy := c.startProxy("--masquerade-bit", "5")
+	if !planeMasquerades() {
+		proxy.waitLog(t, time.Second, 0, regexp.MustCompile(`(?m)^W.*--masquerade-bit \(masqueradeBit\) "5": not used: the userspace data plane has no masquerade and no packet mark$`))
+	}
 
 	if err := c.plane().checkMark(0x20); err != nil {
 		t.Fatal(err)
