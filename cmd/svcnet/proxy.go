@@ -18,6 +18,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
+	"github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/podroutes"
 	"github.com/svcnet/svcnet/internal/proxy"
@@ -44,6 +45,9 @@ type proxyOptions struct {
 	// modes' interface (--pod-bridge-interface, --pod-interface-name-prefix).
 	podBridgeInterface string
 	podInterfacePrefix string
+	// masqueradeBitField is the --config field that set masqueradeBit
+	// ("" when the file did not).
+	masqueradeBitField string
 	conntrack          conntrackOptions
 	healthzAddr        string
 	metricsAddr        string
@@ -406,6 +410,17 @@ func (o *proxyOptions) unusedSettings(fs *pflag.FlagSet, cfg proxy.Config) []str
 	}
 	if o.podInterfacePrefix != "" && cfg.DetectLocalMode != proxy.LocalModeInterfaceNamePrefix {
 		unused("pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", o.podInterfacePrefix, mode)
+	}
+	if o.dataPlane == userspace.Name {
+		why := "the userspace data plane has no masquerade and no packet mark"
+		for _, f := range []string{"masquerade-bit", "iptables-masquerade-bit"} {
+			if fs.Changed(f) {
+				unused(f, "masqueradeBit", fmt.Sprint(o.masqueradeBit), why)
+			}
+		}
+		if o.masqueradeBitField != "" {
+			out = append(out, fmt.Sprintf("--config %s: %s %d: not used: %s", o.configFile, o.masqueradeBitField, o.masqueradeBit, why))
+		}
 	}
 	if o.dataPlane == planes.None {
 		var ct []string

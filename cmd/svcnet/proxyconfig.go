@@ -214,6 +214,7 @@ func (c *kubeProxyConfig) applyTo(o *proxyOptions, fs *pflag.FlagSet) {
 	}
 	if sec.MasqueradeBit != nil && !set("masquerade-bit", "iptables-masquerade-bit") {
 		o.masqueradeBit = int(*sec.MasqueradeBit)
+		o.masqueradeBitField = c.sectionName() + ".masqueradeBit"
 	}
 	if c.DetectLocalMode != "" && !set("detect-local-mode") {
 		o.detectLocalMode = c.DetectLocalMode

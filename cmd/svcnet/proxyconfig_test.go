@@ -260,6 +260,18 @@ egressMasquerade: {enabled: false}
 		body:  "conntrack: {tcpCloseWaitTimeout: 1h}\n",
 		flags: []string{"--data-plane", "none", "--pod-routes", "--conntrack-udp-timeout", "30s"},
 		want:  []string{"--conntrack-udp-timeout, conntrack.*: not applied: with --data-plane none the conntrack sysctls are left to the Service proxy beside svcnet"},
+	}, {
+		name:  "a masquerade bit from the file on the userspace plane",
+		body:  "nftables: {masqueradeBit: 5}\n",
+		flags: []string{"--data-plane", "userspace"},
+		want:  []string{cfgLine("nftables.masqueradeBit 5: not used: the userspace data plane has no masquerade and no packet mark")},
+	}, {
+		name:  "a masquerade bit flag on the userspace plane",
+		flags: []string{"--data-plane", "userspace", "--iptables-masquerade-bit", "5"},
+		want:  []string{`--iptables-masquerade-bit (masqueradeBit) "5": not used: the userspace data plane has no masquerade and no packet mark`},
+	}, {
+		name:  "the default masquerade bit on the userspace plane",
+		flags: []string{"--data-plane", "userspace"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(p, []byte(head+tc.body), 0o644); err != nil {

@@ -9,8 +9,8 @@ import (
 )
 
 // TestClusterIPFromPod: a pod reaches a ClusterIP over TCP and UDP, the
-// endpoint sees the pod's own address (no masquerade), and 60 requests
-// spread over all 3 endpoints.
+// endpoint sees the pod's own address (no masquerade; on the userspace
+// plane the node's, seenAs), and 60 requests spread over all 3 endpoints.
 func TestClusterIPFromPod(t *testing.T) {
 	c := newCluster(t)
 	a, b, d := c.addPod("pod-a", 11), c.addPod("pod-b", 12), c.addPod("pod-d", 13)
@@ -24,8 +24,8 @@ func TestClusterIPFromPod(t *testing.T) {
 			addr := "10.96.0.10:80"
 			eventuallyAnswered(t, client.ns, proto, addr)
 			rs := requests(t, client.ns, proto, addr, 60)
-			if src := sources(rs); len(src) != 1 || src[0] != client.ip {
-				t.Errorf("endpoints saw client addresses %v, want only the pod's own %v", src, client.ip)
+			if src := sources(rs); len(src) != 1 || src[0] != seenAs(client.ip) {
+				t.Errorf("endpoints saw client addresses %v, want only %v (the pod %v as the plane delivers it)", src, seenAs(client.ip), client.ip)
 			}
 			seen := byPod(rs)
 			for _, p := range []*pod{a, b, d} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -51,7 +52,10 @@ func (c *cluster) addBridgedPod(name string, host int) *pod {
 // does not count as from a local pod. Senders: "near" (routed veth vp11,
 // inside node1's podCIDR 192.168.1.0/25), "far" (routed veth vp140, outside
 // it but inside the cluster CIDR), "bridged" (192.168.1.50 on the bridge
-// cbr0) and the external client (172.26.236.10, on eth0).
+// cbr0) and the external client (172.26.236.10, on eth0). On the userspace
+// plane every sender is seen as the node under every mode (seenAs): the
+// mode still decides which traffic is a pod's for externalTrafficPolicy
+// Local, but the endpoint's connection is the proxy's.
 func TestDetectLocalModes(t *testing.T) {
 	c := newCluster(t)
 	server := c.addPod("server", 12)
@@ -98,7 +102,7 @@ func TestDetectLocalModes(t *testing.T) {
 					kept = kept || k == s.name
 				}
 				if kept {
-					want = s.src
+					want = seenAs(s.src)
 				}
 				if r.Pod != server.name || r.Src != want {
 					t.Errorf("%s (%s) to the ClusterIP: answered by %s seeing %s, want %s seeing %s (masqueraded: %v)",
@@ -114,15 +118,21 @@ func TestDetectLocalModes(t *testing.T) {
 // connection's first packet carries 0x20 (never 0x4000) until the plane's
 // masquerade rule in nat postrouting (priority 100 on every plane) clears
 // it: a probe chain of the test's own just before it (postrouting, priority
-// 99) counts packets by mark. A pod's connection, not masqueraded, carries
-// no mark.
+// 99) counts packets by mark, and the connections' SYNs. A pod's
+// connection, not masqueraded, carries no mark. The userspace plane has no
+// masquerade (planeMasquerades): svcnet proxy warns that the flag is not
+// used, no rule of the plane marks, and the connections the endpoint gets,
+// the proxy's own from the node, carry no mark.
 func TestMasqueradeBit(t *testing.T) {
 	c := newCluster(t)
 	server := c.addPod("server", 12)
 	pod := c.addPod("client-pod", 11)
 	svc := newService("web", []string{"10.96.0.61"}, tcpPort(80))
 	c.apply(svc, v4(svc, local(server)))
-	c.startProxy("--masquerade-bit", "5")
+	proxy := c.startProxy("--masquerade-bit", "5")
+	if !planeMasquerades() {
+		proxy.waitLog(t, time.Second, 0, regexp.MustCompile(`(?m)^W.*--masquerade-bit \(masqueradeBit\) "5": not used: the userspace data plane has no masquerade and no packet mark$`))
+	}
 
 	if err := c.plane().checkMark(0x20); err != nil {
 		t.Fatal(err)
@@ -133,31 +143,35 @@ func TestMasqueradeBit(t *testing.T) {
 		type filter hook postrouting priority 99; policy accept;
 		ip daddr ` + server.ip.String() + ` tcp dport 8080 meta mark & 0x00000020 == 0x00000020 counter comment "bit5"
 		ip daddr ` + server.ip.String() + ` tcp dport 8080 meta mark & 0x00004000 == 0x00004000 counter comment "bit14"
+		ip daddr ` + server.ip.String() + ` tcp dport 8080 tcp flags & (syn | ack) == syn counter comment "syn"
 	}
 }
 `)
 	if out, err := load.CombinedOutput(); err != nil {
 		t.Fatalf("probe table: %v\n%s", err, out)
 	}
-	counts := func() (bit5, bit14 int) {
+	counts := func() (bit5, bit14, syn int) {
 		t.Helper()
 		out := c.mustNode("nft", "list", "chain", "ip", "probe", "post")
-		for _, m := range regexp.MustCompile(`counter packets (\d+) bytes \d+ comment "(bit5|bit14)"`).FindAllStringSubmatch(out, -1) {
+		for _, m := range regexp.MustCompile(`counter packets (\d+) bytes \d+ comment "(bit5|bit14|syn)"`).FindAllStringSubmatch(out, -1) {
 			n, _ := strconv.Atoi(m[1])
-			if m[2] == "bit5" {
+			switch m[2] {
+			case "bit5":
 				bit5 = n
-			} else {
+			case "bit14":
 				bit14 = n
+			default:
+				syn = n
 			}
 		}
-		return bit5, bit14
+		return bit5, bit14, syn
 	}
 
-	if r, err := tcpReq(pod.ns, "10.96.0.61:80", reqTimeout); err != nil || r.Src != pod.ip {
-		t.Fatalf("pod to the ClusterIP: %v %v, want seen as %s", r, err, pod.ip)
+	if r, err := tcpReq(pod.ns, "10.96.0.61:80", reqTimeout); err != nil || r.Src != seenAs(pod.ip) {
+		t.Fatalf("pod to the ClusterIP: %v %v, want seen as %s", r, err, seenAs(pod.ip))
 	}
-	if b5, b14 := counts(); b5 != 0 || b14 != 0 {
-		t.Fatalf("after a pod's connection: %d packets marked 0x20, %d marked 0x4000; want none", b5, b14)
+	if b5, b14, syn := counts(); b5 != 0 || b14 != 0 || syn != 1 {
+		t.Fatalf("after a pod's connection: %d SYNs, %d packets marked 0x20, %d marked 0x4000; want 1 and none marked", syn, b5, b14)
 	}
 	const conns = 3
 	for i := range conns {
@@ -166,8 +180,12 @@ func TestMasqueradeBit(t *testing.T) {
 		}
 	}
 	// Only a connection's first packet crosses the nat chains that mark it.
-	if b5, b14 := counts(); b5 != conns || b14 != 0 {
-		t.Fatalf("after %d masqueraded connections: %d packets marked 0x20, %d marked 0x4000; want %d and 0", conns, b5, b14, conns)
+	marked := conns
+	if !planeMasquerades() {
+		marked = 0
+	}
+	if b5, b14, syn := counts(); b5 != marked || b14 != 0 || syn != 1+conns {
+		t.Fatalf("after %d client connections: %d SYNs, %d packets marked 0x20, %d marked 0x4000; want %d, %d and 0", conns, syn, b5, b14, 1+conns, marked)
 	}
 }
 

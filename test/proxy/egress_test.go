@@ -4,8 +4,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestEgressMasquerade sends real connections from a pod to a server
@@ -24,6 +27,14 @@ import (
 //
 // The client's default route is the node, so replies to a pod's address
 // come back without masquerade too: what the server sees is what tells.
+//
+// The userspace plane programs no egress masquerade
+// (planeEgressMasquerades): there, under every setting, the proxy's start
+// line says egress masquerade is off in both families, a non-masquerade
+// CIDR flag is warned about as unused, the kernel has no egress rule and
+// the outside server sees the pod's own address; and a pod's connection
+// through the ClusterIP reaches the endpoint as the proxy's, from the node
+// (seenAs).
 func TestEgressMasquerade(t *testing.T) {
 	c := newCluster(t)
 	a, b := c.addPod("pod-a", 11), c.addPod("pod-b", 12)
@@ -56,7 +67,7 @@ func TestEgressMasquerade(t *testing.T) {
 			{"outside6/udp", "udp", outside6, a, nodeIP6, "outside"},
 			{"pod/tcp", "tcp", hostPort(b.ip, echoPort), a, a.ip, b.name},
 			{"pod6/tcp", "tcp", hostPort(b.ip6, echoPort), a, a.ip6, b.name},
-			{"ClusterIP/tcp", "tcp", "10.96.0.70:80", a, a.ip, b.name},
+			{"ClusterIP/tcp", "tcp", "10.96.0.70:80", a, seenAs(a.ip), b.name},
 		}},
 		{"off", []string{"--egress-masquerade=false"}, false, []check{
 			{"outside/tcp", "tcp", outside4, a, a.ip, "outside"},
@@ -80,17 +91,32 @@ func TestEgressMasquerade(t *testing.T) {
 					t.Errorf("svcnet proxy exit: %v", err)
 				}
 			}()
-			if has, out := c.plane().egressMasquerade(); has != run.chain {
-				t.Fatalf("egress chain in the kernel: %v, want %v:\n%s", has, run.chain, out)
+			if !planeEgressMasquerades() {
+				p.waitLog(t, time.Second, 0, regexp.MustCompile(`"starting" .*egressMasquerade=\["IPv4 off","IPv6 off"\]`))
+				if slices.Contains(run.args, "--non-masquerade-cidrs") {
+					p.waitLog(t, time.Second, 0, regexp.MustCompile(`(?m)^W.*--non-masquerade-cidrs .*not used: the userspace data plane programs no masquerade`))
+				}
+			}
+			chain := run.chain && planeEgressMasquerades()
+			if has, out := c.plane().egressMasquerade(); has != chain {
+				t.Fatalf("egress chain in the kernel: %v, want %v:\n%s", has, chain, out)
 			}
 			for _, ck := range run.want {
 				t.Run(ck.name, func(t *testing.T) {
+					want := ck.want
+					if ck.by == "outside" && !planeEgressMasquerades() {
+						// No egress masquerade: the pod's own address.
+						want = ck.from.ip
+						if ck.want.Is6() {
+							want = ck.from.ip6
+						}
+					}
 					r, err := req(ck.from.ns, ck.proto, ck.to, reqTimeout)
 					if err != nil {
 						t.Fatalf("%s from %s to %s: %v", ck.proto, ck.from.name, ck.to, err)
 					}
-					if r.Pod != ck.by || r.Src != ck.want {
-						t.Errorf("%s from %s to %s: %s saw %s, want %s seeing %s", ck.proto, ck.from.name, ck.to, r.Pod, r.Src, ck.by, ck.want)
+					if r.Pod != ck.by || r.Src != want {
+						t.Errorf("%s from %s to %s: %s saw %s, want %s seeing %s", ck.proto, ck.from.name, ck.to, r.Pod, r.Src, ck.by, want)
 					}
 				})
 			}

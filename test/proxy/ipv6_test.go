@@ -10,7 +10,8 @@ import (
 )
 
 // TestDualStackIPv6: a dual-stack Service is reached over its IPv6 ClusterIP
-// from a pod (TCP and UDP, endpoint sees the pod's own IPv6 address), over
+// from a pod (TCP and UDP, endpoint sees the pod's own IPv6 address, or on
+// the userspace plane the node's, seenAs), over
 // its IPv4 ClusterIP too, and over the node's IPv6 NodePort from outside.
 func TestDualStackIPv6(t *testing.T) {
 	c := newCluster(t)
@@ -31,9 +32,9 @@ func TestDualStackIPv6(t *testing.T) {
 		from        *netns.NS
 		wantSrc     netip.Addr
 	}{
-		{"clusterIP6/tcp", "tcp", "[fd00:96::120]:80", client.ns, client.ip6},
-		{"clusterIP6/udp", "udp", "[fd00:96::120]:80", client.ns, client.ip6},
-		{"clusterIP4/tcp", "tcp", "10.96.0.120:80", client.ns, client.ip},
+		{"clusterIP6/tcp", "tcp", "[fd00:96::120]:80", client.ns, seenAs(client.ip6)},
+		{"clusterIP6/udp", "udp", "[fd00:96::120]:80", client.ns, seenAs(client.ip6)},
+		{"clusterIP4/tcp", "tcp", "10.96.0.120:80", client.ns, seenAs(client.ip)},
 		// From outside over IPv6: masqueraded to the node's pod-side address.
 		{"nodePort6/tcp", "tcp", hostPort(nodeIP6, 30120), c.client, podGW6},
 	} {

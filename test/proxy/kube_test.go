@@ -127,7 +127,8 @@ func TestKube(t *testing.T) {
 
 	t.Run("ExternalTrafficPolicyLocal", func(t *testing.T) {
 		// Through the ingress IP: only the local endpoint, client address
-		// kept; a pod is short-circuited to every endpoint.
+		// kept (on the userspace plane the node's: seenAs); a pod is
+		// short-circuited to every endpoint.
 		createService(t, api, "etp", etp, func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
 			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
@@ -138,8 +139,8 @@ func TestKube(t *testing.T) {
 		if seen := byPod(rs); seen[etpA.name] != 10 {
 			t.Errorf("LB IP from outside reached %v, want only the local %s", seen, etpA.name)
 		}
-		if src := sources(rs); len(src) != 1 || src[0] != clientIP {
-			t.Errorf("endpoint saw %v, want the client's own %v", src, clientIP)
+		if src := sources(rs); len(src) != 1 || src[0] != seenAs(clientIP) {
+			t.Errorf("endpoint saw %v, want %v (the client %v as the plane delivers it)", src, seenAs(clientIP), clientIP)
 		}
 		if seen := byPod(requests(t, client.ns, "tcp", vip, 30)); seen[etpA.name] == 0 || seen[etpB.name] == 0 {
 			t.Errorf("pod to LB IP reached %v, want both endpoints (short-circuit)", seen)

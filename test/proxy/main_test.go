@@ -4,7 +4,11 @@
 // $SVCNET_DATA_PLANE names (svcnet proxy's default when unset); the traffic
 // and what it must do are the same on every plane, and what a test reads
 // or breaks in the kernel goes through the plane's view
-// (planeview_test.go).
+// (planeview_test.go; planeview_userspace_test.go). Where a plane truly
+// differs in what the traffic does (the userspace plane's proxy: the
+// endpoint sees the node, no masquerade, no SCTP, a restart drops traffic,
+// a dead endpoint is retried), planeexpect_test.go says so once, with the
+// reason, and the tests assert that exactly.
 //
 // Topology (one per test, see topology_test.go): a "node" namespace runs the
 // proxy as node1; a "client" namespace is an external client on the node's

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
+	usplane "github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	ipt "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/testbin"
@@ -29,10 +30,13 @@ type planeView interface {
 	nodePortAddrs() ([]netip.Addr, string)
 	// checkMark returns nil when the Service masquerade of IPv4 sets,
 	// tests and clears exactly mark, and no rule uses another mark bit
-	// (kube-proxy's default 0x4000).
+	// (kube-proxy's default 0x4000); on a plane without a Service
+	// masquerade (planeMasquerades false), nil when no rule of the plane
+	// marks, tests a mark or masquerades at all.
 	checkMark(mark uint32) error
 	// egressMasquerade reports whether the plane's IPv4 egress masquerade
-	// masquerades anything, and the state read.
+	// masquerades anything, and the state read (always false on a plane
+	// that programs none: planeEgressMasquerades).
 	egressMasquerade() (bool, string)
 	// objects returns the plane's kernel objects in the node namespace
 	// (tables, or chains and the jumps to them), sorted.
@@ -56,10 +60,15 @@ type planeView interface {
 // deleted; on iptables, the dispatch chain flushed (the chains it jumps to
 // stay, as `nft flush table` keeps the tables), or every chain of every
 // table flushed and deleted, as a firewall reset does (the canary goes
-// too).
+// too); on userspace, the redirect table flushed (its chains stay, empty,
+// and every Service's traffic goes on to its ClusterIP unredirected), or
+// deleted.
 func driftNames() []string {
-	if testbin.DataPlane() == iptplane.Name {
+	switch testbin.DataPlane() {
+	case iptplane.Name:
 		return []string{"flush-services", "reset-tables"}
+	case usplane.Name:
+		return []string{"flush-table", "delete-table"}
 	}
 	return []string{"flush-table", "delete-tables"}
 }
@@ -104,6 +113,8 @@ func (c *cluster) viewOf(p string) (planeView, error) {
 			// The variant the proxy chose by the same rule in the same
 			// namespace (iptables.Detect).
 			c.view = &iptView{c: c, variant: ipt.Detect(context.Background(), c.node.CommandContext)}
+		case usplane.Name:
+			c.view = &usView{c: c}
 		default:
 			return nil, fmt.Errorf("test/proxy has no view of data plane %q (planeview_test.go)", p)
 		}

@@ -12,12 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
-// TestSCTP: an SCTP ClusterIP is DNATed to its endpoint.
+// TestSCTP: an SCTP ClusterIP is DNATed to its endpoint, and the Service's
+// TCP port beside it is served as any.
 //
 // This kernel tracks SCTP in conntrack but may have no SCTP sockets
 // (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) fails with EPROTONOSUPPORT),
@@ -26,14 +29,22 @@ import (
 // target port from the sender's own address (a raw socket there sees every
 // SCTP packet), and (2) the node's conntrack shows the flow translated to
 // the endpoint.
+//
+// The userspace plane does not serve SCTP (sctpServed): there the test
+// checks what its doc says happens instead (sctpNotServed).
 func TestSCTP(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 11)
 	client := c.addPod("client", 20)
 	t.Logf("SCTP sockets in this kernel: %v", sctpSockets(client.ns))
-	svc := newService("sctp", []string{"10.96.0.130"}, svcPort(corev1.ProtocolSCTP, 9999))
+	svc := newService("sctp", []string{"10.96.0.130"}, svcPort(corev1.ProtocolSCTP, 9999), tcpPort(80))
 	c.apply(svc, v4(svc, local(a)))
-	c.startProxy()
+	proxy := c.startProxy()
+	eventuallyAnswered(t, client.ns, "tcp", "10.96.0.130:80", a.name)
+	if !sctpServed() {
+		sctpNotServed(t, c, proxy, a, client)
+		return
+	}
 	eventually(t, 10*time.Second, "SCTP frontend programmed", func() (bool, string) {
 		fronts, state := c.plane().frontends()
 		return slices.Contains(fronts, frontendKey("sctp", netip.MustParseAddr("10.96.0.130"), 9999)), state
@@ -145,5 +156,99 @@ func (r *sctpRaw) next(sport uint16, timeout time.Duration) (sctpSeen, error) {
 		if s.sport == sport {
 			return s, nil
 		}
+	}
+}
+
+// sctpNotServed checks a plane that does not serve the SCTP port of
+// 10.96.0.130 as its doc says: the port gets no frontend, the proxy logs
+// why, and an INIT from the client pod to the ClusterIP is rejected with an
+// ICMP port unreachable (as traffic to any port the ClusterIP lacks) and
+// never reaches the endpoint.
+func sctpNotServed(t *testing.T, c *cluster, proxy *proxyProc, endpoint, client *pod) {
+	t.Helper()
+	vip := netip.MustParseAddr("10.96.0.130")
+	if fronts, state := c.plane().frontends(); slices.Contains(fronts, frontendKey("sctp", vip, 9999)) ||
+		!slices.Contains(fronts, frontendKey("tcp", vip, 80)) {
+		t.Errorf("frontends %v: want the TCP port and not the SCTP one:\n%s", fronts, state)
+	}
+	proxy.waitLog(t, time.Second, 0, regexp.MustCompile(`"Service port not served: the userspace proxy speaks TCP and UDP only" .*servicePort="default/sctp:sctp-9999/sctp" protocol="SCTP"`))
+
+	rx := listenSCTPRaw(t, endpoint.ns)
+	icmps := listenICMP4(t, client.ns)
+	sport := uint16(40000 + time.Now().UnixNano()%20000)
+	if err := sendSCTPInit(client.ns, vip, sport, 9999); err != nil {
+		t.Fatal(err)
+	}
+	u, err := icmps.unreachable(sport, 2*time.Second)
+	if err != nil {
+		t.Fatalf("SCTP INIT to %s:9999: no ICMP unreachable: %v", vip, err)
+	}
+	t.Logf("SCTP INIT to %s:9999 from %s: ICMP unreachable code %d from %s", vip, client.ip, u.code, u.from)
+	if u.code != 3 || u.dst != vip || u.proto != 132 || u.dport != 9999 {
+		t.Errorf("SCTP INIT to %s:9999 answered by %+v, want port unreachable (code 3) for it", vip, u)
+	}
+	// The reject answers the first packet: nothing can have been
+	// forwarded before it.
+	if s, err := rx.next(sport, 500*time.Millisecond); err == nil {
+		t.Errorf("the endpoint received the INIT: %+v", s)
+	}
+}
+
+// icmp4 receives the ICMP messages arriving in a namespace.
+type icmp4 struct{ conn *icmp.PacketConn }
+
+// icmpUnreach is an ICMP destination unreachable about a packet sent with
+// source port sport.
+type icmpUnreach struct {
+	from  netip.Addr
+	code  int
+	dst   netip.Addr // the original packet's destination
+	proto int
+	dport uint16
+}
+
+func listenICMP4(t testing.TB, ns *netns.NS) *icmp4 {
+	t.Helper()
+	var c *icmp.PacketConn
+	if err := ns.Do(func() error {
+		var err error
+		c, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0")
+		return err
+	}); err != nil {
+		t.Fatalf("raw icmp listener: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &icmp4{conn: c}
+}
+
+// unreachable returns the first destination unreachable about a packet
+// with source port sport within timeout.
+func (r *icmp4) unreachable(sport uint16, timeout time.Duration) (icmpUnreach, error) {
+	_ = r.conn.SetReadDeadline(time.Now().Add(timeout))
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := r.conn.ReadFrom(buf)
+		if err != nil {
+			return icmpUnreach{}, err
+		}
+		m, err := icmp.ParseMessage(1, buf[:n])
+		if err != nil || m.Type != ipv4.ICMPTypeDestinationUnreachable {
+			continue
+		}
+		body, ok := m.Body.(*icmp.DstUnreach)
+		if !ok {
+			continue
+		}
+		h, err := ipv4.ParseHeader(body.Data)
+		if err != nil || len(body.Data) < h.Len+4 {
+			continue
+		}
+		l4 := body.Data[h.Len:]
+		if binary.BigEndian.Uint16(l4[0:]) != sport {
+			continue
+		}
+		src, _ := netip.AddrFromSlice(from.(*net.IPAddr).IP)
+		dst, _ := netip.AddrFromSlice(h.Dst.To4())
+		return icmpUnreach{from: src.Unmap(), code: m.Code, dst: dst, proto: h.Protocol, dport: binary.BigEndian.Uint16(l4[2:])}, nil
 	}
 }

@@ -65,6 +65,11 @@
 // /clientip answers the node. Only the proxy knows the client, and it logs
 // it.
 //
+// Nor is anything masqueraded: the table NATs only destinations (the
+// redirects), uses no packet mark (--masquerade-bit has nothing to apply
+// to) and holds no egress masquerade, which svcnet proxy turns off on this
+// plane (a pod's traffic leaves the node with the pod's address).
+//
 // # Seams
 //
 // Dial, ListenTCP and ListenUDP are injectable (Config): tests dial through
@@ -143,7 +148,11 @@
 // closed ports, where the kernel refuses them. The new process opens new
 // ports (the kernel picks other numbers) and its first Sync replaces that
 // table in one transaction; established proxied connections are not
-// carried over, there being no socket left to carry.
+// carried over, there being no socket left to carry. So this plane does
+// not keep the rule the kernel planes keep, that a crash or restart never
+// drops established traffic: a restart ends the connections in flight and
+// refuses new ones from the process's end to the new process's first Sync
+// (test/proxy's TestRestartWithoutFailedRequest holds it to exactly that).
 //
 // # What the tracer sees
 //
