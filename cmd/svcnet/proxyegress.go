@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
-	"github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/trace"
 )
@@ -134,15 +133,12 @@ var egressFields = []configField{
 
 // egressConfig fills cfg's egress masquerade settings from the options;
 // serviceCIDRs are the cluster's Service networks where svcnet knows them.
-// The userspace data plane has no masquerade (its table holds only the
-// redirects to its proxy ports): there egress masquerade is off, whatever
-// the options say (egressWarnings names the ones asking for it).
 func (o *proxyOptions) egressConfig(cfg *proxy.Config, serviceCIDRs []netip.Prefix) error {
 	cidrs, err := o.egress.nonMasqueradeCIDRs()
 	if err != nil {
 		return err
 	}
-	cfg.EgressMasquerade = o.egress.enabled && o.dataPlane != userspace.Name
+	cfg.EgressMasquerade = o.egress.enabled
 	cfg.NonMasqueradeCIDRs = cidrs
 	cfg.MasqueradeLinkLocal = o.egress.linkLocal
 	cfg.ServiceCIDRs = serviceCIDRs
@@ -157,17 +153,6 @@ func (o *proxyOptions) egressWarnings(fs *pflag.FlagSet, cfg proxy.Config) []str
 	case o.dataPlane == planes.None:
 		if cfg.EgressMasquerade && (fs.Changed(flagEgressMasquerade) || o.egress.fileEnabled) {
 			out = append(out, fmt.Sprintf("--%s (%s): not applied: with --data-plane none svcnet programs no nftables table; the Service proxy or CNI plugin beside svcnet masquerades pod traffic, if anything does", flagEgressMasquerade, egressSection))
-		}
-	case o.dataPlane == userspace.Name:
-		const why = "the userspace data plane programs no masquerade: pod traffic leaves the node with the pod's address"
-		if o.egress.enabled && (fs.Changed(flagEgressMasquerade) || o.egress.fileEnabled) {
-			out = append(out, fmt.Sprintf("--%s (%s): not applied: %s", flagEgressMasquerade, egressSection, why))
-		}
-		if len(o.egress.cidrs) > 0 {
-			out = append(out, fmt.Sprintf("--%s (%s) %q: not used: %s", flagNonMasqueradeCIDRs, fieldNonMasq, strings.Join(o.egress.cidrs, ","), why))
-		}
-		if o.egress.linkLocal {
-			out = append(out, fmt.Sprintf("--%s (%s): not used: %s", flagMasqueradeLinkLocal, fieldMasqLinkLocal, why))
 		}
 	case !cfg.EgressMasquerade:
 		if len(o.egress.cidrs) > 0 {

@@ -60,8 +60,6 @@ func TestEgressMasqueradeSettings(t *testing.T) {
 		{"flags", "", []string{"--kubeconfig", "k", "--cluster-cidr", "192.168.0.0/16", "--non-masquerade-cidrs", "10.0.0.0/8,fd00:10::/64", "--masquerade-link-local"},
 			servicetable.EgressMasquerade{PodCIDRs: dual[:1], NonMasqueradeCIDRs: []netip.Prefix{pfx("10.0.0.0/8"), pfx("fd00:10::/64")}, MasqueradeLinkLocal: true}},
 		{"off by flag", "", []string{"--kubeconfig", "k", "--cluster-cidr", "192.168.0.0/16", "--egress-masquerade=false"}, servicetable.EgressMasquerade{}},
-		{"off on the userspace plane, which has no masquerade", "", []string{"--kubeconfig", "k", "--cluster-cidr", "192.168.0.0/16", "--data-plane", "userspace"},
-			servicetable.EgressMasquerade{}},
 		{"the config file's section", "clusterCIDR: 192.168.0.0/16\negressMasquerade: {nonMasqueradeCIDRs: [172.26.236.0/24], masqLinkLocal: true}\n",
 			[]string{"--kubeconfig", "k"},
 			servicetable.EgressMasquerade{PodCIDRs: dual[:1], NonMasqueradeCIDRs: []netip.Prefix{pfx("172.26.236.0/24")}, MasqueradeLinkLocal: true}},
@@ -135,12 +133,6 @@ func TestEgressMasqueradeWarnings(t *testing.T) {
 			"--egress-masquerade (egressMasquerade): not applied: with --data-plane none svcnet programs no nftables table; the Service proxy or CNI plugin beside svcnet masquerades pod traffic, if anything does",
 		}},
 		{"the default beside another Service proxy", "", []string{"--data-plane", "none"}, nil},
-		{"asked for on the userspace plane", "", []string{"--data-plane", "userspace", "--egress-masquerade", "--non-masquerade-cidrs", "10.0.0.0/8", "--masquerade-link-local"}, []string{
-			"--egress-masquerade (egressMasquerade): not applied: the userspace data plane programs no masquerade: pod traffic leaves the node with the pod's address",
-			`--non-masquerade-cidrs (egressMasquerade.nonMasqueradeCIDRs) "10.0.0.0/8": not used: the userspace data plane programs no masquerade: pod traffic leaves the node with the pod's address`,
-			"--masquerade-link-local (egressMasquerade.masqLinkLocal): not used: the userspace data plane programs no masquerade: pod traffic leaves the node with the pod's address",
-		}},
-		{"the default on the userspace plane", "", []string{"--data-plane", "userspace"}, nil},
 		{"unknown field of the section", "egressMasquerade: {nonMasqueradeCidrs: [10.0.0.0/8], masqLinkLocalIPv6: true}\n", nil, []string{
 			"unknown field egressMasquerade.masqLinkLocalIPv6: svcnet's egressMasquerade section has no such field (it has enabled, nonMasqueradeCIDRs, masqLinkLocal); ignored",
 			"unknown field egressMasquerade.nonMasqueradeCidrs: svcnet's egressMasquerade section has no such field (it has enabled, nonMasqueradeCIDRs, masqLinkLocal); ignored",

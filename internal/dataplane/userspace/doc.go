@@ -65,11 +65,6 @@
 // /clientip answers the node. Only the proxy knows the client, and it logs
 // it.
 //
-// Nor is anything masqueraded: the table NATs only destinations (the
-// redirects), uses no packet mark (--masquerade-bit has nothing to apply
-// to) and holds no egress masquerade, which svcnet proxy turns off on this
-// plane (a pod's traffic leaves the node with the pod's address).
-//
 // # Seams
 //
 // Dial, ListenTCP and ListenUDP are injectable (Config): tests dial through
