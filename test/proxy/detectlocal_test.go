@@ -231,7 +231,7 @@ oomScoreAdj: -999
 	log := p.log.String()
 	for _, re := range []string{
 		fmt.Sprintf(`(?m)^W.*\] conntrack: nf_conntrack_max not set to %d \(maxPerCore 1 × \d+ CPUs is below min %d\): read-only here .*; it stays %d$`, hostMax+1, hostMax+1, hostMax),
-		`(?m)^W.*\] --config ` + regexp.QuoteMeta(cfg) + `: ipvs.scheduler: svcnet programs nftables, not IPVS; ignored$`,
+		`(?m)^W.*\] --config ` + regexp.QuoteMeta(cfg) + regexp.QuoteMeta(": ipvs.scheduler: svcnet has no IPVS data plane (--data-plane ipvs says why); ignored") + `$`,
 		`(?m)^W.*\] --config ` + regexp.QuoteMeta(cfg) + `: oomScoreAdj: svcnet proxy keeps the OOM score it was started with`,
 	} {
 		if !regexp.MustCompile(re).MatchString(log) {

@@ -25,11 +25,8 @@ import (
 // The client's default route is the node, so replies to a pod's address
 // come back without masquerade too: what the server sees is what tells.
 //
-// The userspace plane programs no egress masquerade
-// (planeEgressMasquerades): there, under every setting, the kernel has no
-// egress rule and the outside server sees the pod's own address; and a
-// pod's connection through the ClusterIP reaches the endpoint as the
-// proxy's, from the node (seenAs).
+// On the userspace plane a pod's connection through the ClusterIP reaches
+// the endpoint as the proxy's, from the node (seenAs).
 func TestEgressMasquerade(t *testing.T) {
 	c := newCluster(t)
 	a, b := c.addPod("pod-a", 11), c.addPod("pod-b", 12)
@@ -86,20 +83,13 @@ func TestEgressMasquerade(t *testing.T) {
 					t.Errorf("svcnet proxy exit: %v", err)
 				}
 			}()
-			chain := run.chain && planeEgressMasquerades()
+			chain := run.chain
 			if has, out := c.plane().egressMasquerade(); has != chain {
 				t.Fatalf("egress chain in the kernel: %v, want %v:\n%s", has, chain, out)
 			}
 			for _, ck := range run.want {
 				t.Run(ck.name, func(t *testing.T) {
 					want := ck.want
-					if ck.by == "outside" && !planeEgressMasquerades() {
-						// No egress masquerade: the pod's own address.
-						want = ck.from.ip
-						if ck.want.Is6() {
-							want = ck.from.ip6
-						}
-					}
 					r, err := req(ck.from.ns, ck.proto, ck.to, reqTimeout)
 					if err != nil {
 						t.Fatalf("%s from %s to %s: %v", ck.proto, ck.from.name, ck.to, err)

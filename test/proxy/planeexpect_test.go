@@ -44,16 +44,6 @@ func seenAs(src netip.Addr) netip.Addr {
 // endpoint sees comes from the node already.
 func planeMasquerades() bool { return !userspacePlane() }
 
-// planeEgressMasquerades reports whether the plane programs svcnet proxy's
-// egress masquerade of pod traffic leaving the cluster
-// (--egress-masquerade, on by default). It is a node setting svcnet proxy
-// hands every plane; the nftables and iptables planes program it beside
-// their Service rules, the userspace plane, whose table holds only the
-// redirects to its proxy ports, does not: under it a pod's traffic to
-// outside the cluster leaves with the pod's own address, whatever the
-// flags say.
-func planeEgressMasquerades() bool { return !userspacePlane() }
-
 // restartKeepsTraffic reports whether Service traffic outlives the proxy
 // process. On the kernel planes it does: the rules and conntrack entries
 // stay in the kernel, so no request fails across a stop, a crash and a

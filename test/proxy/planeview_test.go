@@ -35,8 +35,7 @@ type planeView interface {
 	// marks, tests a mark or masquerades at all.
 	checkMark(mark uint32) error
 	// egressMasquerade reports whether the plane's IPv4 egress masquerade
-	// masquerades anything, and the state read (always false on a plane
-	// that programs none: planeEgressMasquerades).
+	// masquerades anything, and the state read (every plane programs it).
 	egressMasquerade() (bool, string)
 	// objects returns the plane's kernel objects in the node namespace
 	// (tables, or chains and the jumps to them), sorted.

@@ -204,12 +204,12 @@ func (v *usView) findRule(match func(nft.Expr) bool) (string, bool) {
 }
 
 // checkMark: the plane has no Service masquerade, so --masquerade-bit has
-// nothing to apply to: no rule of its tables marks, tests a mark or
-// masquerades.
+// nothing to apply to: no rule of its tables marks or tests a mark (the
+// egress masquerade chain masquerades by source, without a mark).
 func (v *usView) checkMark(mark uint32) error {
 	if r, ok := v.findRule(func(e nft.Expr) bool {
 		switch e.(type) {
-		case nft.MarkMatch, nft.SetMark, nft.Masquerade:
+		case nft.MarkMatch, nft.SetMark:
 			return true
 		}
 		return false
@@ -219,12 +219,11 @@ func (v *usView) checkMark(mark uint32) error {
 	return nil
 }
 
-// egressMasquerade: the plane programs no egress masquerade (a node setting
-// the kernel planes carry, which this one has no rule for): whether any of
-// its rules masquerades, and its tables as the state read.
+// egressMasquerade: the plane's table has the nftables plane's egress
+// masquerade chain (a node setting every plane programs).
 func (v *usView) egressMasquerade() (bool, string) {
-	_, has := v.findRule(func(e nft.Expr) bool { _, ok := e.(nft.Masquerade); return ok })
-	return has, v.dump()
+	out, err := v.c.nodeRun("nft", "list", "chain", "ip", usplane.TableName, "egress-masquerading")
+	return err == nil && strings.Contains(out, "masquerade fully-random"), out
 }
 
 // objects are the node's svcnet tables, whoever made them (the userspace
