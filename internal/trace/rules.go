@@ -32,7 +32,7 @@ func RenderedRules(snap *model.Snapshot, net *Network, base servicetable.NodeCon
 		}
 		cfg := base
 		cfg.NodeName, cfg.Zone, cfg.NodePortAddresses = node, nd.Zone, nd.Addrs
-		return plane.Render(servicetable.Build(snap, cfg)), nil
+		return plane.Render(servicetable.Build(snap, cfg))
 	}
 }
 
