@@ -34,5 +34,12 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 	return snap, net, nil
 }
 
+// TraceOptions are the tracer's settings for the lab: its proxies'
+// --cluster-cidr and --data-plane (the rules the tracer renders, reads back
+// and compares are those of the plane the nodes run).
+func (l *Lab) TraceOptions() trace.Options {
+	return trace.Options{ClusterCIDRs: ClusterCIDRs(), DataPlane: l.c.Info.DataPlane}
+}
+
 // ClusterCIDRs are the lab proxies' --cluster-cidr.
 func ClusterCIDRs() []netip.Prefix { return []netip.Prefix{topology.PodNetwork} }

@@ -63,7 +63,8 @@ func arrivalMatch(t Tuple) nftrace.Match {
 }
 
 // compareTrace checks every node pass of tr against the kernel's events.
-func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]nftrace.Handles) []HopCheck {
+// Only the tables compared names (the plane's, KernelTable) are compared.
+func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]nftrace.Handles, compared func(table string) bool) []HopCheck {
 	var out []HopCheck
 	snat := snatIn(tr.Hops)
 	check := func(hops []Hop, reply bool) {
@@ -77,8 +78,8 @@ func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[stri
 			}
 			wildSport := !reply && snatIn(hops[:i])
 			wildDport := reply && snat
-			exp, keys := expectedSegments(h.Steps)
-			got := kernelSegments(events[h.Place.Name], h, reply, wildSport, wildDport, handles[h.Place.Name], keys)
+			exp, keys := expectedSegments(h.Steps, compared)
+			got := kernelSegments(events[h.Place.Name], h, reply, wildSport, wildDport, handles[h.Place.Name], keys, compared)
 			c := HopCheck{Node: h.Place.Name, Direction: dir, Expected: flatten(canonical(exp)), Kernel: flatten(canonical(got))}
 			c.OK = slices.Equal(c.Expected, c.Kernel)
 			out = append(out, c)
@@ -89,14 +90,11 @@ func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[stri
 	return out
 }
 
-// compared reports whether the tracer compares a table's events.
-func compared(table string) bool { return KernelTable(table) }
-
 // expectedEvents lists the trace events the kernel emits for the simulated
 // steps: one per rule whose evaluation ends other than by a failed match
 // (its verdict; nat statements accept, reject drops), one at the end of a
 // regular chain (return), one for a base chain's policy.
-func expectedSegments(steps []Step) ([]segment, map[string]string) {
+func expectedSegments(steps []Step, compared func(table string) bool) ([]segment, map[string]string) {
 	var segs []segment
 	keys := map[string]string{}
 	add := func(line string) { segs[len(segs)-1].lines = append(segs[len(segs)-1].lines, line) }
@@ -180,7 +178,7 @@ func flatten(segs []segment) []string {
 // of hop h: those whose headers show the packet at one of its states on the
 // node (as it arrived, after each rewrite), for TCP the SYN (request) or
 // SYN-ACK (reply) only.
-func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool, handles map[string]nftrace.Handles, keys map[string]string) []segment {
+func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool, handles map[string]nftrace.Handles, keys map[string]string, compared func(table string) bool) []segment {
 	states := []Tuple{h.Arrive}
 	for _, rw := range h.Rewrites {
 		states = append(states, rw.Before, rw.After)

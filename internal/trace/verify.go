@@ -186,7 +186,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	best, bestScore := 0, -1
 	var bestChecks []HopCheck
 	for i, tr := range cands {
-		checks := compareTrace(tr, events, handles)
+		checks := compareTrace(tr, events, handles, e.plane().KernelTable)
 		score := 0
 		for _, c := range checks {
 			if c.OK {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/trace"
 )
 
@@ -83,7 +82,7 @@ func verifyTrace(t *testing.T, e *env, ask trace.Ask) (*trace.Trace, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := trace.Verify(e.ctx, snap, tnet, ask, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
+	rep, err := trace.Verify(e.ctx, snap, tnet, ask, e.l.TraceOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
