@@ -37,6 +37,7 @@ type kubeProxyConfig struct {
 	SyncPeriod       *v1.Duration    `json:"syncPeriod"`
 	MinSyncPeriod    *v1.Duration    `json:"minSyncPeriod"`
 	NFTables         nftablesConf    `json:"nftables"`
+	IPTables         nftablesConf    `json:"iptables"`
 	ClientConnection clientConnConf  `json:"clientConnection"`
 	Conntrack        conntrackConf   `json:"conntrack"`
 	DetectLocalMode  string          `json:"detectLocalMode"`
@@ -48,6 +49,8 @@ type kubeProxyConfig struct {
 	warnings []string
 }
 
+// nftablesConf is the mode section (nftables or iptables) of the file's
+// mode: the same four fields in both.
 type nftablesConf struct {
 	MasqueradeBit *int32       `json:"masqueradeBit"`
 	MasqueradeAll *bool        `json:"masqueradeAll"`
@@ -86,6 +89,24 @@ const (
 	metricsPort = 10249
 )
 
+// sectionName is the mode section whose fields apply: "iptables" for mode
+// iptables (kube-proxy's iptables.* settings), else "nftables" (svcnet's
+// default plane, and the userspace plane's redirect rules).
+func (c *kubeProxyConfig) sectionName() string {
+	if c.Mode == "iptables" {
+		return "iptables"
+	}
+	return "nftables"
+}
+
+// section returns the fields of sectionName.
+func (c *kubeProxyConfig) section() nftablesConf {
+	if c.Mode == "iptables" {
+		return c.IPTables
+	}
+	return c.NFTables
+}
+
 func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -111,11 +132,13 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	if c.Mode == planes.IPVS {
 		return nil, fmt.Errorf("--config %s: mode %q: %w", path, c.Mode, planes.Validate(c.Mode))
 	}
-	if c.Mode != "" && c.Mode != "nftables" {
-		return nil, fmt.Errorf("--config %s: mode %q: svcnet proxy programs nftables only", path, c.Mode)
+	if c.Mode != "" {
+		if err := planes.Validate(c.Mode); err != nil || c.Mode == planes.None {
+			return nil, fmt.Errorf("--config %s: mode %q: want one of svcnet's data planes (%s)", path, c.Mode, strings.Join(planes.Names()[:len(planes.Names())-1], ", "))
+		}
 	}
-	if bit := c.NFTables.MasqueradeBit; bit != nil && (*bit < 0 || *bit > 31) {
-		return nil, fmt.Errorf("--config %s: nftables.masqueradeBit %d: must be within [0, 31]", path, *bit)
+	if bit := c.section().MasqueradeBit; bit != nil && (*bit < 0 || *bit > 31) {
+		return nil, fmt.Errorf("--config %s: %s.masqueradeBit %d: must be within [0, 31]", path, c.sectionName(), *bit)
 	}
 	if err := c.EgressMasquerade.validate(path); err != nil {
 		return nil, err
@@ -124,7 +147,7 @@ func readKubeProxyConfig(path string) (*kubeProxyConfig, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
-	c.warnings = configWarnings(path, raw)
+	c.warnings = configWarnings(path, raw, c.sectionName())
 	return &c, nil
 }
 
@@ -173,19 +196,24 @@ func (c *kubeProxyConfig) applyTo(o *proxyOptions, fs *pflag.FlagSet) {
 		}
 		return 0, false
 	}
-	// nftables.* is the mode-specific setting; the top-level one (svcnet's
-	// shorthand) applies when it is absent.
-	if d, ok := dur(c.NFTables.SyncPeriod, c.SyncPeriod); ok && !set("sync-period") {
+	if c.Mode != "" && !set("data-plane") {
+		o.dataPlane = c.Mode
+	}
+	// The mode's section (nftables.* or iptables.*) is the mode-specific
+	// setting; the top-level one (svcnet's shorthand) applies when it is
+	// absent.
+	sec := c.section()
+	if d, ok := dur(sec.SyncPeriod, c.SyncPeriod); ok && !set("sync-period") {
 		o.syncPeriod = d
 	}
-	if d, ok := dur(c.NFTables.MinSyncPeriod, c.MinSyncPeriod); ok && !set("min-sync-period") {
+	if d, ok := dur(sec.MinSyncPeriod, c.MinSyncPeriod); ok && !set("min-sync-period") {
 		o.minSyncPeriod = d
 	}
-	if c.NFTables.MasqueradeAll != nil && !set("masquerade-all") {
-		o.masqueradeAll = *c.NFTables.MasqueradeAll
+	if sec.MasqueradeAll != nil && !set("masquerade-all") {
+		o.masqueradeAll = *sec.MasqueradeAll
 	}
-	if c.NFTables.MasqueradeBit != nil && !set("masquerade-bit", "iptables-masquerade-bit") {
-		o.masqueradeBit = int(*c.NFTables.MasqueradeBit)
+	if sec.MasqueradeBit != nil && !set("masquerade-bit", "iptables-masquerade-bit") {
+		o.masqueradeBit = int(*sec.MasqueradeBit)
 	}
 	if c.DetectLocalMode != "" && !set("detect-local-mode") {
 		o.detectLocalMode = c.DetectLocalMode

@@ -63,7 +63,7 @@ conntrack:
 
 	for _, tc := range []struct{ body, want string }{
 		{"kind: Deployment\n", `kind "Deployment"`},
-		{"mode: iptables\n", `mode "iptables"`},
+		{"mode: kernelspace\n", `mode "kernelspace": want one of svcnet's data planes (nftables, iptables`},
 		{"mode: ipvs\n", `mode "ipvs": --data-plane ipvs: svcnet has no IPVS data plane`},
 		{"nftables: [\n", "--config"},
 	} {
@@ -200,10 +200,10 @@ windowsRunAsService: true
 			cfgLine("configSyncPeriod: svcnet's informers do not resync (a resync re-delivers unchanged objects, which svcnet skips); nftables.syncPeriod bounds the time to repair the kernel; ignored"),
 			cfgLine("featureGates: svcnet proxy has no feature gates: what it implements is always on; ignored"),
 			cfgLine("iptables.localhostNodePorts: svcnet never serves NodePorts on localhost (CVE-2020-8558), as kube-proxy's nftables mode; ignored"),
-			cfgLine("iptables.masqueradeAll: svcnet programs nftables: nftables.masqueradeAll applies; ignored"),
-			cfgLine("iptables.masqueradeBit: svcnet programs nftables: nftables.masqueradeBit applies; ignored"),
-			cfgLine("iptables.minSyncPeriod: svcnet programs nftables: nftables.minSyncPeriod applies; ignored"),
-			cfgLine("iptables.syncPeriod: svcnet programs nftables: nftables.syncPeriod applies; ignored"),
+			cfgLine("iptables.masqueradeAll: svcnet runs mode nftables: nftables.masqueradeAll applies; ignored"),
+			cfgLine("iptables.masqueradeBit: svcnet runs mode nftables: nftables.masqueradeBit applies; ignored"),
+			cfgLine("iptables.minSyncPeriod: svcnet runs mode nftables: nftables.minSyncPeriod applies; ignored"),
+			cfgLine("iptables.syncPeriod: svcnet runs mode nftables: nftables.syncPeriod applies; ignored"),
 			cfgLine("ipvs.excludeCIDRs: svcnet programs nftables, not IPVS; ignored"),
 			cfgLine("ipvs.minSyncPeriod: svcnet programs nftables, not IPVS; ignored"),
 			cfgLine("ipvs.scheduler: svcnet programs nftables, not IPVS; ignored"),
@@ -395,5 +395,48 @@ logging: {verbosity: 3}
 	}
 	if _, err := readKubeProxyConfig(p); err == nil || !strings.Contains(err.Error(), "nftables.masqueradeBit 40") {
 		t.Errorf("masqueradeBit 40: err = %v", err)
+	}
+}
+
+// TestProxyConfigModeIPTables: mode iptables selects the iptables data plane
+// (unless --data-plane says otherwise) and its section, iptables.*, applies
+// as kube-proxy's does; nftables.* is then named in a warning.
+func TestProxyConfigModeIPTables(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "proxy.yaml")
+	if err := os.WriteFile(p, []byte(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+iptables: {masqueradeBit: 12, masqueradeAll: true, syncPeriod: 40s, minSyncPeriod: 3s}
+nftables: {masqueradeBit: 20}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flags []string
+		plane string
+	}{{nil, "iptables"}, {[]string{"--data-plane", "nftables"}, "nftables"}} {
+		o := &proxyOptions{}
+		cmd := proxyCommand(o)
+		if err := cmd.Flags().Parse(append([]string{"--config", p}, tc.flags...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.config(cmd.Flags())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.dataPlane != tc.plane {
+			t.Errorf("flags %v: data plane %q, want %q", tc.flags, o.dataPlane, tc.plane)
+		}
+		if cfg.MasqueradeMark != 1<<12 || !cfg.MasqueradeAll || cfg.SyncPeriod != 40*time.Second || cfg.MinSyncPeriod != 3*time.Second {
+			t.Errorf("flags %v: iptables.* not applied: %+v", tc.flags, cfg)
+		}
+	}
+	c, err := readKubeProxyConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--config " + p + ": nftables.masqueradeBit: svcnet runs mode iptables: iptables.masqueradeBit applies; ignored"
+	if !slices.Contains(c.warnings, want) {
+		t.Errorf("warnings = %q, want %q among them", c.warnings, want)
 	}
 }

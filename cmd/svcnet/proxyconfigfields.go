@@ -31,9 +31,8 @@ type configField struct {
 }
 
 const (
-	notIPVS       = "svcnet programs nftables, not IPVS; ignored"
-	windowsOnly   = "Windows only (svcnet proxy runs on Linux); ignored"
-	iptablesField = "svcnet programs nftables: nftables.%s applies; ignored"
+	notIPVS     = "svcnet programs nftables, not IPVS; ignored"
+	windowsOnly = "Windows only (svcnet proxy runs on Linux); ignored"
 )
 
 // kubeProxyFields lists every field of KubeProxyConfiguration v1alpha1
@@ -67,12 +66,12 @@ var kubeProxyFields = []configField{
 	{path: "enableProfiling"},
 	{path: "showHiddenMetricsForVersion", instead: "svcnet has no hidden (deprecated) metrics to show; ignored"},
 	{path: "mode"},
-	{path: "iptables.masqueradeBit", nullable: true, instead: fmt.Sprintf(iptablesField, "masqueradeBit")},
-	{path: "iptables.masqueradeAll", instead: fmt.Sprintf(iptablesField, "masqueradeAll")},
+	{path: "iptables.masqueradeBit", nullable: true},
+	{path: "iptables.masqueradeAll"},
 	{path: "iptables.localhostNodePorts", nullable: true, same: []string{"false"},
 		instead: "svcnet never serves NodePorts on localhost (CVE-2020-8558), as kube-proxy's nftables mode; ignored"},
-	{path: "iptables.syncPeriod", instead: fmt.Sprintf(iptablesField, "syncPeriod")},
-	{path: "iptables.minSyncPeriod", instead: fmt.Sprintf(iptablesField, "minSyncPeriod")},
+	{path: "iptables.syncPeriod"},
+	{path: "iptables.minSyncPeriod"},
 	{path: "ipvs.syncPeriod", instead: notIPVS},
 	{path: "ipvs.minSyncPeriod", instead: notIPVS},
 	{path: "ipvs.scheduler", instead: notIPVS},
@@ -81,7 +80,7 @@ var kubeProxyFields = []configField{
 	{path: "ipvs.tcpTimeout", instead: notIPVS},
 	{path: "ipvs.tcpFinTimeout", instead: notIPVS},
 	{path: "ipvs.udpTimeout", instead: notIPVS},
-	{path: "nftables.masqueradeBit"},
+	{path: "nftables.masqueradeBit", nullable: true},
 	{path: "nftables.masqueradeAll"},
 	{path: "nftables.syncPeriod"},
 	{path: "nftables.minSyncPeriod"},
@@ -130,8 +129,10 @@ var fieldIndex, sections = func() (map[string]configField, map[string]bool) {
 // configWarnings returns one line per field of the file (named as given to
 // --config) that svcnet proxy does not honour and the file sets, with what
 // svcnet does instead, and one per field neither KubeProxyConfiguration nor
-// svcnet's own egressMasquerade section has; in field path order.
-func configWarnings(file string, doc map[string]any) []string {
+// svcnet's own egressMasquerade section has, and one per field of the mode
+// section (nftables or iptables) that is not section, the one the file's
+// mode uses; in field path order.
+func configWarnings(file string, doc map[string]any, section string) []string {
 	var out []string
 	var walk func(prefix string, m map[string]any)
 	walk = func(prefix string, m map[string]any) {
@@ -158,12 +159,18 @@ func configWarnings(file string, doc map[string]any) []string {
 				out = append(out, fmt.Sprintf("--config %s: unknown field %s: KubeProxyConfiguration v1alpha1 has no such field; ignored", file, path))
 			case f.instead != "" && f.setBy(v):
 				out = append(out, fmt.Sprintf("--config %s: %s: %s", file, path, f.instead))
+			case modeSections[prefix] && prefix != section+"." && f.setBy(v):
+				out = append(out, fmt.Sprintf("--config %s: %s: svcnet runs mode %s: %s.%s applies; ignored", file, path, section, section, k))
 			}
 		}
 	}
 	walk("", doc)
 	return out
 }
+
+// modeSections are the prefixes of the mode-specific sections with the same
+// fields: the file's mode decides which one applies.
+var modeSections = map[string]bool{"nftables.": true, "iptables.": true}
 
 // setBy reports whether value v (decoded JSON) is a setting that differs
 // from what svcnet does.

@@ -9,13 +9,6 @@
 // missing, kube-proxy's KUBE-PROXY-CANARY for the drift check, Probe of every
 // extension it uses, Cleanup.
 //
-// The backend is not yet a --data-plane value: run on it
-// (SVCNET_DATA_PLANE=iptables), the proxy behaviour suite (test/proxy)
-// still reads nftables state in many tests, expects an adopting restart to
-// change nothing (a full restore here rewrites every chain, as kube-proxy's
-// does), and rejects unknown ports of a ClusterIP (kube-proxy's iptables
-// mode does not); those must become plane-neutral or be answered first.
-//
 // Layout (kube-proxy's pkg/proxy/iptables, chain for chain):
 //
 //	nat    PREROUTING, OUTPUT -> KUBE-SERVICES: per frontend a rule to the
@@ -50,8 +43,12 @@
 // 16 characters of the base32 SHA-256 of "ns/name:port" + protocol in lower
 // case (+ "addr:port" for KUBE-SEP), the comments name the Service port
 // ("ns/name:port cluster IP", "ns/name:port -> addr:port"), probabilities
-// have ten decimals, so `iptables-save -t nat` reads as in the articles and
-// in kube-proxy's tests. Every decision (which endpoints, policies,
+// are kube-proxy's 1/(n-i); every rule is written as iptables-save prints it
+// back (internal/iptables.Canonical: -s/-d/-i/-o/-p first, prefix lengths,
+// quoted comments, the probability as the kernel keeps it, MARK as
+// --set-xmark), so `iptables-save -t nat` reads as on a kube-proxy node and
+// in the articles, and the plane compares its chains with the kernel's
+// rule for rule (TestKernelReadsBackRendered). Every decision (which endpoints, policies,
 // terminating fallback, topology) comes from the service table; the
 // renderer only writes it down.
 //
@@ -63,8 +60,13 @@
 //     without endpoints match those addresses instead of
 //     `-m addrtype --dst-type LOCAL`. Never on loopback (CVE-2020-8558), so
 //     kubelet's KUBE-FIREWALL localnet rule and route_localnet are not needed.
-//   - The mark is printed as iptables-save prints it (0x4000, not kube-proxy's
-//     0x00004000), so a read-back compares equal.
+//   - The rules are written in iptables-save's form, not in kube-proxy's
+//     order of options (kube-proxy writes "-m comment ... -m tcp -p tcp -d
+//     IP --dport P"; the kernel prints "-d IP/32 -p tcp -m comment ... -m
+//     tcp --dport P" for both), and KUBE-SERVICES and KUBE-NODEPORTS are
+//     ordered by the chain each rule jumps to, descending, rather than by
+//     Service name (see byTargetDescending: 3x faster restores at 10,000
+//     Services; the rules are disjoint, so the order changes nothing).
 //   - REJECT names its type (icmp-port-unreachable, icmp6-port-unreachable),
 //     as iptables-save prints it. The nftables plane answers TCP with a reset
 //     instead; both refuse the connection.

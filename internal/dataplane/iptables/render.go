@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
+	ipt "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
@@ -191,7 +192,28 @@ func (r *portRenderer) chain(name string, rules ...string) {
 func renderPort(c config, sp *servicetable.ServicePort) *Port {
 	r := &portRenderer{c: c, sp: sp, p: &Port{ID: sp.ID}, name: sp.Name.String(), proto: strings.ToLower(string(sp.Protocol))}
 	r.render()
+	for _, ch := range r.p.Chains {
+		canonical(c.Family, ch.Rules)
+	}
+	for i := range r.p.shared {
+		canonical(c.Family, r.p.shared[i])
+	}
 	return r.p
+}
+
+// canonical rewrites rules, in place, in the form iptables-save prints them
+// back (internal/iptables.Canonical), so that what the plane renders, what
+// the kernel holds and what a user reads with iptables-save are one text,
+// and a read-back compares equal rule for rule. The rules are the
+// renderer's own: one it cannot parse is a bug in the renderer.
+func canonical(f ipfamily.Family, rules []string) {
+	for i, r := range rules {
+		c, err := ipt.Canonical(f, r)
+		if err != nil {
+			panic(fmt.Sprintf("iptables renderer wrote a rule it cannot read: %v", err))
+		}
+		rules[i] = c
+	}
 }
 
 func (r *portRenderer) render() {

@@ -203,10 +203,18 @@ func (s *simulator) target(m map[string]*Chain, w []string, pk simPacket, st sta
 		st.dst = netip.MustParseAddrPort(w[2])
 		st.verdict = "dnat"
 	case "MARK":
-		if w[1] == "--or-mark" {
-			st.marked = true
-		} else {
+		// --set-xmark V/M: mark = (mark &^ M) ^ V, on the masquerade bit.
+		vm := strings.Split(w[2], "/")
+		if w[1] != "--set-xmark" || len(vm) != 2 {
+			s.t.Fatalf("unknown MARK target %q", w)
+		}
+		v, _ := strconv.ParseUint(strings.TrimPrefix(vm[0], "0x"), 16, 32)
+		mk, _ := strconv.ParseUint(strings.TrimPrefix(vm[1], "0x"), 16, 32)
+		if uint32(mk)&s.mark != 0 {
 			st.marked = false
+		}
+		if uint32(v)&s.mark != 0 {
+			st.marked = !st.marked
 		}
 	case "RETURN":
 		st.verdict = "return"

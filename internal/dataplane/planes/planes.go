@@ -11,8 +11,10 @@ import (
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/dataplane"
+	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
+	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
 )
@@ -33,6 +35,7 @@ type plane struct {
 
 var all = []plane{
 	{name: nftables.Name, open: openNFTables},
+	{name: iptplane.Name, open: openIPTables},
 }
 
 // Options are what opening a plane needs.
@@ -108,6 +111,14 @@ func openNFTables(opt Options) (dataplane.DataPlane, func() error, error) {
 		return nil, nil, fmt.Errorf("nftables: %w", err)
 	}
 	return nftables.New(c, opt.Families...), c.Close, nil
+}
+
+// openIPTables opens the iptables plane on the variant this node's other
+// agents use (iptables.Detect: kubelet's hint chain, else the variant with
+// rules, else iptables-nft), as kube-proxy's image chooses.
+func openIPTables(opt Options) (dataplane.DataPlane, func() error, error) {
+	v := iptables.Detect(context.Background(), nil)
+	return iptplane.New(&iptables.Exec{Variant: v}, opt.Families...), func() error { return nil }, nil
 }
 
 // compile-time check that the netlink connection is what the backend takes.

@@ -14,8 +14,8 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	if got := strings.Join(Names(), ","); got != "nftables,none" {
-		t.Errorf("Names() = %s, want nftables,none", got)
+	if got := strings.Join(Names(), ","); got != "nftables,iptables,none" {
+		t.Errorf("Names() = %s, want nftables,iptables,none", got)
 	}
 	if Default != "nftables" {
 		t.Errorf("Default = %s", Default)
@@ -26,8 +26,8 @@ func TestNames(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ name, want string }{
-		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables or none`},
-		{"", `--data-plane "": want nftables or none`},
+		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables, iptables or none`},
+		{"", `--data-plane "": want nftables, iptables or none`},
 	} {
 		if err := Validate(c.name); err == nil || err.Error() != c.want {
 			t.Errorf("Validate(%q) = %v, want %s", c.name, err, c.want)
