@@ -84,7 +84,7 @@ func TestTraceCommandIPTables(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"(Service default/np, NodePort)", "(--data-plane iptables)", "rule: -A KUBE-NODEPORTS ",
-		"-m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-", "-j DNAT --to-destination ",
+		"-m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-", "-j DNAT --to-destination ",
 		"endpoint  default/np, cluster endpoints", "verdict: delivered", "summary: 2 rewrites on the way in"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
