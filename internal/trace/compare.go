@@ -64,7 +64,7 @@ func arrivalMatch(t Tuple) nftrace.Match {
 
 // compareTrace checks every node pass of tr against the kernel's events.
 // Only the tables compared names (the plane's, KernelTable) are compared.
-func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]nftrace.Handles, compared func(table string) bool) []HopCheck {
+func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]ruleIndex, compared func(table string) bool) []HopCheck {
 	var out []HopCheck
 	snat := snatIn(tr.Hops)
 	check := func(hops []Hop, reply bool) {
@@ -178,7 +178,7 @@ func flatten(segs []segment) []string {
 // of hop h: those whose headers show the packet at one of its states on the
 // node (as it arrived, after each rewrite), for TCP the SYN (request) or
 // SYN-ACK (reply) only.
-func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool, handles map[string]nftrace.Handles, keys map[string]string, compared func(table string) bool) []segment {
+func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool, handles map[string]ruleIndex, keys map[string]string, compared func(table string) bool) []segment {
 	states := []Tuple{h.Arrive}
 	for _, rw := range h.Rewrites {
 		states = append(states, rw.Before, rw.After)
@@ -235,6 +235,22 @@ func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool
 	return out
 }
 
+// ruleIndex maps a table's rule handles to rule indexes, over the
+// generations of the table read (handles are never reused, so a handle
+// belongs to one rule of one generation): a chain rewritten with the same
+// rules between the read-back and the probe keeps its indexes.
+type ruleIndex []nftrace.Handles
+
+// Index returns the index of the rule with handle h in chain, or -1.
+func (r ruleIndex) Index(chain string, h uint64) int {
+	for _, g := range r {
+		if i := g.Index(chain, h); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // isChainEnd reports whether e is the kernel's event for the end of a chain
 // (no rule: handle 0), as opposed to a rule's or a policy's.
 func isChainEnd(e nftrace.Event) bool {
@@ -242,7 +258,7 @@ func isChainEnd(e nftrace.Event) bool {
 }
 
 // eventLine renders a kernel trace event as expectedEvents renders a step.
-func eventLine(e nftrace.Event, handles map[string]nftrace.Handles) string {
+func eventLine(e nftrace.Event, handles map[string]ruleIndex) string {
 	switch e.Type {
 	case nftrace.TypePolicy:
 		return fmt.Sprintf("%s %s policy %s", e.Table, e.Chain, e.Policy)

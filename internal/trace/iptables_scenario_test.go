@@ -104,3 +104,30 @@ func TestScenarioTextIPTables(t *testing.T) {
 		t.Logf("the text:\n%s", text)
 	}
 }
+
+// TestScenarioVerboseIPTables: with Verbose, a translated rule that did not
+// match is shown with its own text below the match that failed (nft
+// syntax), so the statistic rules a packet passed over are readable.
+func TestScenarioVerboseIPTables(t *testing.T) {
+	snap := loadScenario(t)
+	sc := iptablesScenario(scenarioByName(t, "NodePort (Cluster) on a node without an endpoint"))
+	sc.endpoint = "192.168.2.10:8080"
+	withPlane := sc.opts
+	sc.opts = func(o *trace.Options) { withPlane(o); o.Verbose = true }
+	tr := runScenario(t, snap, sc)
+	var b bytes.Buffer
+	if err := trace.WriteText(&b, tr); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	i := strings.Index(text, "no-match: numgen random mod 2 0: drew another of 2 values (p=1/2)")
+	if i < 0 {
+		t.Fatalf("no no-match step of the statistic rule:\n%s", text)
+	}
+	next, _, _ := strings.Cut(text[i:], "\n")
+	rest := text[i+len(next)+1:]
+	line, _, _ := strings.Cut(rest, "\n")
+	if !strings.Contains(line, "rule: -A KUBE-SVC-") || !strings.Contains(line, "-m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-") {
+		t.Errorf("the statistic rule passed over is not shown below its step; the next line is %q", line)
+	}
+}

@@ -74,14 +74,16 @@ func (p *Plane) readNFTables(ctx context.Context, ns *netns.NS) ([]*nft.Table, e
 	return readNFT(ctx, ns, p.KernelTable)
 }
 
-func readNFT(ctx context.Context, ns *netns.NS, keep func(string) bool) ([]*nft.Table, error) {
-	var conn *netlink.Conn
-	var err error
+// conn opens a netlink connection in ns (nil: the caller's namespace).
+func conn(ns *netns.NS) (*netlink.Conn, error) {
 	if ns == nil {
-		conn, err = netlink.New()
-	} else {
-		conn, err = netlink.New(ns)
+		return netlink.New()
 	}
+	return netlink.New(ns)
+}
+
+func readNFT(ctx context.Context, ns *netns.NS, keep func(string) bool) ([]*nft.Table, error) {
+	conn, err := conn(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -97,28 +99,69 @@ func readNFT(ctx context.Context, ns *netns.NS, keep func(string) bool) ([]*nft.
 	return out, nil
 }
 
+// readAttempts bounds the reads of an iptables-nft node whose tables change
+// between iptables-save and the netlink read of their handles.
+const readAttempts = 3
+
 // readIPTables reads the iptables plane's nat and filter tables with
 // iptables-save of the variant the node uses (internal/iptables.Detect), in
 // the node's namespace, and translates them (iptables.ReadKernel); the CNI
-// plugin's hostPort table is read over netlink.
+// plugin's hostPort table is read over netlink. With iptables-nft the
+// translated tables take the kernel's table and rule handles
+// (iptables.AdoptHandles), read over netlink right after: the simulator
+// orders base chains of equal priority by table handle, and --verify maps
+// trace events to rules by handle.
 func (p *Plane) readIPTables(ctx context.Context, ns *netns.NS) ([]*nft.Table, error) {
-	hp, err := readNFT(ctx, ns, func(name string) bool { return name == hostport.TableName })
-	if err != nil {
-		return nil, err
-	}
 	var command ipt.CommandFunc
 	if ns != nil {
 		command = ns.CommandContext
 	}
 	run := &ipt.Exec{Variant: ipt.Detect(ctx, command), Command: command}
-	tables, err := iptables.ReadKernel(ctx, run)
+	var tables []*nft.Table
+	var err error
+	for range readAttempts {
+		tables, err = iptables.ReadKernel(ctx, run)
+		if err != nil {
+			return nil, fmt.Errorf("cannot explain the iptables rules (iptables-%s): %w", run.Variant, err)
+		}
+		if run.Variant != ipt.NFT {
+			break
+		}
+		if err = adoptHandles(ctx, ns, tables); err == nil {
+			break
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot explain the iptables rules (iptables-%s): %w", run.Variant, err)
+		return nil, err
+	}
+	hp, err := readNFT(ctx, ns, func(name string) bool { return name == hostport.TableName })
+	if err != nil {
+		return nil, err
 	}
 	if !hasRules(tables) {
 		return hp, nil
 	}
 	return append(tables, hp...), nil
+}
+
+// adoptHandles reads iptables-nft's tables of the translated ones over
+// netlink and gives them the kernel's handles.
+func adoptHandles(ctx context.Context, ns *netns.NS, tables []*nft.Table) error {
+	conn, err := conn(ns)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, t := range tables {
+		k, err := conn.Read(ctx, t.Family, t.Name)
+		if err != nil {
+			return fmt.Errorf("iptables-nft table %s %s: %w", nft.Keyword(t.Family), t.Name, err)
+		}
+		if err := iptables.AdoptHandles(t, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hasRules reports whether any of tables has a rule.

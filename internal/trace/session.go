@@ -79,7 +79,7 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 	case RulesRendered:
 		e.Rules, e.RulesSource = rendered, renderedSource(plane)
 	case RulesKernel:
-		e.Rules, e.RulesSource = kernel, "read back from each node's kernel"
+		e.Rules, e.RulesSource = kernel, kernelSource(plane)
 	case "", RulesAuto:
 		var live, off []string
 		for _, nd := range net.Nodes {
@@ -97,7 +97,7 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		}
 		switch {
 		case len(off) == 0:
-			e.RulesSource = "read back from each node's kernel"
+			e.RulesSource = kernelSource(plane)
 		case len(live) == 0:
 			e.RulesSource = renderedSource(plane)
 		default:
@@ -107,6 +107,15 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		return nil, fmt.Errorf("rules %q: want %s, %s or %s", opts.Rules, RulesAuto, RulesKernel, RulesRendered)
 	}
 	return e, nil
+}
+
+// kernelSource says where rules read back come from.
+func kernelSource(p *Plane) string {
+	s := "read back from each node's kernel"
+	if p.name != DefaultPlane {
+		s += " (--data-plane " + p.name + ")"
+	}
+	return s
 }
 
 // renderedSource says where rendered rules come from.

@@ -129,7 +129,7 @@ func translateTable(f ipfamily.Family, t *ipt.Table) (*nft.Table, error) {
 			if nc.Hook == nil {
 				return nil, fmt.Errorf("table %s: chain %s: a policy on a user chain", t.Name, name)
 			}
-			nc.Rules = append(nc.Rules, &nft.Rule{Exprs: []nft.Expr{nft.Verdict{Kind: nft.Drop}}, Source: ":" + name + " DROP (the chain's policy)"})
+			nc.Rules = append(nc.Rules, &nft.Rule{Exprs: []nft.Expr{nft.Verdict{Kind: nft.Drop}}, Source: policySource(name, c.Policy)})
 		default:
 			return nil, fmt.Errorf("table %s: chain %s: policy %s not translated", t.Name, name, c.Policy)
 		}
@@ -530,6 +530,49 @@ func (tr *translator) target(gotoChain bool, name string, opts []string, p *rule
 		return []nft.Expr{nft.JumpTo(name)}, nil
 	}
 	return nil, fmt.Errorf("target %s: not translated (and not a chain of table %s)", name, tr.table.Name)
+}
+
+// policySource is the Source of the rule that stands for a built-in chain's
+// policy: it starts with ":", as the chain's line in iptables-save does.
+func policySource(chain, policy string) string {
+	return ":" + chain + " " + policy + " (the chain's policy)"
+}
+
+// AdoptHandles gives the translated table t the kernel's handles of the same
+// table as iptables-nft stores it (k: read back over netlink, whatever its
+// rules' expressions): the table's handle (the simulator orders base chains
+// of equal priority by it) and, chain by chain, each rule's handle in order
+// (trace events name rules by handle). It fails when a chain's rules differ
+// in number: the tables changed between the two reads.
+func AdoptHandles(t, k *nft.Table) error {
+	t.Handle = k.Handle
+	for name, c := range t.Chains {
+		var handles []uint64
+		if kc := k.Chains[name]; kc != nil {
+			for _, r := range kc.Rules {
+				if r.Handle != 0 {
+					handles = append(handles, r.Handle)
+				}
+			}
+		}
+		n := 0
+		for _, r := range c.Rules {
+			if !strings.HasPrefix(r.Source, ":") {
+				n++
+			}
+		}
+		if n != len(handles) {
+			return fmt.Errorf("table %s %s chain %s: %d rules in iptables-save, %d in the kernel's nf_tables table: it changed between the reads", nft.Keyword(t.Family), t.Name, name, n, len(handles))
+		}
+		i := 0
+		for _, r := range c.Rules {
+			if !strings.HasPrefix(r.Source, ":") {
+				r.Handle = handles[i]
+				i++
+			}
+		}
+	}
+	return nil
 }
 
 // addrPrefix parses ADDR or ADDR/LEN of family f.

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+)
+
+// iptablesPlane is the --data-plane value of the iptables plane.
+const iptablesPlane = "iptables"
+
+// TestTraceIPTablesLab: in a lab whose nodes run svcnet proxy --data-plane
+// iptables, `iptables-save -t nat` on a node shows kube-proxy's chains for a
+// Service, and `svcnet lab trace ... --verify` agrees with the kernel: the
+// tracer reads each node's rules back with iptables-save, explains the
+// packet with kube-proxy's own rules (the statistic cascade giving each
+// endpoint 1/n), and the kernel's nftrace events of iptables-nft's chains
+// name the same chains and rules.
+func TestTraceIPTablesLab(t *testing.T) {
+	netnstest.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	l := labtest.Up(t, ctx, lab.Options{Name: labtest.Name("trcipt"), Nodes: 3, ControlPlane: cluster.ControlPlaneFile,
+		Binary: svcnetBin, DataPlane: iptablesPlane, Progress: testWriter{t}}, "fixture.yaml")
+	e := &env{t: t, ctx: ctx, l: l}
+	web, np := e.service("web"), e.service("web-np")
+	// nodesNAT returns every node's nat and filter tables as iptables-save
+	// prints them, without its comment lines.
+	nodesNAT := func() (string, error) {
+		var b strings.Builder
+		for i := 1; i <= 3; i++ {
+			ns, err := netns.Open(e.l.Names().Node(i))
+			if err != nil {
+				return "", err
+			}
+			for _, table := range []string{"nat", "filter"} {
+				out, err := ns.CommandContext(ctx, "iptables-save", "-t", table).Output()
+				if err != nil {
+					ns.Close()
+					return "", err
+				}
+				for _, line := range strings.Split(string(out), "\n") {
+					if !strings.HasPrefix(line, "#") {
+						b.WriteString(line + "\n")
+					}
+				}
+			}
+			ns.Close()
+			if i == 1 {
+				for _, want := range []string{"-A KUBE-SERVICES ", "-A KUBE-SVC-", "-A KUBE-SEP-", `--comment "default/web-np"`,
+					fmt.Sprintf("-d %s/32 -p tcp -m comment --comment \"default/web:", web.Spec.ClusterIP)} {
+					if !strings.Contains(b.String(), want) {
+						return "", fmt.Errorf("iptables-save -t nat on node1 lacks %q", want)
+					}
+				}
+			}
+		}
+		return b.String(), nil
+	}
+	// The proxies have programmed the fixture and settled: the tables have
+	// not changed for 2s (a sync in the middle of a trace rewrites chains,
+	// which --verify would rightly see as another ruleset).
+	var prev string
+	var since time.Time
+	e.eventually("the proxies program the fixture and settle", func() error {
+		cur, err := nodesNAT()
+		if err != nil {
+			return err
+		}
+		if cur != prev {
+			prev, since = cur, time.Now()
+		}
+		if time.Since(since) < 2*time.Second {
+			return fmt.Errorf("the nodes' tables changed %s ago", time.Since(since).Round(time.Millisecond))
+		}
+		return nil
+	})
+
+	last := e.pod("web-3").Status.PodIP + ":80"
+	name, reopen := e.release(t)
+	defer reopen()
+	labTraceVerify(t, e, name, "client", "default/web-np",
+		"(Service default/web-np, NodePort)", "(--data-plane iptables)", "rule: -A KUBE-NODEPORTS -p tcp -m comment --comment \"default/web-np\" -m tcp --dport "+fmt.Sprint(np.Spec.Ports[0].NodePort),
+		"-j DNAT --to-destination ", "endpoint  default/web-np, cluster endpoints", "un-DNAT", "summary: 2 rewrites")
+	out := labTraceVerify(t, e, name, "client-1", "default/web", "endpoint  default/web:http, cluster endpoints")
+	if n := strings.Count(out, " 1/3 "); n != 3 {
+		t.Errorf("%d candidates of default/web at 1/3, want 3:\n%s", n, out)
+	}
+	// Every rule of the cascade: following the last endpoint (by address)
+	// the packet passes over the first two, which --verbose shows.
+	verbose, err := exec.CommandContext(ctx, svcnetBin, "lab", "trace", "--name", name, "client-1", "default/web", "--verbose", "--endpoint", last).CombinedOutput()
+	if err != nil {
+		t.Fatalf("svcnet lab trace --verbose: %v\n%s", err, verbose)
+	}
+	for _, want := range []string{"-m statistic --mode random --probability 0.33333333349 -j KUBE-SEP-",
+		"-m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-", "(--data-plane iptables)", "-j DNAT --to-destination " + last} {
+		if !strings.Contains(string(verbose), want) {
+			t.Errorf("svcnet lab trace --verbose lacks %q:\n%s", want, verbose)
+		}
+	}
+	labTraceVerify(t, e, name, "client-1", "default/web-sticky", "sessionAffinity ClientIP")
+	labTraceVerify(t, e, name, "client-1", "default/empty", "rejected", "-j REJECT --reject-with icmp-port-unreachable")
+	labTraceVerify(t, e, name, "client", "default/web-lb-ranges", "filtered", "-A KUBE-PROXY-FIREWALL ")
+	labTraceVerify(t, e, name, "client", "default/local-etp", "pod default/local-2")
+	labTraceVerify(t, e, name, "client-1", web.Spec.ClusterIP+":81", "the probe's outcome is not compared: the packet leaves the cluster")
+}
