@@ -543,12 +543,20 @@ func policySource(chain, policy string) string {
 // rules' expressions): the table's handle (the simulator orders base chains
 // of equal priority by it) and, chain by chain, each rule's handle in order
 // (trace events name rules by handle). It fails when a chain's rules differ
-// in number: the tables changed between the two reads.
+// in number: the tables changed between the two reads. An empty built-in
+// chain the kernel does not have is removed: iptables-save prints every
+// built-in chain, but iptables-nft registers one only once a rule or a
+// policy needs it, and the packet meets only those registered.
 func AdoptHandles(t, k *nft.Table) error {
 	t.Handle = k.Handle
 	for name, c := range t.Chains {
+		kc := k.Chains[name]
+		if kc == nil && c.Hook != nil && len(c.Rules) == 0 {
+			delete(t.Chains, name)
+			continue
+		}
 		var handles []uint64
-		if kc := k.Chains[name]; kc != nil {
+		if kc != nil {
 			for _, r := range kc.Rules {
 				if r.Handle != 0 {
 					handles = append(handles, r.Handle)

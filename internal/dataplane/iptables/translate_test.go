@@ -255,3 +255,50 @@ func simFate(r sim.Result) string {
 	}
 	return fate
 }
+
+// TestAdoptHandles: the translated table takes the kernel's table handle
+// and, chain by chain in order, its rule handles (the kernel's policy
+// marker, handle 0, and the translated policy rule take none); an empty
+// built-in chain the kernel has not registered goes; a chain whose rules
+// differ in number is an error naming it.
+func TestAdoptHandles(t *testing.T) {
+	tables := map[string]*ipt.Table{TableFilter: {Name: TableFilter, Chains: map[string]*ipt.Chain{
+		"INPUT":          {Name: "INPUT", Policy: "ACCEPT"},
+		"FORWARD":        {Name: "FORWARD", Policy: "DROP", Rules: []string{"-j KUBE-FORWARD", "-j ACCEPT"}},
+		"KUBE-FORWARD":   {Name: "KUBE-FORWARD", Policy: "-", Rules: []string{"-m conntrack --ctstate INVALID -j DROP"}},
+		"KUBE-SERVICES":  {Name: "KUBE-SERVICES", Policy: "-"},
+		"KUBE-NODEPORTS": {Name: "KUBE-NODEPORTS", Policy: "-"},
+	}}}
+	tr := func() *nft.Table {
+		out, err := Translate(ipfamily.IPv4, tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	k := nft.NewTable(ipfamily.IPv4, TableFilter)
+	k.Handle = 7
+	k.Chains["FORWARD"] = &nft.Chain{Name: "FORWARD", Rules: []*nft.Rule{{Handle: 11}, {Handle: 12}, {Comment: "<unrecognised: policy drop>"}}}
+	k.Chains["KUBE-FORWARD"] = &nft.Chain{Name: "KUBE-FORWARD", Rules: []*nft.Rule{{Handle: 20}}}
+	k.Chains["KUBE-SERVICES"] = &nft.Chain{Name: "KUBE-SERVICES"}
+	k.Chains["KUBE-NODEPORTS"] = &nft.Chain{Name: "KUBE-NODEPORTS"}
+	got := tr()
+	if err := AdoptHandles(got, k); err != nil {
+		t.Fatal(err)
+	}
+	if got.Handle != 7 || got.Chains["INPUT"] != nil {
+		t.Fatalf("table handle %d, INPUT %v: want 7 and no INPUT", got.Handle, got.Chains["INPUT"])
+	}
+	var hs []uint64
+	for _, r := range append(got.Chains["FORWARD"].Rules, got.Chains["KUBE-FORWARD"].Rules...) {
+		hs = append(hs, r.Handle)
+	}
+	if want := []uint64{11, 12, 0, 20}; !slices.Equal(hs, want) {
+		t.Fatalf("handles %v, want %v", hs, want)
+	}
+	k.Chains["KUBE-FORWARD"].Rules = append(k.Chains["KUBE-FORWARD"].Rules, &nft.Rule{Handle: 21})
+	err := AdoptHandles(tr(), k)
+	if err == nil || !strings.Contains(err.Error(), "chain KUBE-FORWARD: 1 rules in iptables-save, 2 in the kernel's nf_tables table") {
+		t.Fatalf("error %v, want the chain whose rules differ", err)
+	}
+}
