@@ -63,8 +63,8 @@ func arrivalMatch(t Tuple) nftrace.Match {
 }
 
 // compareTrace checks every node pass of tr against the kernel's events.
-// Only the tables compared names (the plane's, KernelTable) are compared.
-func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]ruleIndex, compared func(table string) bool) []HopCheck {
+// Only the tables comparedAt names for a node are compared.
+func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]ruleIndex, comparedAt func(node, table string) bool) []HopCheck {
 	var out []HopCheck
 	snat := snatIn(tr.Hops)
 	check := func(hops []Hop, reply bool) {
@@ -78,6 +78,7 @@ func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[stri
 			}
 			wildSport := !reply && snatIn(hops[:i])
 			wildDport := reply && snat
+			compared := func(table string) bool { return comparedAt(h.Place.Name, table) }
 			exp, keys := expectedSegments(h.Steps, compared)
 			got := kernelSegments(events[h.Place.Name], h, reply, wildSport, wildDport, handles[h.Place.Name], keys, compared)
 			c := HopCheck{Node: h.Place.Name, Direction: dir, Expected: flatten(canonical(exp)), Kernel: flatten(canonical(got))}

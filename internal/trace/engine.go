@@ -29,6 +29,9 @@ type Engine struct {
 	// Plane is the data plane whose tables Rules returns (which tables are
 	// compared with the kernel's trace events); nil stands for DefaultPlane.
 	Plane *Plane
+	// Rendered, when set, renders each node's ruleset from the cluster
+	// state (for Verify's check of rules it cannot trace in the kernel).
+	Rendered RulesFunc
 }
 
 // plane returns e.Plane, or the default one.

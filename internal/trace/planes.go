@@ -31,6 +31,9 @@ type Plane struct {
 	service func(chain, text string) (kind, service string, ok bool)
 	// egress reports whether a chain is the egress masquerade's.
 	egress func(table, chain string) bool
+	// untraceable, when set, says why nftrace cannot see the plane's rules
+	// on the node of namespace ns ("" when it can).
+	untraceable func(ctx context.Context, ns *netns.NS) string
 }
 
 // Name is the plane's --data-plane value.
@@ -44,7 +47,7 @@ func init() {
 		service: func(chain, _ string) (string, string, bool) { return serviceOfChain(chain) }}
 	nft.read = nft.readNFTables
 	ipt := &Plane{name: iptables.Name, explain: iptables.Rules{}, service: iptables.ServiceOf,
-		egress: func(string, string) bool { return false }}
+		egress: func(string, string) bool { return false }, untraceable: legacyIPTables}
 	ipt.read = ipt.readIPTables
 	for _, p := range []*Plane{nft, ipt} {
 		planes[p.name] = p
@@ -162,6 +165,20 @@ func adoptHandles(ctx context.Context, ns *netns.NS, tables []*nft.Table) error 
 		}
 	}
 	return nil
+}
+
+// legacyIPTables says why nftrace cannot see the iptables plane's rules on
+// a node whose iptables is iptables-legacy: they are x_tables rules, which
+// nf_tables' trace does not report.
+func legacyIPTables(ctx context.Context, ns *netns.NS) string {
+	var command ipt.CommandFunc
+	if ns != nil {
+		command = ns.CommandContext
+	}
+	if ipt.Detect(ctx, command) == ipt.Legacy {
+		return "iptables-legacy: its rules are x_tables rules, which nftrace does not see"
+	}
+	return ""
 }
 
 // hasRules reports whether any of tables has a rule.

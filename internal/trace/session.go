@@ -74,7 +74,7 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		}
 		return "", fmt.Errorf("node %s: its network namespace is unknown (the kernel's rules can be read in a lab, or on the node itself)", node)
 	})
-	e := &Engine{Net: net, Verbose: opts.Verbose, Plane: plane}
+	e := &Engine{Net: net, Verbose: opts.Verbose, Plane: plane, Rendered: rendered}
 	switch opts.Rules {
 	case RulesRendered:
 		e.Rules, e.RulesSource = rendered, renderedSource(plane)
@@ -143,7 +143,7 @@ func prepare(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, o
 	if err != nil {
 		return nil, Start{}, Request{}, err
 	}
-	e.Rules = memoRules(e.Rules)
+	e.Rules, e.Rendered = memoRules(e.Rules), memoRules(e.Rendered)
 	st, req, err := Resolve(snap, net, ask)
 	if err != nil {
 		return nil, Start{}, Request{}, err

@@ -25,6 +25,9 @@ type Report struct {
 	Probe       string     `json:"probe"`
 	Checks      []HopCheck `json:"checks"`
 	Differences []string   `json:"differences,omitempty"`
+	// Unchecked says, per node, what the kernel could not show and what was
+	// checked instead (a plane whose rules nftrace does not see).
+	Unchecked []string `json:"unchecked,omitempty"`
 }
 
 // HopCheck compares one node pass of the packet or its reply.
@@ -63,7 +66,13 @@ func (r *Report) Write(w io.Writer) error {
 	for _, d := range r.Differences {
 		fmt.Fprintf(b, "  difference: %s\n", d)
 	}
-	if r.OK() {
+	for _, u := range r.Unchecked {
+		fmt.Fprintf(b, "  unchecked: %s\n", u)
+	}
+	switch {
+	case r.OK() && len(r.Unchecked) > 0:
+		fmt.Fprintf(b, "verify: the kernel agrees where it could be checked (%d node passes checked, %d node(s) only in part: see unchecked)\n", len(r.Checks), len(r.Unchecked))
+	case r.OK():
 		fmt.Fprintf(b, "verify: the kernel took the same chains, rules and rewrites (%d node passes checked)\n", len(r.Checks))
 	}
 	if r.Trace.Verdict.Reason == reasonLeft {
@@ -144,6 +153,15 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	}()
 	table := fmt.Sprintf("svcnet-trace-%d", os.Getpid())
 	handles := map[string]map[string]ruleIndex{}
+	// untraced are the nodes whose plane rules nftrace cannot see, and why.
+	untraced := map[string]string{}
+	// traced keeps the tables of a node whose events are compared.
+	traced := func(node string, tables []*nft.Table) []*nft.Table {
+		if _, ok := untraced[node]; ok {
+			return nil
+		}
+		return tables
+	}
 	for _, node := range nodes {
 		name := net.NetNS[node]
 		if name == "" {
@@ -165,9 +183,14 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			return nil, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 		armed = append(armed, a)
+		if p := e.plane(); p.untraceable != nil {
+			if why := p.untraceable(ctx, ns); why != "" {
+				untraced[node] = why
+			}
+		}
 		tables, err := e.Rules(node)
 		if err == nil {
-			handles[node], err = readHandles(ns, tables, false)
+			handles[node], err = readHandles(ns, traced(node, tables), false)
 		}
 		ns.Close()
 		if err != nil {
@@ -175,8 +198,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 		}
 	}
 
-	rep := &Report{}
-	rep.Probe, err = probe(ctx, senderNS, st.Packet)
+	probed, err := probe(ctx, senderNS, st.Packet)
 	if err != nil {
 		return nil, err
 	}
@@ -188,16 +210,54 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	// since the rules were read: the events name the rules by the handles of
 	// the ruleset the probe met, read now too.
 	for _, node := range nodes {
-		if err := addHandles(node, net.NetNS[node], e, handles[node]); err != nil {
+		if err := addHandles(node, net.NetNS[node], e, traced, handles[node]); err != nil {
 			return nil, err
 		}
+	}
+
+	// The kernel's events are compared on the nodes where nftrace sees the
+	// plane's tables. Elsewhere (iptables-legacy) none are: even the
+	// nf_tables chains seen there meet the packet in an order against
+	// x_tables' hooks of equal priority that no ruleset records.
+	compared := func(node, table string) bool {
+		if _, ok := untraced[node]; ok {
+			return false
+		}
+		return e.plane().KernelTable(table)
+	}
+	rep := &Report{Probe: probed}
+	// Where the endpoint choice is made on such a node, conntrack says which
+	// endpoint the kernel chose.
+	pinned := -1
+	if first.Choice != nil {
+		if _, ok := untraced[first.Choice.Node]; ok {
+			var diff string
+			pinned, diff, err = conntrackChoice(first, cands, net.NetNS[first.Choice.Node])
+			if err != nil {
+				return nil, err
+			}
+			if diff != "" {
+				rep.Differences = append(rep.Differences, diff)
+			}
+		}
+	}
+	for _, node := range sortedKeys(untraced) {
+		rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("node %s: %s; not checked: the packet's way through the node's chains and rules; checked instead: the rules read back equal the rendered ones, the connection's DNAT in conntrack goes to a traced candidate, and the probe ends as traced", node, untraced[node]))
+		diffs, err := renderedDiffers(e, node)
+		if err != nil {
+			return nil, err
+		}
+		rep.Differences = append(rep.Differences, diffs...)
 	}
 
 	// The candidate whose simulated steps the kernel's events match best.
 	best, bestScore := 0, -1
 	var bestChecks []HopCheck
 	for i, tr := range cands {
-		checks := compareTrace(tr, events, handles, e.plane().KernelTable)
+		if pinned >= 0 && i != pinned {
+			continue
+		}
+		checks := compareTrace(tr, events, handles, compared)
 		score := 0
 		for _, c := range checks {
 			if c.OK {
@@ -208,7 +268,12 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			best, bestScore, bestChecks = i, score, checks
 		}
 	}
-	rep.Trace, rep.Checks = cands[best], bestChecks
+	rep.Trace = cands[best]
+	for _, c := range bestChecks {
+		if _, ok := untraced[c.Node]; !ok {
+			rep.Checks = append(rep.Checks, c)
+		}
+	}
 	if rep.Trace.Choice != nil {
 		for i := range rep.Trace.Choice.Candidates {
 			c := &rep.Trace.Choice.Candidates[i]
@@ -314,9 +379,9 @@ func readHandles(ns *netns.NS, tables []*nft.Table, fresh bool) (map[string]rule
 	return out, nil
 }
 
-// addHandles adds the handles node's tables have now (in namespace name)
-// to those read before.
-func addHandles(node, name string, e *Engine, to map[string]ruleIndex) error {
+// addHandles adds the handles node's tables whose events are compared
+// (traced) have now, in namespace name, to those read before.
+func addHandles(node, name string, e *Engine, traced func(string, []*nft.Table) []*nft.Table, to map[string]ruleIndex) error {
 	ns, err := netns.Open(name)
 	if err != nil {
 		return fmt.Errorf("verify: node %s: %w", node, err)
@@ -326,7 +391,7 @@ func addHandles(node, name string, e *Engine, to map[string]ruleIndex) error {
 	if err != nil {
 		return fmt.Errorf("verify: node %s: %w", node, err)
 	}
-	now, err := readHandles(ns, tables, true)
+	now, err := readHandles(ns, traced(node, tables), true)
 	if err != nil {
 		return fmt.Errorf("verify: node %s: %w", node, err)
 	}
