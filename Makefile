@@ -104,10 +104,19 @@ unit:
 # The node tier (test/node: three kubelets, containerd, Pods) runs after the
 # other packages, alone: beside it, a 2-core machine is too busy for the lab's
 # sub-second failover timings that test/e2e holds svcnet to.
+#
+# The proxy behaviour suite (test/proxy) and the lab's e2e suite (test/e2e,
+# both control planes) run once per data plane: on the default plane with
+# the other packages, then on each of OTHER_PLANES (SVCNET_DATA_PLANE).
+OTHER_PLANES ?= iptables userspace
 test: deps lint k8s coredns node-tools build
 	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) \
 	  SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/test/node$$')
+	for plane in $(OTHER_PLANES); do \
+	  SVCNET_DATA_PLANE=$$plane SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) \
+	    $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/proxy ./test/e2e || exit 1; \
+	done
 	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/node
 	$(MAKE) --no-print-directory fuzz

@@ -294,5 +294,5 @@ const envK8sBin = "SVCNET_K8S_BIN"
 // addDataPlaneFlag adds --data-plane, the Service data plane of every node's
 // svcnet proxy (lab.Options.DataPlane).
 func addDataPlaneFlag(cmd *cobra.Command, dataPlane *string) {
-	cmd.Flags().StringVar(dataPlane, "data-plane", "", `the Service data plane of every node's svcnet proxy, passed as its --data-plane ("nftables", "none"; empty: the proxy's default)`)
+	cmd.Flags().StringVar(dataPlane, "data-plane", "", `the Service data plane of every node's svcnet proxy, passed as its --data-plane ("nftables", "userspace", "none"; empty: the proxy's default)`)
 }

@@ -63,7 +63,7 @@ conntrack:
 
 	for _, tc := range []struct{ body, want string }{
 		{"kind: Deployment\n", `kind "Deployment"`},
-		{"mode: kernelspace\n", `mode "kernelspace": want one of svcnet's data planes (nftables, iptables`},
+		{"mode: kernelspace\n", `mode "kernelspace": want one of svcnet's data planes (nftables, iptables, userspace`},
 		{"mode: ipvs\n", `mode "ipvs": --data-plane ipvs: svcnet has no IPVS data plane`},
 		{"nftables: [\n", "--config"},
 	} {
@@ -217,7 +217,7 @@ windowsRunAsService: true
 			cfgLine("logging.options: svcnet logs klog text, without format options; ignored"),
 			cfgLine("logging.vmodule: svcnet has no per-file verbosity: logging.verbosity (-v) applies to all; ignored"),
 			cfgLine("oomScoreAdj: svcnet proxy keeps the OOM score it was started with (set it where the process is started); ignored"),
-			cfgLine("portRange: only kube-proxy's removed userspace mode used it: svcnet proxies no traffic in user space; ignored"),
+			cfgLine("portRange: svcnet's userspace data plane listens on proxy ports the kernel chooses, as kube-proxy's did with an empty range; ignored"),
 			cfgLine("showHiddenMetricsForVersion: svcnet has no hidden (deprecated) metrics to show; ignored"),
 			cfgLine("windowsRunAsService: Windows only (svcnet proxy runs on Linux); ignored"),
 			cfgLine("winkernel.enableDSR: Windows only (svcnet proxy runs on Linux); ignored"),

@@ -105,7 +105,7 @@ var kubeProxyFields = []configField{
 	{path: "conntrack.udpStreamTimeout"},
 	{path: "configSyncPeriod",
 		instead: "svcnet's informers do not resync (a resync re-delivers unchanged objects, which svcnet skips); nftables.syncPeriod bounds the time to repair the kernel; ignored"},
-	{path: "portRange", instead: "only kube-proxy's removed userspace mode used it: svcnet proxies no traffic in user space; ignored"},
+	{path: "portRange", instead: "svcnet's userspace data plane listens on proxy ports the kernel chooses, as kube-proxy's did with an empty range; ignored"},
 	{path: "windowsRunAsService", instead: windowsOnly},
 	// svcnet's shorthand for nftables.syncPeriod and nftables.minSyncPeriod.
 	{path: "syncPeriod"},

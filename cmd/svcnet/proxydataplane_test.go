@@ -24,7 +24,7 @@ func TestProxyDataPlaneFlag(t *testing.T) {
 		{[]string{"--data-plane", "none", "--pod-routes"}, ""},
 		{[]string{"--data-plane", "none", "--announce", "l2"}, ""},
 		{[]string{"--data-plane", "none"}, "nothing to do without --pod-routes or --announce"},
-		{[]string{"--data-plane", "iptables", "--pod-routes"}, `--data-plane "iptables": want nftables or none`},
+		{[]string{"--data-plane", "iptables-legacy", "--pod-routes"}, `--data-plane "iptables-legacy": want nftables`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

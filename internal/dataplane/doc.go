@@ -1,5 +1,5 @@
 // Package dataplane defines what a Service data plane is to svcnet proxy:
-// the contract every backend (nftables today) implements, and the Stats a
+// the contract every backend (nftables, userspace) implements, and the Stats a
 // sync reports for metrics and logs.
 //
 // The proxier owns the loop (which changes to absorb, when to sync, when a

@@ -139,7 +139,7 @@ func canonicalOptions(f ipfamily.Family, name string, opts [][]string) ([][]stri
 	case "comment":
 		for _, o := range opts {
 			if key(o) == "--comment" && len(o) == 2 {
-				o[1] = strconv.Quote(unquote(o[1]))
+				o[1] = quote(unquote(o[1]))
 			}
 		}
 	case "statistic":
@@ -201,10 +201,16 @@ func canonicalOptions(f ipfamily.Family, name string, opts [][]string) ([][]stri
 }
 
 func unquote(s string) string {
-	if u, err := strconv.Unquote(s); err == nil {
+	if u, err := strconv.Unquote(strings.ReplaceAll(s, `\'`, `'`)); err == nil {
 		return u
 	}
 	return s
+}
+
+// quote double-quotes a string option as iptables-save prints it
+// (libxtables' xtables_save_string): ", \ and ' escaped by a backslash.
+func quote(s string) string {
+	return strings.ReplaceAll(strconv.Quote(s), `'`, `\'`)
 }
 
 // splitWords splits a rule into words as a shell would for

@@ -16,6 +16,9 @@ func TestCanonical(t *testing.T) {
 	}{
 		{ipfamily.IPv4, `-m comment --comment "a/b:http cluster IP" -m tcp -p tcp -d 10.96.0.1 --dport 80 ! -s 192.168.0.0/16 -j KUBE-MARK-MASQ`,
 			`! -s 192.168.0.0/16 -d 10.96.0.1/32 -p tcp -m comment --comment "a/b:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`},
+		{ipfamily.IPv4, `-m comment --comment "a pod's way" -s 192.168.0.0/16 -j MASQUERADE --random-fully`,
+			`-s 192.168.0.0/16 -m comment --comment "a pod\'s way" -j MASQUERADE --random-fully`},
+		{ipfamily.IPv4, `-m comment --comment "a pod\'s way" -j RETURN`, `-m comment --comment "a pod\'s way" -j RETURN`},
 		{ipfamily.IPv4, `-m comment --comment a/b:http -m statistic --mode random --probability 0.3333333333 -j KUBE-SEP-X`,
 			`-m comment --comment "a/b:http" -m statistic --mode random --probability 0.33333333349 -j KUBE-SEP-X`},
 		{ipfamily.IPv6, `-m recent --name X --rcheck --seconds 10800 --reap -j KUBE-SEP-X`,

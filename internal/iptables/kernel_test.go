@@ -76,6 +76,9 @@ func TestDetect(t *testing.T) {
 	if v := Detect(ctx, ns.CommandContext); v != NFT {
 		t.Errorf("fresh namespace: %s, want nft", v)
 	}
+	if out, err := ns.Command("cat", "/proc/net/ip_tables_names").Output(); err != nil || len(out) > 0 {
+		t.Errorf("Detect created legacy tables %q in a fresh namespace (%v)", out, err)
+	}
 	legacy := &Exec{Variant: Legacy, Command: ns.CommandContext}
 	if err := legacy.Restore(ctx, ipfamily.IPv4, []byte("*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j RETURN\nCOMMIT\n")); err != nil {
 		t.Fatal(err)

@@ -207,6 +207,8 @@ func Examples() []Example {
 			Rule: rule(func(p ExampleFlow) []Expr {
 				return []Expr{tcp, DNAT{To: netip.AddrPortFrom(p.Dst.Addr().Next(), 8080)}}
 			})},
+		{Name: "redirect to a port", Kernel: "nft_redir", Hook: hookNatPrerouting,
+			Rule: rule(func(ExampleFlow) []Expr { return []Expr{tcp, Redirect{Port: 8080}} })},
 		{Name: "masquerade", Kernel: "nft_masq", Hook: hookNatPostrouting,
 			Rule: rule(func(ExampleFlow) []Expr { return []Expr{Masquerade{}} })},
 		{Name: "masquerade fully-random", Kernel: "nft_masq", Hook: hookNatPostrouting,

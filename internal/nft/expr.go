@@ -106,6 +106,17 @@ type DNAT struct{ To netip.AddrPort }
 // Masquerade rewrites the source to the outgoing interface's address.
 type Masquerade struct{ FullyRandom bool }
 
+// Redirect rewrites the destination to a local address and Port: `redirect
+// to :8080`. The address is the kernel's choice (nf_nat_redirect): for a
+// packet that arrived on an interface, that interface's primary address of
+// the family (its first IPv4 address; its first IPv6 address in the
+// kernel's list, where global addresses come before link-local ones), the
+// packet dropped when it has none; for a locally generated packet (output
+// hook) 127.0.0.1 or ::1. Like DNAT it is valid only in nat chains at
+// prerouting and output, and a rule using it must match the protocol first
+// (ProtoMatch). Port is never 0.
+type Redirect struct{ Port uint16 }
+
 // MarkOp is how SetMark combines with the current mark.
 type MarkOp uint8
 
@@ -153,6 +164,7 @@ func (VMap) isExpr()         {}
 func (Verdict) isExpr()      {}
 func (DNAT) isExpr()         {}
 func (Masquerade) isExpr()   {}
+func (Redirect) isExpr()     {}
 func (SetMark) isExpr()      {}
 func (SetNftrace) isExpr()   {}
 func (Reject) isExpr()       {}

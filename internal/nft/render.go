@@ -138,6 +138,8 @@ func RenderExpr(f ipfamily.Family, e Expr) string {
 			return fmt.Sprintf("dnat to [%s]:%d", e.To.Addr(), e.To.Port())
 		}
 		return "dnat to " + e.To.String()
+	case Redirect:
+		return "redirect to :" + strconv.Itoa(int(e.Port))
 	case Masquerade:
 		if e.FullyRandom {
 			return "masquerade fully-random"

@@ -1,34 +1,39 @@
 package proxy_test
 
 import (
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestCleanup: a stopped proxy leaves its tables (a restart adopts them);
-// `svcnet proxy --cleanup` removes both, leaves other tables alone, exits 0,
-// and does so again when there is nothing left.
+// TestCleanup: a stopped proxy leaves its kernel state (a restart adopts
+// it); `svcnet proxy --cleanup` removes all of it, leaves another agent's
+// state alone, exits 0, and does so again when there is nothing left. The
+// state is the plane's (planeView): nftables tables, or iptables chains and
+// the jumps to them.
 func TestCleanup(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 11)
 	svc := newService("web", []string{"10.96.0.170", "fd00:96::170"}, tcpPort(80))
 	c.apply(svc, v4(svc, local(a)))
 	proxy := c.startProxy()
-	c.mustNode("nft", "add", "table", "ip", "bystander")
+	view := c.plane()
+	view.addBystander()
 
-	tables := func() string { return c.mustNode("nft", "list", "tables") }
-	for _, want := range []string{"table ip svcnet\n", "table ip6 svcnet\n", "table ip svcnet-nat-00\n", "table ip6 svcnet-nat-00\n"} {
-		if got := tables(); !strings.Contains(got, want) {
-			t.Fatalf("running proxy: no %q in:\n%s", want, got)
+	running := view.objects()
+	for _, want := range view.wantRunning() {
+		if !slices.Contains(running, want) {
+			t.Fatalf("running proxy: no %q in:\n%s", want, strings.Join(running, "\n"))
 		}
 	}
 	if err := proxy.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("proxy exit after SIGTERM: %v", err)
 	}
-	if got := tables(); !strings.Contains(got, "table ip svcnet") {
-		t.Fatalf("a stopped proxy removed its table (a restart must adopt it):\n%s", got)
+	if got := view.objects(); !slices.Equal(got, running) {
+		t.Fatalf("a stopped proxy changed its kernel state (a restart must adopt it):\n%s\nwas:\n%s",
+			strings.Join(got, "\n"), strings.Join(running, "\n"))
 	}
 
 	for i := 1; i <= 2; i++ {
@@ -41,12 +46,11 @@ func TestCleanup(t *testing.T) {
 		if p.Err() != nil {
 			t.Fatalf("--cleanup run %d: %v\n%s", i, p.Err(), p.log.String())
 		}
-		got := tables()
-		if strings.Contains(got, "svcnet") {
-			t.Errorf("after --cleanup run %d, tables:\n%s", i, got)
+		if got := view.objects(); len(got) > 0 {
+			t.Errorf("after --cleanup run %d, left:\n%s", i, strings.Join(got, "\n"))
 		}
-		if !strings.Contains(got, "table ip bystander") {
-			t.Errorf("--cleanup run %d removed another table:\n%s", i, got)
+		if ok, state := view.bystander(); !ok {
+			t.Errorf("--cleanup run %d removed another agent's state:\n%s", i, state)
 		}
 	}
 }

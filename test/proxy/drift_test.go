@@ -1,23 +1,21 @@
 package proxy_test
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestDriftRepair: someone flushes or deletes the proxy's tables (the main
-// one and its NAT shard) behind its back; the proxy notices (nftables generation) and repairs it, and traffic
-// works again within 3s, without a restart.
+// TestDriftRepair: someone breaks the proxy's kernel state behind its back
+// (planeView.drifts: on nftables, flushes or deletes its tables; on
+// iptables, flushes KUBE-SERVICES, or flushes and deletes every chain as a
+// firewall reset does); the proxy notices and repairs it, and traffic works
+// again within 3s, without a restart.
 func TestDriftRepair(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		nft  []string
-	}{
-		{"flush-table", []string{"nft", "flush", "table", "ip", "svcnet-nat-00"}},
-		{"delete-tables", []string{"nft", "delete table ip svcnet; delete table ip svcnet-nat-00"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, name := range driftNames() {
+		t.Run(name, func(t *testing.T) {
 			c := newCluster(t)
 			a := c.addPod("pod-a", 11)
 			client := c.addPod("client", 20)
@@ -28,7 +26,8 @@ func TestDriftRepair(t *testing.T) {
 			eventuallyAnswered(t, client.ns, "tcp", addr, a.name)
 
 			m := proxy.mark()
-			c.mustNode(tc.nft...)
+			argv := c.plane().drift(name)
+			c.mustNode(argv...)
 			start := time.Now()
 			deadline := start.Add(3 * time.Second)
 			for {
@@ -37,11 +36,11 @@ func TestDriftRepair(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("traffic still failing 3s after %q: %v", strings.Join(tc.nft, " "), err)
+					t.Fatalf("traffic still failing 3s after %q: %v", strings.Join(argv, " "), err)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			t.Logf("traffic back %v after %q", time.Since(start).Round(time.Millisecond), strings.Join(tc.nft, " "))
+			t.Logf("traffic back %v after %q", time.Since(start).Round(time.Millisecond), strings.Join(argv, " "))
 			if !proxy.running() || len(c.proxies) != 1 {
 				t.Fatalf("proxy restarted or exited: %s", proxy.describe())
 			}
@@ -49,8 +48,8 @@ func TestDriftRepair(t *testing.T) {
 			if line := proxy.lines()[i]; !strings.Contains(line, "drift=true") {
 				t.Errorf("repair sync %q does not report drift=true", line)
 			}
-			if m := c.mustNode("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips"); !strings.Contains(m, "10.96.0.160 . tcp . 80") {
-				t.Errorf("service-ips after repair lacks the ClusterIP:\n%s", m)
+			if fronts, state := c.plane().frontends(); !slices.Contains(fronts, frontendKey("tcp", netip.MustParseAddr("10.96.0.160"), 80)) {
+				t.Errorf("the repaired state lacks the ClusterIP's frontend:\n%s", state)
 			}
 		})
 	}

@@ -1,7 +1,8 @@
 package proxy_test
 
 import (
-	"strings"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,8 +42,9 @@ func TestNodePort(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("refusal took %v", d)
 		}
-		if set := c.mustNode("nft", "list", "set", "ip", "svcnet", "nodeport-ips"); strings.Contains(set, "127.0.0.1") {
-			t.Errorf("127.0.0.1 is a NodePort address:\n%s", set)
+		addrs, state := c.plane().nodePortAddrs()
+		if slices.Contains(addrs, netip.MustParseAddr("127.0.0.1")) || !slices.Contains(addrs, nodeIP) {
+			t.Errorf("NodePort addresses %v, want %s and never 127.0.0.1:\n%s", addrs, nodeIP, state)
 		}
 	})
 }

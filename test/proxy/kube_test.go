@@ -94,8 +94,8 @@ func TestKube(t *testing.T) {
 		if r.Src != podGateway {
 			t.Errorf("endpoint saw %v, want the node's %v (masqueraded)", r.Src, podGateway)
 		}
-		if m, _ := c.nodeRun("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips"); strings.Contains(m, "172.26.236.181") {
-			t.Errorf("ipMode Proxy address 172.26.236.181 is captured:\n%s", m)
+		if fronts, state := c.plane().frontends(); hasFrontendAddr(fronts, "172.26.236.181") || !hasFrontendAddr(fronts, "172.26.236.180") {
+			t.Errorf("frontends %v: want 172.26.236.180, and not the ipMode Proxy address 172.26.236.181:\n%s", fronts, state)
 		}
 		if r, err := tcpReq(c.client, "172.26.236.181:80", dropWait); err == nil {
 			t.Errorf("the ipMode Proxy address was answered by %v", r)

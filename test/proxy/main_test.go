@@ -1,6 +1,10 @@
 // Package proxy_test holds the kernel-tier and kube-tier tests of `svcnet
-// proxy`: the real binary, real nftables, real TCP/UDP/SCTP traffic, in
-// throwaway network namespaces.
+// proxy`: the real binary, real kernel rules, real TCP/UDP/SCTP traffic, in
+// throwaway network namespaces. The proxy runs on the data plane
+// $SVCNET_DATA_PLANE names (svcnet proxy's default when unset); the traffic
+// and what it must do are the same on every plane, and what a test reads
+// or breaks in the kernel goes through the plane's view
+// (planeview_test.go).
 //
 // Topology (one per test, see topology_test.go): a "node" namespace runs the
 // proxy as node1; a "client" namespace is an external client on the node's

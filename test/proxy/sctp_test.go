@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -34,9 +34,9 @@ func TestSCTP(t *testing.T) {
 	svc := newService("sctp", []string{"10.96.0.130"}, svcPort(corev1.ProtocolSCTP, 9999))
 	c.apply(svc, v4(svc, local(a)))
 	c.startProxy()
-	eventually(t, 10*time.Second, "SCTP frontend in service-ips", func() (bool, string) {
-		m, _ := c.nodeRun("nft", "list", "map", "ip", "svcnet-nat-00", "service-ips")
-		return strings.Contains(m, "10.96.0.130 . sctp . 9999"), m
+	eventually(t, 10*time.Second, "SCTP frontend programmed", func() (bool, string) {
+		fronts, state := c.plane().frontends()
+		return slices.Contains(fronts, frontendKey("sctp", netip.MustParseAddr("10.96.0.130"), 9999)), state
 	})
 
 	rx := listenSCTPRaw(t, a.ns)

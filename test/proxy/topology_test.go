@@ -11,6 +11,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // Addresses of the test topology (docs/design.md, IP plan).
@@ -44,7 +45,8 @@ type cluster struct {
 	mu      sync.Mutex
 	pods    []*pod
 	proxies []*proxyProc
-	dumping bool // dumpState is registered for cleanup
+	dumping bool      // dumpState is registered for cleanup
+	view    planeView // the data plane's state (plane)
 }
 
 // pod is a pod network namespace with its echo servers.
@@ -190,14 +192,21 @@ func (c *cluster) mustNode(argv ...string) string {
 	return out
 }
 
-// dumpState logs what a failing test needs to see: the node's ruleset,
-// conntrack table and routes, the manifests, and every proxy's log.
+// dumpState logs what a failing test needs to see: the data plane's state
+// in the node, its conntrack table and routes, the manifests, and every
+// proxy's log.
 func (c *cluster) dumpState() {
 	t := c.t
-	rs, _ := c.nodeRun("nft", "list", "ruleset")
 	ct, _ := c.nodeRun("conntrack", "-L")
 	rt, _ := c.nodeRun("ip", "-br", "addr")
-	t.Logf("node nft ruleset:\n%s\nnode conntrack:\n%s\nnode addresses:\n%s", tail(rs, 300), tail(ct, 60), rt)
+	var state string
+	if v, err := c.viewOf(testbin.DataPlane()); err == nil {
+		state = v.dump()
+	} else {
+		rs, _ := c.nodeRun("nft", "list", "ruleset")
+		state = "node nft ruleset:\n" + tail(rs, 300)
+	}
+	t.Logf("%s\nnode conntrack:\n%s\nnode addresses:\n%s", state, tail(ct, 60), rt)
 	if b, err := os.ReadFile(filepath.Join(c.dir, manifestFile)); err == nil {
 		t.Logf("manifests:\n%s", b)
 	}

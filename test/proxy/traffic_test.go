@@ -231,8 +231,9 @@ func req(ns *netns.NS, proto, addr string, timeout time.Duration) (reply, error)
 }
 
 // outcome classifies a request's error: "ok", "refused" (TCP RST or ICMP
-// port unreachable), "eperm" (send refused by a local reject), "timeout"
-// (dropped), or the error text.
+// port unreachable), "eperm" (send refused by a local reject),
+// "unreachable" (ICMP host or network unreachable), "timeout" (dropped), or
+// the error text.
 func outcome(err error) string {
 	var ne net.Error
 	switch {
@@ -244,6 +245,8 @@ func outcome(err error) string {
 		// A host-originated packet rejected in the output path: the kernel
 		// fails the send itself.
 		return "eperm"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable"
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
 	default:

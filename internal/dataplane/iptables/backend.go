@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,18 +28,27 @@ const ChainCanary = "KUBE-PROXY-CANARY"
 const CanaryInterval = 10 * time.Second
 
 // Backend keeps this plane's chains in the kernel equal to the service
-// table, through iptables-restore --noflush: a full sync writes every chain
-// and deletes the per-port chains the kernel holds that the table no longer
-// has (so a restarted proxy adopts what it finds, without flushing the
-// built-in chains or touching others' chains); a partial sync rewrites the
-// shared chains and the chains of changed Service ports only. Each family's
-// restore commits the filter table, then the nat table, each atomically.
+// table, through iptables-restore --noflush. A full sync reads the kernel's
+// tables back and writes only what differs from the table: the chains the
+// kernel lacks first (in batches of BatchPorts Service ports, unreferenced
+// until the last restore), then in one restore the chains whose rules
+// differ and the deletion of the per-port chains the table no longer has;
+// so a restarted proxy adopts what it finds without rewriting it, and never
+// flushes built-in chains or touches others' chains. A partial sync rewrites
+// the shared chains that changed and the chains of changed Service ports
+// only. Each restore commits the filter table, then the nat table, each
+// atomically; a failed full sync deletes the chains its earlier restores
+// created.
 //
 // Contract: one goroutine calls Sync, Changed and Cleanup.
 type Backend struct {
 	run      ipt.Runner
 	families []ipfamily.Family
 	state    map[ipfamily.Family]*familyState
+	// BatchPorts is how many Service ports' new chains one restore of a
+	// full sync creates; 0 creates them all in one. New sets it to
+	// DefaultBatchPorts, or to 0 when run is iptables-legacy.
+	BatchPorts int
 	// lastCanary is when Changed last read the canary.
 	lastCanary time.Time
 }
@@ -56,7 +66,10 @@ func New(run ipt.Runner, families ...ipfamily.Family) *Backend {
 	if len(families) == 0 {
 		families = ipfamily.All
 	}
-	b := &Backend{run: run, families: families, state: map[ipfamily.Family]*familyState{}}
+	b := &Backend{run: run, families: families, state: map[ipfamily.Family]*familyState{}, BatchPorts: DefaultBatchPorts}
+	if e, ok := run.(*ipt.Exec); ok && e.Variant == ipt.Legacy {
+		b.BatchPorts = 0
+	}
 	for _, f := range families {
 		b.state[f] = &familyState{}
 	}
@@ -75,30 +88,32 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (d
 	var errs []error
 	for _, f := range b.families {
 		fs := b.state[f]
-		rs := Render(t, f)
+		var prev *Ruleset
+		if fs.synced {
+			prev = fs.last
+		}
+		rs := RenderReusing(t, f, prev)
 		var (
-			input string
+			n     int
 			drift bool
 			err   error
 		)
 		if full || !fs.synced || !fs.last.cfg.equal(rs.cfg) {
 			st.Full = true
-			input, drift, err = b.fullInput(ctx, f, fs, rs)
-		} else {
-			input = b.partialInput(fs, rs, t)
-		}
-		if err == nil && input != "" {
-			err = b.run.Restore(ctx, f, []byte(input))
-		}
-		if err == nil && st.Full {
-			err = b.ensureJumps(ctx, f)
+			var last *Ruleset
+			if fs.synced {
+				last = fs.last
+			}
+			n, drift, err = b.fullSync(ctx, f, rs, last)
+		} else if input := b.partialInput(fs, rs, t); input != "" {
+			n, err = countOps(input), b.run.Restore(ctx, f, []byte(input))
 		}
 		if err != nil {
 			fs.synced = false
 			errs = append(errs, fmt.Errorf("sync %s iptables: %w", f, err))
 			continue
 		}
-		st.Ops[f] = ops(input)
+		st.Ops[f] = n
 		st.Drift = st.Drift || drift
 		fs.synced, fs.last, fs.ports = true, rs, portsOf(t, f)
 	}
@@ -117,9 +132,9 @@ func portsOf(t *servicetable.Table, f ipfamily.Family) map[string]*servicetable.
 	return out
 }
 
-// ops counts the operations of restore input: chains declared or deleted
-// and rules written.
-func ops(input string) int {
+// countOps counts the operations of restore input: chains declared or
+// deleted and rules written.
+func countOps(input string) int {
 	n := 0
 	for _, l := range strings.Split(input, "\n") {
 		if strings.HasPrefix(l, ":") || strings.HasPrefix(l, "-") {
@@ -129,107 +144,102 @@ func ops(input string) int {
 	return n
 }
 
-// fullInput reads the nat table back, and returns the restore input that
-// writes every chain of rs, deletes the per-port chains the kernel has and
-// rs has not, and keeps the canary; drift is set when the kernel differed
-// from what this backend last programmed.
-func (b *Backend) fullInput(ctx context.Context, f ipfamily.Family, fs *familyState, rs *Ruleset) (string, bool, error) {
-	saved, err := b.run.Save(ctx, f, TableNAT)
-	if err != nil {
-		return "", false, err
-	}
-	tables, err := ipt.ParseSave(saved)
-	if err != nil {
-		return "", false, fmt.Errorf("read nat table: %w", err)
-	}
-	var kernel *ipt.Table
-	if kernel = tables[TableNAT]; kernel == nil {
-		kernel = ipt.NewTable(TableNAT)
-	}
-	want := rs.Chains(TableNAT)
-	var stale []string
-	for _, n := range kernel.ChainNames() {
-		if IsServiceChain(n) && want[n] == nil {
-			stale = append(stale, n)
-		}
-	}
-	drift := false
-	if fs.synced {
-		drift = len(stale) > 0 || differs(kernel, fs.last.Chains(TableNAT))
-	}
-	return rs.restore(nil, stale) + canaryInput(), drift, nil
-}
-
-// differs reports whether the kernel's chains differ from want in presence
-// or rule count (iptables-save prints rules in its own canonical order of
-// matches, so their text is not compared).
-func differs(kernel *ipt.Table, want map[string]*Chain) bool {
-	for n, c := range want {
-		k := kernel.Chains[n]
-		if k == nil || len(k.Rules) != len(c.Rules) {
-			return true
-		}
-	}
-	return false
-}
-
 // partialInput returns the restore input for the ports whose entry changed
-// since the last sync, and deletes the chains of ports gone; "" when no
-// port changed.
+// since the last sync, and deletes the chains of ports gone or of their
+// endpoints gone; "" when no port changed. Its cost grows with the number
+// of ports only through pointer comparisons: the shared chains are
+// reused from the last ruleset when no port's share of them changed.
 func (b *Backend) partialInput(fs *familyState, rs *Ruleset, t *servicetable.Table) string {
 	changed := map[string]bool{}
-	seen := 0
+	present := map[string]bool{}
 	for _, sp := range t.Ports {
 		if sp.Family != rs.Family {
 			continue
 		}
-		old, ok := fs.ports[sp.ID]
-		if ok {
-			seen++
-		}
-		if old != sp {
+		present[sp.ID] = true
+		if fs.ports[sp.ID] != sp {
 			changed[sp.ID] = true
 		}
 	}
-	stale := rs.Stale(fs.last)
-	if len(changed) == 0 && seen == len(fs.ports) && len(stale) == 0 {
+	var gone []string
+	for id := range fs.ports {
+		if !present[id] {
+			gone = append(gone, id)
+		}
+	}
+	if len(changed) == 0 && len(gone) == 0 {
 		return ""
 	}
-	return rs.Partial(changed, stale)
+	// The per-port chains of changed or removed ports that rs lacks.
+	have := map[string]bool{}
+	sharedSame := len(gone) == 0
+	for _, p := range rs.Ports {
+		if !changed[p.ID] {
+			continue
+		}
+		for _, c := range p.Chains {
+			have[c.Name] = true
+		}
+		if old := fs.last.portByID(p.ID); old == nil || !sameShares(old, p) {
+			sharedSame = false
+		}
+	}
+	var stale []string
+	for _, p := range fs.last.Ports {
+		if changed[p.ID] || !present[p.ID] {
+			for _, c := range p.Chains {
+				if !have[c.Name] {
+					stale = append(stale, c.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(stale)
+	stale = slices.Compact(stale)
+	if sharedSame {
+		rs.reuseFixed(fs.last)
+	}
+	return rs.PartialSince(fs.last, changed, stale)
+}
+
+// sameShares reports whether two fragments have the same rules in every
+// shared chain.
+func sameShares(a, b *Port) bool {
+	for i := range a.shared {
+		if !slices.Equal(a.shared[i], b.shared[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // canaryInput declares the canary chain in the mangle table.
 func canaryInput() string { return "*mangle\n:" + ChainCanary + " - [0:0]\nCOMMIT\n" }
 
-// ensureJumps prepends each missing jump of Jumps to its built-in chain. A
-// jump is present when a rule of the built-in chain jumps to its target
-// (iptables-save's text of it may order the matches differently).
-func (b *Backend) ensureJumps(ctx context.Context, f ipfamily.Family) error {
+// ensureJumps prepends each missing jump of Jumps to its built-in chain, in
+// the tables read back before the sync (the sync's restores never touch
+// built-in chains), and returns how many it added. A jump is present when a
+// rule of the built-in chain jumps to its target.
+func (b *Backend) ensureJumps(ctx context.Context, f ipfamily.Family, kernel map[string]*ipt.Table) (int, error) {
 	var in strings.Builder
+	n := 0
 	for _, table := range []string{TableFilter, TableNAT} {
-		saved, err := b.run.Save(ctx, f, table)
-		if err != nil {
-			return err
-		}
-		tables, err := ipt.ParseSave(saved)
-		if err != nil {
-			return fmt.Errorf("read %s table: %w", table, err)
-		}
-		kernel := tables[table]
+		k := kernel[table]
 		var missing []string
 		for _, j := range Jumps {
-			if j.Table == table && (kernel == nil || !jumpsTo(kernel.Chains[j.From], j.To)) {
+			if j.Table == table && (k == nil || !jumpsTo(k.Chains[j.From], j.To)) {
 				missing = append(missing, "-I "+j.From+" "+j.Rule+"\n")
 			}
 		}
 		if len(missing) > 0 {
 			in.WriteString("*" + table + "\n" + strings.Join(missing, "") + "COMMIT\n")
+			n += len(missing)
 		}
 	}
-	if in.Len() == 0 {
-		return nil
+	if n == 0 {
+		return 0, nil
 	}
-	return b.run.Restore(ctx, f, []byte(in.String()))
+	return n, b.run.Restore(ctx, f, []byte(in.String()))
 }
 
 // jumpsTo reports whether a rule of c jumps to chain to.
@@ -272,7 +282,7 @@ func (b *Backend) Changed(ctx context.Context) (bool, error) {
 // ownChains are the shared chains of the plane, per table.
 var ownChains = map[string][]string{
 	TableFilter: {ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall},
-	TableNAT:    {ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq},
+	TableNAT:    {ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq, ChainEgressMasq},
 	"mangle":    {ChainCanary},
 }
 

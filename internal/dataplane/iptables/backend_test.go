@@ -94,7 +94,7 @@ func TestBackendSyncs(t *testing.T) {
 	if err != nil || st.Full {
 		t.Fatalf("partial sync = %+v, %v", st, err)
 	}
-	if full := ops(Render(t2, ipfamily.IPv4).Full()); st.TotalOps() >= full {
+	if full := countOps(Render(t2, ipfamily.IPv4).Full()); st.TotalOps() >= full {
 		t.Errorf("partial sync wrote %d ops, a full one %d", st.TotalOps(), full)
 	}
 	gone := Render(t2, ipfamily.IPv4).Stale(rs)
@@ -110,8 +110,8 @@ func TestBackendSyncs(t *testing.T) {
 	after := ownState(t, k, ipfamily.IPv4)
 	b2 := New(k, ipfamily.IPv4)
 	st, err = b2.Sync(ctx, t2, false)
-	if err != nil || !st.Full || st.Drift {
-		t.Fatalf("adopting sync = %+v, %v", st, err)
+	if err != nil || !st.Full || st.Drift || st.TotalOps() != 0 {
+		t.Fatalf("adopting sync = %+v, %v; want full with 0 ops", st, err)
 	}
 	if got := ownState(t, k, ipfamily.IPv4); got != after {
 		t.Errorf("adoption changed the kernel:\n%s\nwas\n%s", got, after)
@@ -126,8 +126,8 @@ func TestBackendSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err = b2.Sync(ctx, t2, true)
-	if err != nil || !st.Drift {
-		t.Fatalf("repairing sync = %+v, %v; want drift", st, err)
+	if want := 1 + len(Render(t2, ipfamily.IPv4).Ports[0].Chains[0].Rules); err != nil || !st.Drift || st.TotalOps() != want {
+		t.Fatalf("repairing sync = %+v, %v; want drift and %d ops (the flushed chain only)", st, err, want)
 	}
 	if got := ownState(t, k, ipfamily.IPv4); got != after {
 		t.Errorf("drift not repaired:\n%s", got)
@@ -264,4 +264,71 @@ func setService(t *testing.T, asm *servicetable.Assembler, node servicetable.Nod
 		t.Fatalf("service %s: %v", sv.Name, serr)
 	}
 	asm.Set(sv.Key(), ports, nil)
+}
+
+// countingRunner counts the restores that reach the fake kernel.
+type countingRunner struct {
+	*ipt.Fake
+	restores int
+}
+
+func (c *countingRunner) Restore(ctx context.Context, f ipfamily.Family, input []byte) error {
+	c.restores++
+	return c.Fake.Restore(ctx, f, input)
+}
+
+// TestBackendFullSyncBatches: a full sync into an empty kernel creates the
+// per-port chains in restores of BatchPorts ports, then switches to them
+// in one; the kernel ends as with one restore. When the switch fails, the
+// chains the batches created are deleted again: the kernel is as it was.
+func TestBackendFullSyncBatches(t *testing.T) {
+	ctx := context.Background()
+	tbl := featureTable(t, testNode())
+	rs := Render(tbl, ipfamily.IPv4)
+	one := ipt.NewFake()
+	b := New(one, ipfamily.IPv4)
+	b.BatchPorts = 0
+	if _, err := b.Sync(ctx, tbl, true); err != nil {
+		t.Fatal(err)
+	}
+	k := &countingRunner{Fake: ipt.NewFake()}
+	b = New(k, ipfamily.IPv4)
+	b.BatchPorts = 2
+	st, err := b.Sync(ctx, tbl, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The empty shared chains, the batches, the switch, the jumps.
+	withChains := 0
+	for _, p := range rs.Ports {
+		if len(p.Chains) > 0 {
+			withChains++
+		}
+	}
+	if want := 1 + (withChains+1)/2 + 1 + 1; k.restores != want {
+		t.Errorf("%d restores, want %d", k.restores, want)
+	}
+	if got, want := ownState(t, k.Fake, ipfamily.IPv4), ownState(t, one, ipfamily.IPv4); got != want {
+		t.Errorf("batched full sync left\n%s\nwant\n%s", got, want)
+	}
+	if st.TotalOps() == 0 || st.Drift {
+		t.Errorf("stats %+v", st)
+	}
+
+	fresh := ipt.NewFake()
+	empty := ownState(t, fresh, ipfamily.IPv4)
+	fresh.Refuse = func(spec string) error {
+		if strings.HasSuffix(spec, "-j "+ChainNodePorts) {
+			return errors.New("refused")
+		}
+		return nil
+	}
+	b = New(fresh, ipfamily.IPv4)
+	b.BatchPorts = 2
+	if _, err := b.Sync(ctx, tbl, true); err == nil {
+		t.Fatal("sync with a refused KUBE-SERVICES rule succeeded")
+	}
+	if got := ownState(t, fresh, ipfamily.IPv4); got != empty {
+		t.Errorf("failed full sync left\n%s\nwant the kernel as it was\n%s", got, empty)
+	}
 }

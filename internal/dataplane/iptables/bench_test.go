@@ -1,13 +1,16 @@
 package iptables
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
+	ipt "github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -70,47 +73,95 @@ func BenchmarkRender(b *testing.B) {
 	}
 }
 
-// BenchmarkKernelRestore measures iptables-restore in a throwaway namespace
-// at n Service ports, with iptables-nft (this host's default) and
-// iptables-legacy, both with --noflush as a backend must run them (the nat
-// and filter tables hold other programs' rules): the full restore into
-// empty tables, a second full restore over them, and a partial restore of
-// one port's change (an endpoint added), in seconds each.
+// BenchmarkKernelSync measures the backend in a throwaway namespace at n
+// Service ports, with iptables-nft (this host's default) and
+// iptables-legacy: the full sync into empty tables (s-full), a restarted
+// backend's full sync adopting them (s-adopt, which must write nothing),
+// and a partial sync of one port's change (an endpoint added), in seconds.
 //
-// iptables-nft 1.8.9's --noflush restore grows about with the square of the
-// chains: 0.32 s at 1000 ports, 102 s at 10000 (31k chains, 80k rules,
-// 12 MB), where iptables-legacy takes 0.76 s and iptables-nft without
-// --noflush 1.7 s.
-//
-//	go test -run '^$' -bench KernelRestore -benchtime 1x ./internal/dataplane/iptables
-func BenchmarkKernelRestore(b *testing.B) {
+//	SVCNET_REQUIRE_ROOT=1 go test -run '^$' -bench KernelSync -benchtime 1x ./internal/dataplane/iptables
+func BenchmarkKernelSync(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		base, changed := manyServices(b, n, 0), manyServices(b, n, 1)
-		old, cur := Render(base, ipfamily.IPv4), Render(changed, ipfamily.IPv4)
-		partial := cur.Partial(map[string]bool{"default/svc-0:http/tcp": true}, cur.Stale(old))
-		for _, tool := range []string{"iptables-nft-restore", "iptables-legacy-restore"} {
-			b.Run(fmt.Sprintf("ports=%d/%s", n, tool), func(b *testing.B) {
-				var full, again, part time.Duration
+		base := manyServices(b, n, 0)
+		// As the proxier's assembler builds it: the unchanged entries are
+		// the same pointers (the backend compares them).
+		changed := *base
+		changed.Ports = slices.Clone(base.Ports)
+		for _, sp := range manyServices(b, 1, 1).Ports {
+			i := slices.IndexFunc(changed.Ports, func(o *servicetable.ServicePort) bool { return o.ID == sp.ID })
+			changed.Ports[i] = sp
+		}
+		for _, v := range []ipt.Variant{ipt.NFT, ipt.Legacy} {
+			b.Run(fmt.Sprintf("ports=%d/%s", n, v), func(b *testing.B) {
+				var full, adopt, part time.Duration
 				for range b.N {
 					ns := netnstest.New(b, "iptbench")
-					timed := func(input string) time.Duration {
-						cmd := ns.Command(tool, "--noflush")
-						cmd.Stdin = strings.NewReader(input)
-						start := time.Now()
-						if out, err := cmd.CombinedOutput(); err != nil {
-							b.Fatalf("%s: %v\n%s", tool, err, out)
+					run := &ipt.Exec{Variant: v, Command: ns.CommandContext}
+					timed := func(be *Backend, t *servicetable.Table, fullSync bool, wantOps bool) time.Duration {
+						st, err := be.Sync(context.Background(), t, fullSync)
+						if err != nil {
+							b.Fatal(err)
 						}
-						return time.Since(start)
+						if (st.TotalOps() > 0) != wantOps {
+							b.Fatalf("sync wrote %d ops", st.TotalOps())
+						}
+						return st.Duration
 					}
-					full += timed(old.Full())
-					again += timed(old.Full())
-					part += timed(partial)
+					be := New(run, ipfamily.IPv4)
+					full += timed(be, base, true, true)
+					adopt += timed(New(run, ipfamily.IPv4), base, true, false)
+					part += timed(be, &changed, false, true)
 				}
 				b.ReportMetric(full.Seconds()/float64(b.N), "s-full")
-				b.ReportMetric(again.Seconds()/float64(b.N), "s-full-again")
+				b.ReportMetric(adopt.Seconds()/float64(b.N), "s-adopt")
 				b.ReportMetric(part.Seconds()/float64(b.N), "s-partial")
-				b.ReportMetric(float64(len(partial))/1e3, "kB-partial")
 			})
 		}
+	}
+}
+
+// BenchmarkKernelRestoreOrder restores, with iptables-nft-restore, the
+// per-port chains of n Service ports in restores of 200 ports, then the
+// shared chains as rendered (KUBE-SERVICES by jump target, descending) and
+// again with KUBE-SERVICES in ascending order: the cost of the order (see
+// byTargetDescending), in seconds.
+//
+//	SVCNET_REQUIRE_ROOT=1 go test -run '^$' -bench KernelRestoreOrder -benchtime 1x ./internal/dataplane/iptables
+func BenchmarkKernelRestoreOrder(b *testing.B) {
+	n := 10000
+	rs := Render(manyServices(b, n, 0), ipfamily.IPv4)
+	for range b.N {
+		ns := netnstest.New(b, "iptorder")
+		timed := func(input string) time.Duration {
+			cmd := ns.Command("iptables-nft-restore", "--noflush")
+			cmd.Stdin = strings.NewReader(input)
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("iptables-nft-restore: %v\n%s", err, out)
+			}
+			return time.Since(start)
+		}
+		p := planFull(nil, rs, nil)
+		var batches time.Duration
+		for _, c := range p.batches(DefaultBatchPorts) {
+			batches += timed(c.input)
+		}
+		shared := func() string {
+			var sb strings.Builder
+			writeTable(&sb, TableFilter, rs.fixedChains(TableFilter), nil)
+			writeTable(&sb, TableNAT, rs.fixedChains(TableNAT), nil)
+			return sb.String()
+		}
+		desc := timed(shared())
+		fixed := rs.fixedChains(TableNAT)
+		svc := fixed[0].Rules
+		head := slices.Clone(svc[:len(svc)-len(rs.cfg.NodePortAddrs)])
+		slices.Reverse(head)
+		asc := slices.Concat(head, svc[len(head):])
+		var sb strings.Builder
+		writeTable(&sb, TableNAT, []*Chain{{Name: ChainServices, Rules: asc}}, nil)
+		b.ReportMetric(batches.Seconds(), "s-batches")
+		b.ReportMetric(desc.Seconds(), "s-shared-desc")
+		b.ReportMetric(timed(sb.String()).Seconds(), "s-services-asc")
 	}
 }

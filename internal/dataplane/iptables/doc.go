@@ -6,8 +6,9 @@
 // Runner: iptables-restore --noflush of Full at start and on drift (deleting
 // per-port chains the kernel has and the table has not: adoption without a
 // flush), Partial for a change, the Jumps from the built-in chains when
-// missing, kube-proxy's KUBE-PROXY-CANARY for the drift check, Probe of every
-// extension it uses, Cleanup.
+// missing, kube-proxy's KUBE-PROXY-CANARY for the drift check (on
+// iptables-nft, the nf_tables ruleset generation as well: GenerationWatch,
+// generation.go), Probe of every extension it uses, Cleanup.
 //
 // Layout (kube-proxy's pkg/proxy/iptables, chain for chain):
 //
@@ -30,7 +31,8 @@
 //	       (-m recent --set), DNAT
 //	       POSTROUTING -> KUBE-POSTROUTING: masquerade marked packets
 //	       (MASQUERADE --random-fully), after clearing the mark; KUBE-MARK-MASQ
-//	       sets it (NodeConfig.Mark)
+//	       sets it (NodeConfig.Mark); then POSTROUTING -> SVCNET-EGRESS-MASQ:
+//	       the egress masquerade of pod traffic leaving the cluster (egress.go)
 //	filter KUBE-SERVICES (FORWARD, OUTPUT): ClusterIPs with no endpoint
 //	       (REJECT) or none on this node under internalTrafficPolicy Local
 //	       (DROP); KUBE-EXTERNAL-SERVICES (INPUT, FORWARD): the same for
@@ -88,9 +90,7 @@
 //   - ClientIP affinity uses xt_recent lists (one per KUBE-SEP), which hold
 //     at most ip_list_tot (default 100) clients each, as in kube-proxy; the
 //     nftables plane's sets have no such limit.
-//
-// Not rendered yet: the egress masquerade of pod traffic leaving the cluster
-// (NodeConfig.Egress), which the nftables plane has; its choice of exempt
-// destinations lives unexported in that plane and is to be shared, not
-// copied.
+//   - The egress masquerade (NodeConfig.Egress) is svcnet's, not
+//     kube-proxy's: ip-masq-agent's iptables layout in a chain of svcnet's
+//     own, with the nftables plane's choice of destinations (egress.go).
 package iptables

@@ -92,16 +92,18 @@ type config struct {
 	Mark uint32
 	// NodePortAddrs are the addresses NodePorts are served on, sorted.
 	NodePortAddrs []netip.Addr
+	// Egress is the family's egress masquerade (egress.go).
+	Egress servicetable.EgressRules
 }
 
 // equal reports whether two configs render the same shared rules.
 func (c config) equal(o config) bool {
 	return c.Family == o.Family && c.Local == o.Local && c.MasqueradeAll == o.MasqueradeAll && c.Mark == o.Mark &&
-		slices.Equal(c.NodePortAddrs, o.NodePortAddrs)
+		slices.Equal(c.NodePortAddrs, o.NodePortAddrs) && c.Egress.Equal(o.Egress)
 }
 
 func configFor(n servicetable.NodeConfig, f ipfamily.Family) config {
-	c := config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark()}
+	c := config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f)}
 	for _, p := range n.ClusterCIDRs {
 		if ipfamily.OfPrefix(p) == f && !c.Local.CIDR.IsValid() {
 			c.Local.CIDR = p.Masked()
@@ -133,22 +135,74 @@ func (c config) reject() string {
 }
 
 // Ruleset is one family's rendered filter and nat tables.
+//
+// A Ruleset is not changed after Render; its methods are for one goroutine
+// at a time (the shared chains are computed once, on first use).
 type Ruleset struct {
 	Family ipfamily.Family
 	// Ports are the fragments of the family's Service ports, sorted by ID.
 	Ports []*Port
 	cfg   config
+	// from maps each entry to its fragment, for RenderReusing.
+	from map[*servicetable.ServicePort]*Port
+	// fixed memoizes fixedChains per table.
+	fixed map[string][]*Chain
 }
 
 // Render returns family's ruleset for the service table t.
 func Render(t *servicetable.Table, family ipfamily.Family) *Ruleset {
-	rs := &Ruleset{Family: family, cfg: configFor(t.Node, family)}
+	return RenderReusing(t, family, nil)
+}
+
+// RenderReusing is Render reusing prev's fragments of the entries t still
+// holds (the same *ServicePort: the service table replaces an entry when it
+// changes) when prev was rendered with the same node settings. The
+// proxier's partial syncs then render only the changed Service ports:
+// rendering 10,000 ports takes about 0.3 s here, most of it writing rules
+// in iptables-save's form.
+func RenderReusing(t *servicetable.Table, family ipfamily.Family, prev *Ruleset) *Ruleset {
+	rs := &Ruleset{Family: family, cfg: configFor(t.Node, family), from: map[*servicetable.ServicePort]*Port{}}
+	if prev != nil && !prev.cfg.equal(rs.cfg) {
+		prev = nil
+	}
 	for _, sp := range t.Ports {
-		if sp.Family == family {
-			rs.Ports = append(rs.Ports, renderPort(rs.cfg, sp))
+		if sp.Family != family {
+			continue
 		}
+		p := prev.reuse(sp)
+		if p == nil {
+			p = renderPort(rs.cfg, sp)
+		}
+		rs.Ports = append(rs.Ports, p)
+		rs.from[sp] = p
 	}
 	return rs
+}
+
+// portByID returns rs's fragment of the port with this ID, nil if none.
+func (rs *Ruleset) portByID(id string) *Port {
+	i, ok := slices.BinarySearchFunc(rs.Ports, id, func(p *Port, id string) int { return strings.Compare(p.ID, id) })
+	if !ok {
+		return nil
+	}
+	return rs.Ports[i]
+}
+
+// reuseFixed takes prev's shared chains as rs's: for a caller that knows
+// every port's share of them is the same in both (same ports, same rules).
+func (rs *Ruleset) reuseFixed(prev *Ruleset) {
+	rs.fixed = map[string][]*Chain{}
+	for _, table := range []string{TableFilter, TableNAT} {
+		rs.fixed[table] = prev.fixedChains(table)
+	}
+}
+
+// reuse returns the fragment rs rendered for sp, nil if none.
+func (rs *Ruleset) reuse(sp *servicetable.ServicePort) *Port {
+	if rs == nil {
+		return nil
+	}
+	return rs.from[sp]
 }
 
 // rule joins the words of a rule.

@@ -23,7 +23,8 @@ func TestRenderFeatureGolden(t *testing.T) {
 }
 
 // detectModes are kube-proxy's --detect-local-mode values as the node
-// config carries them, no detection, and --masquerade-all.
+// config carries them, no detection, --masquerade-all, a non-default mark
+// and egress masquerade: the node settings the shared rules depend on.
 var detectModes = []struct {
 	name string
 	edit func(n *servicetable.NodeConfig)
@@ -35,6 +36,7 @@ var detectModes = []struct {
 	{"none", func(n *servicetable.NodeConfig) { n.ClusterCIDRs = nil }},
 	{"masquerade-all", func(n *servicetable.NodeConfig) { n.MasqueradeAll = true }},
 	{"mark", func(n *servicetable.NodeConfig) { n.MasqueradeMark = 1 << 12 }},
+	{"egress", func(n *servicetable.NodeConfig) { n.Egress = testEgress() }},
 }
 
 // TestRenderDetectLocalGolden pins the two places local traffic detection

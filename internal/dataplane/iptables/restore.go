@@ -28,6 +28,19 @@ func (rs *Ruleset) Chains(table string) map[string]*Chain {
 // fixedChains returns table's shared chains, in kube-proxy's declaration
 // order, with their rules: the fixed ones and every port's.
 func (rs *Ruleset) fixedChains(table string) []*Chain {
+	if cs, ok := rs.fixed[table]; ok {
+		return cs
+	}
+	cs := rs.renderFixed(table)
+	if rs.fixed == nil {
+		rs.fixed = map[string][]*Chain{}
+	}
+	rs.fixed[table] = cs
+	return cs
+}
+
+// renderFixed renders table's shared chains (fixedChains).
+func (rs *Ruleset) renderFixed(table string) []*Chain {
 	collect := func(s shared) []string {
 		var rules []string
 		for _, p := range rs.Ports {
@@ -71,6 +84,7 @@ func (rs *Ruleset) fixedChains(table string) []*Chain {
 			rule(comment("kubernetes service traffic requiring SNAT"), "-j MASQUERADE --random-fully"),
 		}},
 		{Name: ChainMarkMasq, Rules: []string{rule("-j MARK --or-mark", mark)}},
+		{Name: ChainEgressMasq, Rules: egressRules(c.Egress)},
 	})
 }
 
@@ -94,8 +108,7 @@ func canonicalChains(f ipfamily.Family, chains []*Chain) []*Chain {
 // it searches from the start for every name of every line (the cache
 // request's chain list): with the jump targets of 10,000 frontends in
 // ascending order, restoring KUBE-SERVICES alone took 0.82 s here, in
-// descending order 0.29 s (go test -run TestRestoreOrder -v: see
-// kernel_restore_test.go).
+// descending order 0.29 s (BenchmarkKernelRestoreOrder).
 func byTargetDescending(rules []string) []string {
 	target := func(r string) string { return r[strings.LastIndex(r, "-j ")+3:] }
 	slices.SortStableFunc(rules, func(a, b string) int { return strings.Compare(target(b), target(a)) })
@@ -105,7 +118,7 @@ func byTargetDescending(rules []string) []string {
 // Full returns the iptables-restore input that makes both tables' chains of
 // this plane equal to rs; run with --noflush, it leaves other chains alone.
 func (rs *Ruleset) Full() string {
-	return rs.restore(nil, nil)
+	return rs.restore(nil, nil, nil)
 }
 
 // Partial returns the iptables-restore input (for --noflush) that brings a
@@ -117,7 +130,18 @@ func (rs *Ruleset) Partial(changed map[string]bool, stale []string) string {
 	if changed == nil {
 		changed = map[string]bool{}
 	}
-	return rs.restore(changed, stale)
+	return rs.restore(changed, stale, nil)
+}
+
+// PartialSince is Partial for a kernel that holds prev exactly: shared
+// chains whose rules are the same as prev's are not rewritten either (a
+// change of endpoints then writes the Service port's own chains only, not
+// KUBE-SERVICES with a rule per frontend). "" when nothing differs.
+func (rs *Ruleset) PartialSince(prev *Ruleset, changed map[string]bool, stale []string) string {
+	if changed == nil {
+		changed = map[string]bool{}
+	}
+	return rs.restore(changed, stale, prev)
 }
 
 // Stale returns the names of the per-port chains of prev that rs no longer
@@ -141,35 +165,41 @@ func (rs *Ruleset) Stale(prev *Ruleset) []string {
 	return slices.Compact(out)
 }
 
-// restore writes the input; changed == nil means every port.
-func (rs *Ruleset) restore(changed map[string]bool, stale []string) string {
+// restore writes the input; changed == nil means every port; with prev,
+// shared chains equal to prev's are left out. Each table's chains are
+// declared before any rule, so rules may jump to chains of the same
+// restore.
+func (rs *Ruleset) restore(changed map[string]bool, stale []string, prev *Ruleset) string {
 	var b strings.Builder
-	write := func(table string, chains []*Chain, deleted []string) {
-		b.WriteString("*" + table + "\n")
-		for _, c := range chains {
-			b.WriteString(":" + c.Name + " - [0:0]\n")
+	fixed := func(table string) []*Chain {
+		cs := rs.fixedChains(table)
+		if prev == nil {
+			return cs
 		}
-		for _, name := range deleted {
-			b.WriteString(":" + name + " - [0:0]\n")
+		old := map[string]*Chain{}
+		for _, c := range prev.fixedChains(table) {
+			old[c.Name] = c
 		}
-		for _, c := range chains {
-			for _, r := range c.Rules {
-				b.WriteString("-A " + c.Name + " " + r + "\n")
+		var out []*Chain
+		for _, c := range cs {
+			if o := old[c.Name]; o == nil || !slices.Equal(o.Rules, c.Rules) {
+				out = append(out, c)
 			}
 		}
-		for _, name := range deleted {
-			b.WriteString("-X " + name + "\n")
-		}
-		b.WriteString("COMMIT\n")
+		return out
 	}
-	write(TableFilter, rs.fixedChains(TableFilter), nil)
-	nat := rs.fixedChains(TableNAT)
+	if f := fixed(TableFilter); prev == nil || len(f) > 0 {
+		writeTable(&b, TableFilter, f, nil)
+	}
+	nat := fixed(TableNAT)
 	for _, p := range rs.Ports {
 		if changed == nil || changed[p.ID] {
 			nat = append(nat, p.Chains...)
 		}
 	}
-	write(TableNAT, nat, stale)
+	if prev == nil || len(nat) > 0 || len(stale) > 0 {
+		writeTable(&b, TableNAT, nat, stale)
+	}
 	return b.String()
 }
 
@@ -199,6 +229,9 @@ var Jumps = []Jump{
 	jump(TableFilter, "FORWARD", ChainProxyFirewall, "kubernetes load balancer firewall", true),
 	jump(TableNAT, "OUTPUT", ChainServices, "kubernetes service portals", false),
 	jump(TableNAT, "PREROUTING", ChainServices, "kubernetes service portals", false),
+	// Prepended before the next one: the egress masquerade comes after
+	// KUBE-POSTROUTING in POSTROUTING.
+	jump(TableNAT, "POSTROUTING", ChainEgressMasq, "svcnet egress masquerade of pod traffic leaving the cluster", false),
 	jump(TableNAT, "POSTROUTING", ChainPostrouting, "kubernetes postrouting rules", false),
 }
 

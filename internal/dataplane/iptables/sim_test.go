@@ -13,8 +13,9 @@ import (
 )
 
 // A small interpreter of the rendered rules: it walks a new connection's
-// first packet through nat PREROUTING (or OUTPUT for the node's own traffic)
-// and then the filter hooks, as the kernel does, following every branch of
+// first packet through nat PREROUTING (or OUTPUT for the node's own traffic),
+// the filter hooks, and nat POSTROUTING when it leaves the node, as the
+// kernel does, following every branch of
 // the statistic cascades with its probability. It knows exactly the matches
 // and targets the renderer writes (and fails on any other), so it checks the
 // text, not a model of it.
@@ -28,7 +29,8 @@ type simPacket struct {
 }
 
 // simOutcome is one fate of the packet: "dnat ADDR:PORT" or "pass", with
-// "masq" when the packet carries the masquerade mark, or "drop"/"reject".
+// "masq" when KUBE-POSTROUTING masquerades it (it carries the mark) or
+// "egress-masq" when the egress masquerade chain does, or "drop"/"reject".
 type simOutcome struct {
 	fate string
 	p    *big.Rat
@@ -80,6 +82,8 @@ func words(r string) []string {
 type state struct {
 	dst    netip.AddrPort
 	marked bool
+	// masqBy is the chain whose MASQUERADE took the packet.
+	masqBy string
 	p      *big.Rat
 	// verdict: "" (continue), "dnat", "drop", "reject", "accept".
 	verdict string
@@ -102,7 +106,7 @@ func (s *simulator) run(m map[string]*Chain, chain string, pk simPacket, st stat
 	for _, r := range c.Rules {
 		var next []state
 		for _, cur := range live {
-			for _, o := range s.rule(m, r, pk, cur, depth) {
+			for _, o := range s.rule(m, chain, r, pk, cur, depth) {
 				switch o.verdict {
 				case "":
 					next = append(next, o)
@@ -120,7 +124,7 @@ func (s *simulator) run(m map[string]*Chain, chain string, pk simPacket, st stat
 }
 
 // rule evaluates one rule: the states that leave it.
-func (s *simulator) rule(m map[string]*Chain, r string, pk simPacket, st state, depth int) []state {
+func (s *simulator) rule(m map[string]*Chain, chain, r string, pk simPacket, st state, depth int) []state {
 	w := words(r)
 	prob := (*big.Rat)(nil)
 	neg := false
@@ -169,7 +173,7 @@ func (s *simulator) rule(m map[string]*Chain, r string, pk simPacket, st state, 
 			}
 			prob = new(big.Rat).SetFloat64(p)
 		case "-j":
-			return s.target(m, w[i+1:], pk, st, prob, depth)
+			return s.target(m, chain, w[i+1:], pk, st, prob, depth)
 		default:
 			s.t.Fatalf("unknown word %q in %q", w[i], r)
 		}
@@ -189,9 +193,9 @@ func prefixOf(s string) netip.Prefix {
 	return netip.PrefixFrom(a, a.BitLen())
 }
 
-// target applies a rule's target to st; with prob, the rule matches only
-// on that share and the rest goes on unchanged.
-func (s *simulator) target(m map[string]*Chain, w []string, pk simPacket, st state, prob *big.Rat, depth int) []state {
+// target applies a rule's target in chain to st; with prob, the rule
+// matches only on that share and the rest goes on unchanged.
+func (s *simulator) target(m map[string]*Chain, chain string, w []string, pk simPacket, st state, prob *big.Rat, depth int) []state {
 	var miss []state
 	if prob != nil {
 		rest := new(big.Rat).Sub(big.NewRat(1, 1), prob)
@@ -225,7 +229,7 @@ func (s *simulator) target(m map[string]*Chain, w []string, pk simPacket, st sta
 	case "REJECT":
 		st.verdict = "reject"
 	case "MASQUERADE":
-		st.verdict = "accept"
+		st.verdict, st.masqBy = "accept", chain
 	default:
 		var out []state
 		for _, o := range s.run(m, w[0], pk, st, depth+1) {
@@ -268,8 +272,19 @@ func (s *simulator) walk(pk simPacket) []simOutcome {
 				}
 			}
 		}
-		if st.marked && fate != "drop" && fate != "reject" {
-			fate += " masq"
+		if fate != "drop" && fate != "reject" && !slices.Contains(hooks, "INPUT") {
+			st.verdict = ""
+			for _, post := range s.run(s.nat, "POSTROUTING", pk, st, 0) {
+				switch post.masqBy {
+				case ChainPostrouting:
+					fate += " masq"
+				case ChainEgressMasq:
+					fate += " egress-masq"
+				case "":
+				default:
+					s.t.Fatalf("masqueraded by %s", post.masqBy)
+				}
+			}
 		}
 		outs = append(outs, simOutcome{fate: fate, p: st.p})
 	}

@@ -404,7 +404,7 @@ func splitFamilies(t *servicetable.Table) map[ipfamily.Family][]*servicetable.Se
 }
 
 func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
-	fc := familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: egressFor(f, n.Egress)}
+	fc := familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f)}
 	is6 := f == ipfamily.IPv6
 	for _, p := range n.ClusterCIDRs {
 		if p.Addr().Is6() == is6 && !fc.Local.CIDR.IsValid() {
@@ -425,7 +425,7 @@ func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
 
 func sameConfig(a, b familyConfig) bool {
 	return a.Family == b.Family && a.Local == b.Local && a.MasqueradeAll == b.MasqueradeAll && a.Mark == b.Mark &&
-		slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && a.Egress.equal(b.Egress)
+		slices.Equal(a.NodePortAddrs, b.NodePortAddrs) && a.Egress.Equal(b.Egress)
 }
 
 // cipDelta is the change of ClusterIP reference counts in one partial sync:

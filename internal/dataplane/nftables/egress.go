@@ -1,10 +1,6 @@
 package nftables
 
 import (
-	"net/netip"
-	"slices"
-
-	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
@@ -21,6 +17,9 @@ import (
 //		ip saddr 192.168.0.0/16 masquerade fully-random comment "..."   one per pod CIDR
 //	}
 //
+// Which destinations are exempt and which sources masqueraded is decided
+// once for every plane (servicetable.EgressMasquerade.For).
+//
 // A nat chain sees only a connection's first packet, so its length costs one
 // walk per new outgoing connection. Fully random port allocation, as
 // svcnet's Service masquerade: pods of one node share its address, and
@@ -30,90 +29,9 @@ import (
 // chainEgressMasquerading is the egress masquerade chain's name.
 const chainEgressMasquerading = "egress-masquerading"
 
-// Rule comments of the egress chain: what each exempt destination is.
-const (
-	egressWhyPods     = "to a pod: pod-to-pod traffic keeps its source"
-	egressWhyServices = "to a Service network address: Service traffic has its own masquerade"
-	egressWhyLink     = "to link-local: not masqueraded (masqLinkLocal off)"
-	egressWhyNonMasq  = "to a non-masquerade CIDR"
-	egressWhyMasq     = "a pod's traffic leaving the cluster: masqueraded to the node's address"
-)
-
-// egressRules is one family's egress masquerade: nothing when PodCIDRs is
-// empty.
-type egressRules struct {
-	// PodCIDRs are the family's pod networks: the sources masqueraded.
-	PodCIDRs []netip.Prefix
-	// Exempt are the destinations never masqueraded, in rule order.
-	Exempt []exemptCIDR
-}
-
-// exemptCIDR is one destination the egress masquerade leaves alone, and why.
-type exemptCIDR struct {
-	Prefix netip.Prefix
-	Why    string
-}
-
-// Link-local destinations, left alone unless MasqueradeLinkLocal (as
-// ip-masq-agent's masqLinkLocal and masqLinkLocalIPv6 default).
-var (
-	linkLocal4 = netip.MustParsePrefix("169.254.0.0/16")
-	linkLocal6 = netip.MustParsePrefix("fe80::/10")
-)
-
-// egressFor returns family f's part of e: its prefixes (masked), the exempt
-// destinations in order pods, Services, link-local, non-masquerade CIDRs,
-// each left out when an earlier one already covers it.
-func egressFor(f ipfamily.Family, e servicetable.EgressMasquerade) egressRules {
-	is6 := f == ipfamily.IPv6
-	of := func(ps []netip.Prefix) []netip.Prefix {
-		var out []netip.Prefix
-		for _, p := range ps {
-			if p.IsValid() && p.Addr().Unmap().Is6() == is6 && !slices.Contains(out, p.Masked()) {
-				out = append(out, p.Masked())
-			}
-		}
-		return out
-	}
-	var r egressRules
-	r.PodCIDRs = of(e.PodCIDRs)
-	if len(r.PodCIDRs) == 0 {
-		return egressRules{}
-	}
-	add := func(why string, ps ...netip.Prefix) {
-		for _, p := range ps {
-			if !r.covered(p) {
-				r.Exempt = append(r.Exempt, exemptCIDR{Prefix: p, Why: why})
-			}
-		}
-	}
-	add(egressWhyPods, r.PodCIDRs...)
-	add(egressWhyServices, of(e.ServiceCIDRs)...)
-	if !e.MasqueradeLinkLocal {
-		add(egressWhyLink, of([]netip.Prefix{linkLocal4, linkLocal6})...)
-	}
-	add(egressWhyNonMasq, of(e.NonMasqueradeCIDRs)...)
-	return r
-}
-
-// covered reports whether an exempt prefix already holds all of p.
-func (r egressRules) covered(p netip.Prefix) bool {
-	for _, x := range r.Exempt {
-		if x.Prefix.Bits() <= p.Bits() && x.Prefix.Contains(p.Addr()) {
-			return true
-		}
-	}
-	return false
-}
-
-// equal reports whether a and b render the same rules.
-func (a egressRules) equal(b egressRules) bool {
-	return slices.Equal(a.PodCIDRs, b.PodCIDRs) && slices.Equal(a.Exempt, b.Exempt)
-}
-
 // addEgress adds the egress masquerade chain to main table t and the jump
 // to it at the end of nat postrouting; nothing when r is empty.
-func addEgress(t *nft.Table, r egressRules) {
+func addEgress(t *nft.Table, r servicetable.EgressRules) {
 	if len(r.PodCIDRs) == 0 {
 		return
 	}
@@ -122,7 +40,7 @@ func addEgress(t *nft.Table, r egressRules) {
 		c.Rules = append(c.Rules, nft.R(nft.Daddr(x.Prefix), nft.Verdict{Kind: nft.Return}).WithComment(x.Why))
 	}
 	for _, p := range r.PodCIDRs {
-		c.Rules = append(c.Rules, nft.R(nft.Saddr(p), nft.Masquerade{FullyRandom: true}).WithComment(egressWhyMasq))
+		c.Rules = append(c.Rules, nft.R(nft.Saddr(p), nft.Masquerade{FullyRandom: true}).WithComment(servicetable.EgressWhyMasq))
 	}
 	t.Chains[c.Name] = c
 	post := t.Chains[chainNatPostrouting]

@@ -56,44 +56,6 @@ func TestRenderEgressGolden(t *testing.T) {
 	}
 }
 
-// TestEgressFor checks how one family's rules come from the settings: the
-// family's prefixes only, masked, in order pods, Services, link-local,
-// non-masquerade CIDRs, without one an earlier one covers; nothing at all
-// without a pod CIDR of the family.
-func TestEgressFor(t *testing.T) {
-	x := func(p, why string) exemptCIDR { return exemptCIDR{Prefix: cidr(p), Why: why} }
-	for _, tc := range []struct {
-		name string
-		f    ipfamily.Family
-		in   servicetable.EgressMasquerade
-		want egressRules
-	}{
-		{"off", ipfamily.IPv4, servicetable.EgressMasquerade{}, egressRules{}},
-		{"no pod CIDR of the family", ipfamily.IPv6, servicetable.EgressMasquerade{PodCIDRs: []netip.Prefix{cidr("192.168.0.0/16")},
-			NonMasqueradeCIDRs: []netip.Prefix{cidr("fd00::/8")}}, egressRules{}},
-		{"IPv4 of dual-stack", ipfamily.IPv4, testEgress(), egressRules{PodCIDRs: []netip.Prefix{cidr("192.168.0.0/16")}, Exempt: []exemptCIDR{
-			x("192.168.0.0/16", egressWhyPods), x("10.96.0.0/12", egressWhyServices), x("169.254.0.0/16", egressWhyLink),
-			x("10.0.0.0/8", egressWhyNonMasq), x("198.18.0.0/15", egressWhyNonMasq)}}},
-		{"IPv6 of dual-stack", ipfamily.IPv6, testEgress(), egressRules{PodCIDRs: []netip.Prefix{cidr("fd00:192:168::/56")}, Exempt: []exemptCIDR{
-			x("fd00:192:168::/56", egressWhyPods), x("fd00:96::/108", egressWhyServices), x("fe80::/10", egressWhyLink)}}},
-		{"link-local masqueraded", ipfamily.IPv4, servicetable.EgressMasquerade{PodCIDRs: []netip.Prefix{cidr("10.244.0.0/16")}, MasqueradeLinkLocal: true},
-			egressRules{PodCIDRs: []netip.Prefix{cidr("10.244.0.0/16")}, Exempt: []exemptCIDR{x("10.244.0.0/16", egressWhyPods)}}},
-		{"covered and repeated prefixes, host bits", ipfamily.IPv4, servicetable.EgressMasquerade{
-			PodCIDRs:           []netip.Prefix{cidr("10.244.1.0/24"), cidr("10.244.1.7/24"), cidr("10.245.0.0/16")},
-			ServiceCIDRs:       []netip.Prefix{cidr("10.96.0.0/12")},
-			NonMasqueradeCIDRs: []netip.Prefix{cidr("10.0.0.0/8"), cidr("10.96.3.0/24"), cidr("169.254.169.254/32")},
-		}, egressRules{PodCIDRs: []netip.Prefix{cidr("10.244.1.0/24"), cidr("10.245.0.0/16")}, Exempt: []exemptCIDR{
-			x("10.244.1.0/24", egressWhyPods), x("10.245.0.0/16", egressWhyPods), x("10.96.0.0/12", egressWhyServices),
-			x("169.254.0.0/16", egressWhyLink), x("10.0.0.0/8", egressWhyNonMasq)}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := egressFor(tc.f, tc.in); !got.equal(tc.want) {
-				t.Errorf("got %+v\nwant %+v", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestSimulatedEgress runs first packets through node1's rules with egress
 // masquerade: a pod's packet to anywhere outside the pod, Service, link-local
 // and non-masquerade networks leaves with the node's address; pod-to-pod,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/nft"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // familyConfig is what the rendering of one family's table depends on besides
@@ -20,7 +21,7 @@ type familyConfig struct {
 	// NodePortAddrs are the addresses NodePorts are served on (no loopback).
 	NodePortAddrs []netip.Addr
 	// Egress is the family's egress masquerade (egress.go).
-	Egress egressRules
+	Egress servicetable.EgressRules
 }
 
 // localDetector says what traffic comes from a local pod, as kube-proxy's

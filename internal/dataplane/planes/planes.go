@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/klog/v2"
+
 	"github.com/svcnet/svcnet/internal/dataplane"
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -36,6 +39,7 @@ type plane struct {
 var all = []plane{
 	{name: nftables.Name, open: openNFTables},
 	{name: iptplane.Name, open: openIPTables},
+	{name: userspace.Name, open: openUserspace},
 }
 
 // Options are what opening a plane needs.
@@ -115,10 +119,32 @@ func openNFTables(opt Options) (dataplane.DataPlane, func() error, error) {
 
 // openIPTables opens the iptables plane on the variant this node's other
 // agents use (iptables.Detect: kubelet's hint chain, else the variant with
-// rules, else iptables-nft), as kube-proxy's image chooses.
+// rules, else iptables-nft), as kube-proxy's image chooses. On iptables-nft
+// it watches the nf_tables ruleset generation for drift
+// (iptplane.GenerationWatch).
 func openIPTables(opt Options) (dataplane.DataPlane, func() error, error) {
 	v := iptables.Detect(context.Background(), nil)
-	return iptplane.New(&iptables.Exec{Variant: v}, opt.Families...), func() error { return nil }, nil
+	b := iptplane.New(&iptables.Exec{Variant: v}, opt.Families...)
+	if v != iptables.NFT {
+		return b, func() error { return nil }, nil
+	}
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("iptables: nftables generation: %w", err)
+	}
+	return iptplane.WatchGeneration(b, c.Generation), c.Close, nil
+}
+
+// openUserspace opens the userspace plane: its proxy ports listen on every
+// address of the caller's namespace; close closes them and the netlink
+// handle.
+func openUserspace(opt Options) (dataplane.DataPlane, func() error, error) {
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("userspace: %w", err)
+	}
+	b := userspace.NewBackend(c, userspace.Config{Log: klog.Background().WithName("userspace")}, opt.Families...)
+	return b, func() error { return errors.Join(b.Close(), c.Close()) }, nil
 }
 
 // compile-time check that the netlink connection is what the backend takes.

@@ -14,8 +14,8 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	if got := strings.Join(Names(), ","); got != "nftables,iptables,none" {
-		t.Errorf("Names() = %s, want nftables,iptables,none", got)
+	if got := strings.Join(Names(), ","); got != "nftables,iptables,userspace,none" {
+		t.Errorf("Names() = %s, want nftables,iptables,userspace,none", got)
 	}
 	if Default != "nftables" {
 		t.Errorf("Default = %s", Default)
@@ -26,8 +26,8 @@ func TestNames(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ name, want string }{
-		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables, iptables or none`},
-		{"", `--data-plane "": want nftables, iptables or none`},
+		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables, iptables, userspace or none`},
+		{"", `--data-plane "": want nftables, iptables, userspace or none`},
 	} {
 		if err := Validate(c.name); err == nil || err.Error() != c.want {
 			t.Errorf("Validate(%q) = %v, want %s", c.name, err, c.want)
@@ -149,5 +149,41 @@ func TestIPVSKernel(t *testing.T) {
 	write("proc/net/ip_vs", "IP Virtual Server version 1.2.1\n")
 	if got := ipvsKernel(root, "6.1.0"); got != "this kernel has IP_VS loaded" {
 		t.Errorf("loaded: %s", got)
+	}
+}
+
+// TestOpenUserspace opens the userspace plane in a namespace, probes it,
+// programs an empty service table (its redirect table in both families),
+// and planes.Cleanup removes it.
+func TestOpenUserspace(t *testing.T) {
+	netnstest.RequireRoot(t)
+	ns := netnstest.New(t, "planesus")
+	ctx := context.Background()
+	var plane dataplane.DataPlane
+	var closeFn func() error
+	run(t, ns, func() (err error) {
+		plane, closeFn, err = Open("userspace", Options{})
+		return err
+	})
+	defer func() {
+		if err := closeFn(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if plane.Name() != "userspace" {
+		t.Errorf("Name() = %s", plane.Name())
+	}
+	if err := plane.Probe(ctx); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if st, err := plane.Sync(ctx, &servicetable.Table{}, false); err != nil || !st.Full || st.TotalOps() == 0 {
+		t.Fatalf("first Sync = %+v, %v", st, err)
+	}
+	if got := nftList(t, ns); got != "table ip svcnet-userspace\ntable ip6 svcnet-userspace" {
+		t.Errorf("after Sync:\n%s", got)
+	}
+	run(t, ns, func() error { return Cleanup(ctx) })
+	if got := nftList(t, ns); got != "" {
+		t.Errorf("after Cleanup:\n%s", got)
 	}
 }

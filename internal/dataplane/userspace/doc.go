@@ -1,5 +1,5 @@
-// Package userspace is the socket proxy of the userspace data plane, the
-// mode kube-proxy had before iptables: every Service port gets a listening
+// Package userspace is the userspace data plane, the mode kube-proxy had
+// before iptables: every Service port gets a listening
 // socket on the node (a proxy port), the kernel's redirect rules send the
 // Service's traffic to it, and the proxy opens a second connection of its
 // own to an endpoint and copies bytes between the two.
@@ -24,8 +24,9 @@
 // UsesClusterEndpoints, SetLocal (LocalEndpoints) when UsesLocalEndpoints.
 // Which traffic goes to which (ClusterIP traffic by internalTrafficPolicy;
 // external traffic by externalTrafficPolicy, with the short-circuit of pod
-// and node traffic to the cluster set) is for the redirect rules to say, as
-// the service chain and the local chain are in the nftables plane.
+// and node traffic to the cluster set) is the redirect rules' to say (see
+// The plane, below), as the service chain and the local chain are in the
+// nftables plane.
 //
 //   - TCP: accept; choose an endpoint; dial it with DialTimeout; on failure
 //     choose another not yet tried, at most Attempts endpoints and
@@ -71,12 +72,84 @@
 // they need fake time; otherwise the sockets are real, in the namespace of
 // the calling process.
 //
-// # Left for the plane
+// # The plane
 //
-// This package is the proxy alone. The data plane around it (the
-// dataplane.DataPlane methods, Sync calling Update) and the redirect rules
-// that send ClusterIP, NodePort, externalIP and LoadBalancer traffic to the
-// proxy ports (REDIRECT for traffic to local addresses, DNAT to the proxy
-// port for the rest), choosing the proxy port per policy as above, are not
-// here.
+// Backend is the data plane (--data-plane userspace): the Proxy, and per
+// family a table of its own, svcnet-userspace, with the redirect rules in
+// kube-proxy's userspace layout (Render; rules.go):
+//
+//   - nat prerouting jumps to portals-container (ClusterIPs, externalIPs,
+//     LB IPs) and nodeports-container (NodePorts on @nodeport-ips, the
+//     node's NodePort addresses, never loopback): traffic arriving on an
+//     interface, from a pod or from outside, is redirected (`redirect to
+//     :PORT`, KUBE-PORTALS-CONTAINER's REDIRECT) to the proxy port, on the
+//     address of the interface it came in on;
+//   - nat output jumps to portals-host and nodeports-host: the node's own
+//     traffic is DNATed to the first NodePort address of its family and
+//     the proxy port (KUBE-PORTALS-HOST), or redirected to loopback when the
+//     family has none. A node address rather than loopback, because the
+//     proxy's UDP replies leave from the wildcard socket with the source
+//     routing picks for the client, which for the node's own traffic is the
+//     node address the DNAT chose, so conntrack finds the flow to undo;
+//   - filter prerouting and output at -110 jump to firewall-check:
+//     loadBalancerSourceRanges, checked on the original destination before
+//     the redirect, as the nftables plane checks them; filter input holds
+//     the answers of empty endpoint sets (below);
+//   - filter forward and output (at -90, after the nat output chain)
+//     reject new traffic to a ClusterIP (@cluster-ips) that no rule
+//     redirected: a port the Service does not have, as the nftables plane
+//     rejects it.
+//
+// Which proxy port (endpoint set) each kind of traffic reaches is the
+// service table's decision, as in the nftables plane: ClusterIP traffic the
+// set of internalTrafficPolicy; external traffic from outside the set of
+// externalTrafficPolicy, and under Local the traffic of pods (the cluster
+// CIDR or pod interface) and of node addresses short-circuited to the
+// cluster set. A proxy port whose endpoint set is empty is answered in the
+// kernel, at input after the redirect (filter-input, new connections only),
+// as the nftables plane answers: rejected (TCP reset to the SYN, ICMP port
+// unreachable) when the Service has no usable endpoint, dropped when it has
+// some but not in this set (a Local policy without a local endpoint). The
+// proxy's own reset remains for a set that empties between two syncs.
+// Proxy ports listen on every address of the node (0.0.0.0
+// and ::, one socket per family, on a port the kernel picks), as in
+// kube-proxy's userspace mode, so they can also be reached directly on any
+// node address.
+//
+// Sync opens the ports of new entries first, then replaces each family's
+// table whose rendering changed in one transaction, then closes the ports
+// of removed entries; a failed commit leaves the kernel's table and puts
+// the proxy back on the previous entries (a port it had to close comes
+// back on another port, which the next, full, Sync programs). Changed
+// compares the ruleset generation; a full Sync reads the table back and
+// replaces it when it differs (Stats.Drift). Cleanup deletes the table and
+// closes every proxy port.
+//
+// # SCTP
+//
+// Not served: an SCTP Service port gets no proxy port and no rule, and is
+// logged once. Go's net package has no SCTP sockets, and a byte-stream
+// splice would lose SCTP's message boundaries and streams. Its traffic to
+// the ClusterIP is rejected (ICMP port unreachable) as that of any port
+// the ClusterIP lacks; to its NodePort and external addresses it is not
+// captured.
+//
+// # A restart
+//
+// A proxy port is a socket of the proxy process: when the process ends,
+// its ports close and every connection it was splicing ends with it (the
+// client sees a reset or EOF), as in kube-proxy's userspace mode. Until the
+// new process's first Sync the table it left sends new connections to
+// closed ports, where the kernel refuses them. The new process opens new
+// ports (the kernel picks other numbers) and its first Sync replaces that
+// table in one transaction; established proxied connections are not
+// carried over, there being no socket left to carry.
+//
+// # What the tracer sees
+//
+// Rules (Backend.Explainer) renders the table with the proxy's current
+// ports, so the simulator follows a packet to the proxy port (the redirect
+// is a dnat to the input interface's address). The proxy's own connection
+// to the endpoint is a second flow, from the node, that the nf_tables
+// tables do not show.
 package userspace

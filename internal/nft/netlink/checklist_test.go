@@ -278,6 +278,12 @@ func checkSimulated(t *testing.T, f ipfamily.Family, ex nft.Example) {
 		InIface:    p.Iif,
 		LocalAddrs: []netip.Addr{p.Src.Addr(), p.Dst.Addr()},
 		EgressAddr: func(netip.Addr) netip.Addr { return p.Src.Addr().Prev() },
+		IfaceAddr: func(name string, fam ipfamily.Family) netip.Addr {
+			if name == p.Iif && fam == f {
+				return p.Dst.Addr()
+			}
+			return netip.Addr{}
+		},
 	}
 	if ex.Hook.Hook == "postrouting" {
 		sc.LocalAddrs = nil // forwarded, so that it reaches postrouting

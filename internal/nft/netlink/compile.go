@@ -202,6 +202,14 @@ func compileExpr(out []expr.Any, f ipfamily.Family, e nft.Expr) ([]expr.Any, err
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(f.Proto()), RegAddrMin: reg1, RegProtoMin: reg2, Specified: true}), nil
 	case nft.Masquerade:
 		return append(out, &expr.Masq{FullyRandom: e.FullyRandom}), nil
+	case nft.Redirect:
+		if e.Port == 0 {
+			return nil, fmt.Errorf("redirect to port 0")
+		}
+		// As nft: the port in reg 1, flags NF_NAT_RANGE_PROTO_SPECIFIED.
+		return append(out,
+			&expr.Immediate{Register: reg1, Data: binary.BigEndian.AppendUint16(nil, e.Port)},
+			&expr.Redir{RegisterProtoMin: reg1, Flags: unix.NF_NAT_RANGE_PROTO_SPECIFIED}), nil
 	case nft.SetMark:
 		var mask, xor uint32
 		switch e.Op {

@@ -115,6 +115,8 @@ func newExpr(name string) expr.Any {
 		return &expr.NAT{}
 	case "masq":
 		return &expr.Masq{}
+	case "redir":
+		return &expr.Redir{}
 	case "reject":
 		return &expr.Reject{}
 	case "dynset":
@@ -196,6 +198,13 @@ func normalise(x expr.Any) expr.Any {
 	case *expr.Dynset:
 		c := *x
 		c.SetID = 0
+		return &c
+	case *expr.Redir:
+		// The kernel fills in the maximum from the minimum.
+		c := *x
+		if c.RegisterProtoMax == c.RegisterProtoMin {
+			c.RegisterProtoMax = 0
+		}
 		return &c
 	case *expr.NAT:
 		c := *x
@@ -284,6 +293,9 @@ func (d *decoder) next() (nft.Expr, int) {
 		if m, ok := d.at(1).(*expr.Meta); ok && m.Key == expr.MetaKeyNFTRACE && m.SourceRegister &&
 			x.Register == reg1 && m.Register == reg1 && bytes.Equal(x.Data, []byte{1}) {
 			return nft.SetNftrace{}, 2
+		}
+		if r, ok := d.at(1).(*expr.Redir); ok && x.Register == reg1 && len(x.Data) == 2 && r.RegisterProtoMin == reg1 {
+			return nft.Redirect{Port: binary.BigEndian.Uint16(x.Data)}, 2
 		}
 		port, ok1 := d.at(1).(*expr.Immediate)
 		_, ok2 := d.at(2).(*expr.NAT)

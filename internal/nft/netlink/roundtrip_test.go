@@ -77,6 +77,8 @@ func everyExprTx(f ipfamily.Family) *nft.Tx {
 	}
 	tx.AddRule("nat-prerouting", nft.R(nft.JumpTo("services")))
 	tx.AddRule("nat-output", nft.R(nft.FibLocal{}, nft.JumpTo("services")))
+	tx.AddRule("nat-output", nft.R(nft.Daddr(nft.Host(a("10.96.0.10", "fd00:96::a"))), nft.ProtoMatch{Proto: nft.ProtoUDP}, nft.PortMatch{Field: nft.FieldDport, Port: 53}, nft.Redirect{Port: 40053}))
+	tx.AddRule("nat-prerouting", nft.R(tcp, nft.PortMatch{Field: nft.FieldDport, Port: 30080}, nft.Redirect{Port: 8080}).WithComment("to a proxy port"))
 	tx.AddRule("nat-postrouting", nft.R(nft.JumpTo("masq-it")))
 	tx.AddRule("nat-postrouting", nft.R(nft.JumpTo("masq-pods")))
 	tx.AddRule("filter-input", nft.R(nft.CtStateMatch{States: nft.CtNew | nft.CtRelated}, nft.FibLocal{Saddr: true}, nft.Counter{}))

@@ -21,8 +21,9 @@
 //     hook after filter chains of its own priority.
 //   - NAT. NAT chains are evaluated only for the first packet of a connection
 //     (ct state new) and only until a translation of that kind (destination at
-//     prerouting/output, source at postrouting/input) is bound; dnat and
-//     masquerade end their base chain with accept, and the remaining nat chains
+//     prerouting/output, source at postrouting/input) is bound; dnat, redirect
+//     (a dnat to the input interface's primary address, Context.IfaceAddr, or
+//     to loopback at output) and masquerade end their base chain with accept, and the remaining nat chains
 //     of the hook are skipped. Later packets of the connection, in either
 //     direction, skip the nat chains and get conntrack's translation.
 //   - Conntrack. A Simulator remembers each accepted new connection (original

@@ -31,6 +31,39 @@ func (w *walker) dnat(h Hook, t *nft.Table, c *nft.Chain, i int, e nft.DNAT, s S
 	return outcome{kind: outNAT, step: s}, nil
 }
 
+// redirect is a dnat to a local address the kernel chooses, as
+// nf_nat_redirect does: for a locally generated packet (output hook) the
+// loopback address of the family, else the primary address of the interface
+// the packet arrived on (Context.IfaceAddr), the packet dropped when that
+// interface has none.
+func (w *walker) redirect(h Hook, t *nft.Table, c *nft.Chain, i int, e nft.Redirect, s Step) (outcome, error) {
+	if w.base.Hook.Type != "nat" || (h != HookPrerouting && h != HookOutput) {
+		return outcome{}, fmt.Errorf("redirect in base chain %s (type %s hook %s): %w", w.base.Name, w.base.Hook.Type, h, ErrBadRuleset)
+	}
+	if e.Port == 0 {
+		return outcome{}, fmt.Errorf("redirect to port 0: %w", ErrBadRuleset)
+	}
+	var to netip.Addr
+	switch {
+	case h == HookOutput && w.fam == ipfamily.IPv6:
+		to = netip.IPv6Loopback()
+	case h == HookOutput:
+		to = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case w.ctx.IfaceAddr != nil:
+		to = w.ctx.IfaceAddr(w.iifname(h), w.fam).Unmap()
+	}
+	if !to.IsValid() || to.Is4() != (w.fam == ipfamily.IPv4) {
+		s.Action = ActDrop
+		s.Detail = fmt.Sprintf("redirect: interface %q has no %s address", w.iifname(h), w.fam)
+		return outcome{kind: outDrop, step: s}, nil
+	}
+	o, err := w.dnat(h, t, c, i, nft.DNAT{To: netip.AddrPortFrom(to, e.Port)}, s)
+	if err == nil {
+		o.step.Detail = "redirect: " + o.step.Detail
+	}
+	return o, err
+}
+
 // masquerade binds and applies the connection's source translation to the
 // egress address for the destination, keeping the source port (port
 // allocation is not modelled). The kernel accepts it only in nat chains at

@@ -110,6 +110,8 @@ func (w *walker) evalRule(h Hook, t *nft.Table, c *nft.Chain, i int) (outcome, e
 			// is the same with or without it.
 		case nft.DNAT:
 			return w.dnat(h, t, c, i, e, with(ActDNAT, ""))
+		case nft.Redirect:
+			return w.redirect(h, t, c, i, e, with(ActDNAT, ""))
 		case nft.Masquerade:
 			return w.masquerade(h, t, c, i, e, with(ActMasquerade, ""))
 		case nft.Reject:

@@ -68,6 +68,13 @@ type Context struct {
 	// A packet on PathOutput has no input interface until it loops back to a
 	// local address, then "lo".
 	InIface string
+	// IfaceAddr returns the primary address of family f of the interface
+	// called name: where a redirect sends a packet that arrived on it (the
+	// first IPv4 address; the first IPv6 address in the kernel's list,
+	// global before link-local). When it is nil or returns an invalid
+	// address, redirect drops the packet, as the kernel does when the
+	// interface has no address.
+	IfaceAddr func(name string, f ipfamily.Family) netip.Addr
 	// EgressAddr returns the address masquerade gives a packet leaving for
 	// dst (the address of the outgoing interface). When it is nil or returns
 	// an invalid address, masquerade drops the packet, as the kernel does when
@@ -213,7 +220,7 @@ const (
 	ActGoto                         // goto Target
 	ActReturn                       // return to the calling chain (explicit, or at the end of a regular chain)
 	ActPolicy                       // the base chain ends by its policy (accept)
-	ActDNAT                         // dnat: destination rewritten; the base chain ends (accept)
+	ActDNAT                         // dnat or redirect: destination rewritten; the base chain ends (accept)
 	ActMasquerade                   // masquerade: source rewritten; the base chain ends (accept)
 	ActReject                       // reject: the packet ends
 	ActRoute                        // the routing decision
