@@ -12,9 +12,7 @@ import (
 // what kube-proxy's iptables mode does, which differs from the nftables
 // plane: it does not reject unknown ports of a ClusterIP, answers TCP to a
 // Service without endpoints with ICMP port unreachable (REJECT's
-// icmp-port-unreachable) rather than a reset, and does not render the
-// egress masquerade (the iptables plane's doc), so a pod's packet to an
-// outside host leaves with the pod's address.
+// icmp-port-unreachable) rather than a reset.
 var iptablesDifferences = map[string]func(sc *scenario){
 	"unknown port of a ClusterIP is rejected": func(sc *scenario) {
 		sc.verdict, sc.reason, sc.leaves = trace.Delivered, []string{"out of the cluster"}, true
@@ -23,13 +21,6 @@ var iptablesDifferences = map[string]func(sc *scenario){
 	"no endpoints: TCP is reset": func(sc *scenario) {
 		sc.reason = []string{"icmp port-unreachable", "no endpoints", "-j REJECT --reject-with icmp-port-unreachable"}
 	},
-	"a pod to a host outside the cluster is masqueraded (egress)": func(sc *scenario) {
-		sc.verdict, sc.reason, sc.in, sc.back = trace.Unreachable, []string{"the reply is lost"}, nil, nil
-	},
-	"IPv6: a pod to a host outside the cluster is masqueraded (egress)": func(sc *scenario) {
-		sc.verdict, sc.reason, sc.in, sc.back = trace.Unreachable, []string{"the reply is lost"}, nil, nil
-	},
-	"a pod to the internet: egress masquerade, then the gateway": func(sc *scenario) { sc.in = nil },
 }
 
 // iptablesScenario is sc traced over the iptables plane's rules.

@@ -47,7 +47,7 @@ func init() {
 		service: func(chain, _ string) (string, string, bool) { return serviceOfChain(chain) }}
 	nft.read = nft.readNFTables
 	ipt := &Plane{name: iptables.Name, explain: iptables.Rules{}, service: iptables.ServiceOf,
-		egress: func(string, string) bool { return false }, untraceable: legacyIPTables}
+		egress: func(table, chain string) bool { return table == iptables.TableNAT && chain == iptables.ChainEgressMasq }, untraceable: legacyIPTables}
 	ipt.read = ipt.readIPTables
 	for _, p := range []*Plane{nft, ipt} {
 		planes[p.name] = p
