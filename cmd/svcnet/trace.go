@@ -270,7 +270,7 @@ FROM and checks the kernel's own trace against the simulated one.`,
 				return err
 			}
 			lo := l.TraceOptions()
-			opts.ClusterCIDRs, opts.DataPlane = lo.ClusterCIDRs, lo.DataPlane
+			opts.ClusterCIDRs, opts.DataPlane, opts.Egress = lo.ClusterCIDRs, lo.DataPlane, lo.Egress
 			return runTrace(ctx, cmd.OutOrStdout(), snap, net, f, f.ask(args[0], args[1]), opts)
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/ipfamily"
@@ -115,8 +116,8 @@ func tablesDiffer(node string, kernel, rendered []*nft.Table, owns func(string) 
 				out = append(out, fmt.Sprintf("node %s: table %s chain %s is rendered but not in the kernel", node, name, c))
 				continue
 			}
-			if !slices.Equal(ruleTexts(kc), ruleTexts(r[name].Chains[c])) {
-				out = append(out, fmt.Sprintf("node %s: table %s chain %s: the kernel's rules differ from the rendered ones", node, name, c))
+			if d := firstDifference(ruleTexts(kc), ruleTexts(r[name].Chains[c])); d != "" {
+				out = append(out, fmt.Sprintf("node %s: table %s chain %s: the kernel's rules differ from the rendered ones: %s", node, name, c, d))
 			}
 		}
 	}
@@ -126,6 +127,24 @@ func tablesDiffer(node string, kernel, rendered []*nft.Table, owns func(string) 
 		}
 	}
 	return out
+}
+
+// firstDifference describes the first rule where kernel and rendered
+// differ ("" when they are equal).
+func firstDifference(kernel, rendered []string) string {
+	for i := range max(len(kernel), len(rendered)) {
+		k, r := "(none)", "(none)"
+		if i < len(kernel) {
+			k = strconv.Quote(kernel[i])
+		}
+		if i < len(rendered) {
+			r = strconv.Quote(rendered[i])
+		}
+		if k != r {
+			return fmt.Sprintf("rule %d is %s in the kernel, %s rendered", i, k, r)
+		}
+	}
+	return ""
 }
 
 // ruleTexts are a chain's rules as the simulator shows them.

@@ -56,7 +56,7 @@ func TestTablesDiffer(t *testing.T) {
 	other := []*nft.Table{table("nat", map[string][]string{"KUBE-SERVICES": {"-j KUBE-NODEPORTS", "-j DOCKER"}}), table("filter", nil)}
 	want := []string{
 		"node node1: table ip nat chain KUBE-MARK-MASQ is rendered but not in the kernel",
-		"node node1: table ip nat chain KUBE-SERVICES: the kernel's rules differ from the rendered ones",
+		`node node1: table ip nat chain KUBE-SERVICES: the kernel's rules differ from the rendered ones: rule 1 is "-A KUBE-SERVICES -j DOCKER" in the kernel, (none) rendered`,
 		"node node1: table ip filter is in the kernel but not rendered",
 	}
 	if d := tablesDiffer("node1", other, rendered, owns); !slices.Equal(d, want) {

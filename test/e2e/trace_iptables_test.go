@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,9 +34,10 @@ func TestTraceIPTablesLab(t *testing.T) {
 		Binary: svcnetBin, DataPlane: iptablesPlane, Progress: testWriter{t}}, "fixture.yaml")
 	e := &env{t: t, ctx: ctx, l: l}
 	web, np := e.service("web"), e.service("web-np")
-	// nodesNAT returns every node's nat and filter tables as iptables-save
-	// prints them, without its comment lines.
-	nodesNAT := func() (string, error) {
+	// nodesNAT returns every node's nat and filter tables as save (the
+	// iptables-save of a variant) prints them, without its comment lines
+	// and counters.
+	nodesNAT := func(save string) (string, error) {
 		var b strings.Builder
 		for i := 1; i <= 3; i++ {
 			ns, err := netns.Open(e.l.Names().Node(i))
@@ -43,51 +45,66 @@ func TestTraceIPTablesLab(t *testing.T) {
 				return "", err
 			}
 			for _, table := range []string{"nat", "filter"} {
-				out, err := ns.CommandContext(ctx, "iptables-save", "-t", table).Output()
+				out, err := ns.CommandContext(ctx, save, "-t", table).Output()
 				if err != nil {
 					ns.Close()
 					return "", err
 				}
 				for _, line := range strings.Split(string(out), "\n") {
+					// iptables-legacy-save counts packets on chain lines.
+					if c, _, ok := strings.Cut(line, " ["); ok && strings.HasPrefix(line, ":") {
+						line = c
+					}
 					if !strings.HasPrefix(line, "#") {
 						b.WriteString(line + "\n")
 					}
 				}
 			}
 			ns.Close()
+			// The node-address pool's Service lists every node once the
+			// speakers are all known: its rules are in the tables by then.
+			if n := strings.Count(b.String(), `"default/web-nodeip loadbalancer IP"`); n != 3*i {
+				return "", fmt.Errorf("node%d: %d rules for the LB IPs of default/web-nodeip so far, want 3 per node", i, n)
+			}
 			if i == 1 {
 				for _, want := range []string{"-A KUBE-SERVICES ", "-A KUBE-SVC-", "-A KUBE-SEP-", `--comment "default/web-np"`,
 					fmt.Sprintf("-d %s/32 -p tcp -m comment --comment \"default/web:", web.Spec.ClusterIP)} {
 					if !strings.Contains(b.String(), want) {
-						return "", fmt.Errorf("iptables-save -t nat on node1 lacks %q", want)
+						return "", fmt.Errorf("%s -t nat on node1 lacks %q", save, want)
 					}
 				}
 			}
 		}
 		return b.String(), nil
 	}
-	// The proxies have programmed the fixture and settled: the tables have
-	// not changed for 2s (a sync in the middle of a trace rewrites chains,
-	// which --verify would rightly see as another ruleset).
-	var prev string
-	var since time.Time
-	e.eventually("the proxies program the fixture and settle", func() error {
-		cur, err := nodesNAT()
-		if err != nil {
-			return err
-		}
-		if cur != prev {
-			prev, since = cur, time.Now()
-		}
-		if time.Since(since) < 2*time.Second {
-			return fmt.Errorf("the nodes' tables changed %s ago", time.Since(since).Round(time.Millisecond))
-		}
-		return nil
-	})
+	// settle waits until the proxies have programmed the fixture and
+	// settled: the tables (read with save) have not changed for 2s (a sync
+	// in the middle of a trace rewrites chains, which --verify would
+	// rightly see as another ruleset).
+	settle := func(save string) {
+		var prev string
+		var since time.Time
+		e.eventually("the proxies program the fixture and settle", func() error {
+			if n := len(e.service("web-nodeip").Status.LoadBalancer.Ingress); n != 3 {
+				return fmt.Errorf("default/web-nodeip has %d LB IPs, want the 3 node addresses", n)
+			}
+			cur, err := nodesNAT(save)
+			if err != nil {
+				return err
+			}
+			if cur != prev {
+				prev, since = cur, time.Now()
+			}
+			if time.Since(since) < 2*time.Second {
+				return fmt.Errorf("the nodes' tables changed %s ago", time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		})
+	}
+	settle("iptables-nft-save")
 
 	last := e.pod("web-3").Status.PodIP + ":80"
 	name, reopen := e.release(t)
-	defer reopen()
 	labTraceVerify(t, e, name, "client", "default/web-np",
 		"(Service default/web-np, NodePort)", "(--data-plane iptables)", "rule: -A KUBE-NODEPORTS -p tcp -m comment --comment \"default/web-np\" -m tcp --dport "+fmt.Sprint(np.Spec.Ports[0].NodePort),
 		"-j DNAT --to-destination ", "endpoint  default/web-np, cluster endpoints", "un-DNAT", "summary: 2 rewrites")
@@ -113,15 +130,48 @@ func TestTraceIPTablesLab(t *testing.T) {
 	labTraceVerify(t, e, name, "client", "default/local-etp", "pod default/local-2")
 	labTraceVerify(t, e, name, "client-1", web.Spec.ClusterIP+":81", "the probe's outcome is not compared: the packet leaves the cluster")
 
-	// iptables-legacy: the same rules as x_tables rules (moved there from
-	// iptables-nft on every node; the proxies, settled, do not sync
-	// again). nftrace cannot see them: --verify says what it could not
+	// iptables-legacy: every node's rules moved to x_tables while its
+	// proxy is stopped (SIGSTOP: it would repair the nf_tables tables),
+	// then the proxy killed: restarted by its supervisor, it detects
+	// iptables-legacy (Detect: legacy has the rules) and programs it.
+	// nftrace cannot see x_tables rules: --verify says what it could not
 	// check, and checks the rest: the rules read back equal the rendered
 	// ones, conntrack's DNAT goes to a traced candidate, the probe ends as
 	// traced.
+	reopen()
 	for i := 1; i <= 3; i++ {
+		pid, err := e.l.ProxyPid(i)
+		if err != nil || pid == 0 {
+			t.Fatalf("node%d's proxy: pid %d, %v", i, pid, err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stop node%d's proxy %d: %v", i, pid, err)
+		}
 		toLegacy(t, ctx, e.l.Names().Node(i))
+		if err := e.l.KillProxy(i, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		e.eventually(fmt.Sprintf("node%d's supervisor restarts its proxy", i), func() error {
+			if now, err := e.l.ProxyPid(i); err != nil || now == 0 || now == pid {
+				return fmt.Errorf("proxy pid %d (was %d): %v", now, pid, err)
+			}
+			return nil
+		})
 	}
+	settle("iptables-legacy-save")
+	for i := 1; i <= 3; i++ {
+		ns, err := netns.Open(e.l.Names().Node(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ns.CommandContext(ctx, "nft", "list", "tables").CombinedOutput()
+		ns.Close()
+		if err != nil || strings.Contains(string(out), "table ip nat") {
+			t.Fatalf("node%d: nf_tables has iptables-nft's nat table again (%v):\n%s", i, err, out)
+		}
+	}
+	name, reopen = e.release(t)
+	defer reopen()
 	for _, tc := range []struct{ from, to, want string }{
 		{"client", "default/web-np", "connected"},
 		{"client-1", "default/web", "connected"},
