@@ -31,7 +31,7 @@ type configField struct {
 }
 
 const (
-	notIPVS     = "svcnet programs nftables, not IPVS; ignored"
+	notIPVS     = "svcnet has no IPVS data plane (--data-plane ipvs says why); ignored"
 	windowsOnly = "Windows only (svcnet proxy runs on Linux); ignored"
 )
 

@@ -326,3 +326,42 @@ func (e *SkipError) Error() string {
 	}
 	return s + ": " + e.Reason
 }
+
+// LocalTraffic is how a data plane tells traffic from this node's pods, as
+// kube-proxy's LocalTrafficDetector does: by source prefix (the family's
+// first cluster CIDR), else by input interface name (or name prefix). The
+// zero value detects nothing.
+type LocalTraffic struct {
+	CIDR        netip.Prefix
+	Iface       string
+	IfacePrefix bool
+}
+
+// LocalTraffic returns the node's detection of local pod traffic of family
+// f: the first of ClusterCIDRs in f; with no ClusterCIDRs at all, the pod
+// interface (a CIDR of the other family only detects nothing in f).
+func (n NodeConfig) LocalTraffic(f ipfamily.Family) LocalTraffic {
+	for _, p := range n.ClusterCIDRs {
+		if ipfamily.OfPrefix(p) == f {
+			return LocalTraffic{CIDR: p.Masked()}
+		}
+	}
+	if len(n.ClusterCIDRs) == 0 && n.PodInterface != "" {
+		return LocalTraffic{Iface: n.PodInterface, IfacePrefix: n.PodInterfacePrefix}
+	}
+	return LocalTraffic{}
+}
+
+// NodePortAddrs returns the addresses of family f that NodePorts are served
+// on: NodePortAddresses without loopback (never served: CVE-2020-8558),
+// sorted, without duplicates.
+func (n NodeConfig) NodePortAddrs(f ipfamily.Family) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.NodePortAddresses {
+		if ipfamily.Of(a) == f && !a.IsLoopback() {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}

@@ -96,7 +96,7 @@ func lbScenarios(t *testing.T, e *env) {
 		if err := onlyKeys(pods, "local-2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := onlyKeys(clients, topology.ClientAddr.String()); err != nil {
+		if err := onlyKeys(clients, localPolicyClient(2)); err != nil {
 			t.Fatalf("client address not kept: %v", err)
 		}
 		t.Logf("%s is announced by node%d", ip, owner)
@@ -134,7 +134,7 @@ func lbScenarios(t *testing.T, e *env) {
 			if h.Err != nil {
 				return h.Err
 			}
-			if h.Reply.Pod != "mover-3" || h.ClientIP() != topology.ClientAddr.String() {
+			if h.Reply.Pod != "mover-3" || h.ClientIP() != localPolicyClient(3) {
 				return fmt.Errorf("answered by %s, which saw %s", h.Reply.Pod, h.ClientIP())
 			}
 			return nil

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/testbin"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
@@ -294,7 +296,7 @@ func suite(t *testing.T, controlPlane string) {
 		if err := onlyKeys(pods, "local-2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := onlyKeys(clients, topology.ClientAddr.String()); err != nil {
+		if err := onlyKeys(clients, localPolicyClient(2)); err != nil {
 			t.Fatalf("client address not kept: %v", err)
 		}
 		for _, i := range []int{1, 3} {
@@ -481,4 +483,15 @@ func requireKubeTier(t *testing.T) {
 		}
 		t.Fatalf("kube tier: %s unset: it must name the directory of kube-apiserver, kube-controller-manager and kube-proxy (tools/k8s/build.sh prints it)", kubetest.EnvK8sBin)
 	}
+}
+
+// localPolicyClient is the address a pod on node sees for the external
+// client under externalTrafficPolicy Local: the client's own, except on
+// the userspace plane, whose proxy connects to the pod itself (the pod
+// sees node's bridge address: no plane proxying in user space keeps it).
+func localPolicyClient(node int) string {
+	if testbin.DataPlane() == "userspace" {
+		return topology.Gateway4(node).String()
+	}
+	return topology.ClientAddr.String()
 }

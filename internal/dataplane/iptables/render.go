@@ -52,11 +52,7 @@ type Port struct {
 // LocalTrafficDetector: by source prefix (ClusterCIDR, NodeCIDR), by input
 // interface (BridgeInterface) or interface name prefix (InterfaceNamePrefix).
 // The zero value detects nothing.
-type localDetector struct {
-	CIDR        netip.Prefix
-	Iface       string
-	IfacePrefix bool
-}
+type localDetector servicetable.LocalTraffic
 
 func (d localDetector) set() bool { return d.CIDR.IsValid() || d.Iface != "" }
 
@@ -103,23 +99,8 @@ func (c config) equal(o config) bool {
 }
 
 func configFor(n servicetable.NodeConfig, f ipfamily.Family) config {
-	c := config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f)}
-	for _, p := range n.ClusterCIDRs {
-		if ipfamily.OfPrefix(p) == f && !c.Local.CIDR.IsValid() {
-			c.Local.CIDR = p.Masked()
-		}
-	}
-	if len(n.ClusterCIDRs) == 0 && n.PodInterface != "" {
-		c.Local = localDetector{Iface: n.PodInterface, IfacePrefix: n.PodInterfacePrefix}
-	}
-	for _, a := range n.NodePortAddresses {
-		if ipfamily.Of(a) == f && !a.IsLoopback() {
-			c.NodePortAddrs = append(c.NodePortAddrs, a)
-		}
-	}
-	slices.SortFunc(c.NodePortAddrs, netip.Addr.Compare)
-	c.NodePortAddrs = slices.Compact(c.NodePortAddrs)
-	return c
+	return config{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f),
+		Local: localDetector(n.LocalTraffic(f)), NodePortAddrs: n.NodePortAddrs(f)}
 }
 
 // mark is the mark as iptables-save prints it ("0x4000").

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -171,7 +172,7 @@ func (b *Backend) fullSync(ctx context.Context, fs *familyState, fc familyConfig
 		want.add(sp, renderService(fc, sp))
 	}
 	bt := newBatch(fc.Family)
-	names := sortedIDs(cur)
+	names := slices.Sorted(maps.Keys(cur))
 	for n := range want.tables {
 		if _, ok := cur[n]; !ok {
 			names = append(names, n)
@@ -404,23 +405,8 @@ func splitFamilies(t *servicetable.Table) map[ipfamily.Family][]*servicetable.Se
 }
 
 func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
-	fc := familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f)}
-	is6 := f == ipfamily.IPv6
-	for _, p := range n.ClusterCIDRs {
-		if p.Addr().Is6() == is6 && !fc.Local.CIDR.IsValid() {
-			fc.Local.CIDR = p.Masked()
-		}
-	}
-	if len(n.ClusterCIDRs) == 0 && n.PodInterface != "" {
-		fc.Local = localDetector{Iface: n.PodInterface, IfacePrefix: n.PodInterfacePrefix}
-	}
-	for _, a := range n.NodePortAddresses {
-		if a.Is6() == is6 && !a.IsLoopback() {
-			fc.NodePortAddrs = append(fc.NodePortAddrs, a)
-		}
-	}
-	slices.SortFunc(fc.NodePortAddrs, netip.Addr.Compare)
-	return fc
+	return familyConfig{Family: f, MasqueradeAll: n.MasqueradeAll, Mark: n.Mark(), Egress: n.Egress.For(f),
+		Local: localDetector(n.LocalTraffic(f)), NodePortAddrs: n.NodePortAddrs(f)}
 }
 
 func sameConfig(a, b familyConfig) bool {
@@ -486,15 +472,6 @@ func clusterIPs(ports []*servicetable.ServicePort) []netip.Addr {
 			out = append(out, sp.ClusterIP)
 		}
 	}
-	return out
-}
-
-func sortedIDs[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 

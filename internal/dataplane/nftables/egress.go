@@ -32,8 +32,21 @@ const chainEgressMasquerading = "egress-masquerading"
 // addEgress adds the egress masquerade chain to main table t and the jump
 // to it at the end of nat postrouting; nothing when r is empty.
 func addEgress(t *nft.Table, r servicetable.EgressRules) {
-	if len(r.PodCIDRs) == 0 {
+	c := EgressChain(r)
+	if c == nil {
 		return
+	}
+	t.Chains[c.Name] = c
+	post := t.Chains[chainNatPostrouting]
+	post.Rules = append(post.Rules, nft.R(nft.JumpTo(c.Name)))
+}
+
+// EgressChain returns the egress masquerade chain for r (nil when r is
+// empty), for every plane that programs nf_tables: the userspace plane's
+// table has the same chain.
+func EgressChain(r servicetable.EgressRules) *nft.Chain {
+	if len(r.PodCIDRs) == 0 {
+		return nil
 	}
 	c := &nft.Chain{Name: chainEgressMasquerading}
 	for _, x := range r.Exempt {
@@ -42,9 +55,7 @@ func addEgress(t *nft.Table, r servicetable.EgressRules) {
 	for _, p := range r.PodCIDRs {
 		c.Rules = append(c.Rules, nft.R(nft.Saddr(p), nft.Masquerade{FullyRandom: true}).WithComment(servicetable.EgressWhyMasq))
 	}
-	t.Chains[c.Name] = c
-	post := t.Chains[chainNatPostrouting]
-	post.Rules = append(post.Rules, nft.R(nft.JumpTo(chainEgressMasquerading)))
+	return c
 }
 
 // IsEgressChain reports whether chain is the egress masquerade chain of

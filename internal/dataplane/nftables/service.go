@@ -230,6 +230,15 @@ func (r *serviceRenderer) firewall() string {
 		return ""
 	}
 	name := firewallChain(sp)
+	r.chain(name, SourceRangeRules(sp)...)
+	return name
+}
+
+// SourceRangeRules are the rules of a chain that lets sp's traffic from its
+// loadBalancerSourceRanges through (return) and drops the rest: for every
+// plane that programs nf_tables (the userspace plane's firewall chains are
+// the same).
+func SourceRangeRules(sp *servicetable.ServicePort) []*nft.Rule {
 	var rules []*nft.Rule
 	for _, p := range sp.SourceRanges {
 		rules = append(rules, nft.R(nft.Saddr(p), nft.Verdict{Kind: nft.Return}))
@@ -239,7 +248,5 @@ func (r *serviceRenderer) firewall() string {
 	if sp.LoadBalancerIPInSourceRanges() {
 		rules = append(rules, nft.R(nft.FibLocal{Saddr: true}, nft.Verdict{Kind: nft.Return}))
 	}
-	rules = append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to "+sp.Name.String()+" from outside loadBalancerSourceRanges"))
-	r.chain(name, rules...)
-	return name
+	return append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to "+sp.Name.String()+" from outside loadBalancerSourceRanges"))
 }

@@ -3,7 +3,9 @@ package nftables
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -176,7 +178,7 @@ func (l *layout) add(sp *servicetable.ServicePort, fr *fragment) {
 // sorted returns the tables in name order (the main table first).
 func (l *layout) sorted() []*nft.Table {
 	out := make([]*nft.Table, 0, len(l.tables))
-	for _, n := range sortedIDs(l.tables) {
+	for _, n := range slices.Sorted(maps.Keys(l.tables)) {
 		out = append(out, l.tables[n])
 	}
 	return out
@@ -204,7 +206,7 @@ func (b *batch) tx(name string) *nft.Tx {
 // list returns the non-empty transactions in table-name order.
 func (b *batch) list() []*nft.Tx {
 	var out []*nft.Tx
-	for _, n := range sortedIDs(b.txs) {
+	for _, n := range slices.Sorted(maps.Keys(b.txs)) {
 		if b.txs[n].Len() > 0 {
 			out = append(out, b.txs[n])
 		}

@@ -28,11 +28,7 @@ type familyConfig struct {
 // LocalTrafficDetector (pkg/proxy/util/localdetector.go): by source prefix
 // (modes ClusterCIDR and NodeCIDR), by input interface name (BridgeInterface)
 // or name prefix (InterfaceNamePrefix). The zero value detects nothing.
-type localDetector struct {
-	CIDR        netip.Prefix
-	Iface       string
-	IfacePrefix bool
-}
+type localDetector servicetable.LocalTraffic
 
 // set reports whether the detector detects anything.
 func (d localDetector) set() bool { return d.CIDR.IsValid() || d.Iface != "" }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -284,7 +285,7 @@ func replaceTx(t *nft.Table) *nft.Tx {
 	for _, n := range t.SetNames() {
 		tx.AddSet(t.Sets[n])
 		els := make([]nft.Element, 0, len(t.Sets[n].Elements))
-		for _, k := range sortedKeys(t.Sets[n].Elements) {
+		for _, k := range slices.Sorted(maps.Keys(t.Sets[n].Elements)) {
 			els = append(els, t.Sets[n].Elements[k])
 		}
 		tx.AddElements(n, els...)
@@ -298,15 +299,6 @@ func replaceTx(t *nft.Table) *nft.Tx {
 		}
 	}
 	return tx
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // Cleanup deletes the redirect table of both families and closes every

@@ -129,7 +129,14 @@ func featureRows() []featureRow {
 	bridge.ClusterCIDRs, bridge.PodInterface = nil, "cbr0"
 	noNodeAddrs := n
 	noNodeAddrs.NodePortAddresses = nil
+	egress := n
+	egress.Egress = servicetable.EgressMasquerade{
+		PodCIDRs:           []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")},
+		ServiceCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
+		NonMasqueradeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+	}
 	return []featureRow{
+		{"egress-masquerade", table(egress, svc("egr", "", model.ProtocolTCP, "10.96.0.37", 80, e1))},
 		row("clusterip", svc("web", "http", model.ProtocolTCP, "10.96.0.20", 80, e1, e2)),
 		row("clusterip-udp", svc("dns", "dns", model.ProtocolUDP, "10.96.0.10", 53, tep("192.168.2.11", 53, false))),
 		row("nodeport", withNodePort(svc("np", "", model.ProtocolTCP, "10.96.0.21", 80, e1, e2), 30080, n)),

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -21,6 +22,7 @@ const TableName = "svcnet-userspace"
 const (
 	chainNatPrerouting     = "nat-prerouting"
 	chainNatOutput         = "nat-output"
+	chainNatPostrouting    = "nat-postrouting"
 	chainPortalsContainer  = "portals-container"
 	chainPortalsHost       = "portals-host"
 	chainNodePortContainer = "nodeports-container"
@@ -54,43 +56,27 @@ type familyConfig struct {
 	// NodePort address; invalid when there is none, and the node's own
 	// traffic is redirected to loopback instead.
 	host netip.Addr
+	// egress is the family's egress masquerade (as the nftables plane's).
+	egress servicetable.EgressRules
 }
 
 // localDetector says what traffic comes from a local pod, as the nftables
 // plane reads NodeConfig (kube-proxy's LocalTrafficDetector): by source
 // prefix, or by input interface name (or name prefix).
-type localDetector struct {
-	cidr        netip.Prefix
-	iface       string
-	ifacePrefix bool
-}
+type localDetector servicetable.LocalTraffic
 
-func (d localDetector) set() bool { return d.cidr.IsValid() || d.iface != "" }
+func (d localDetector) set() bool { return d.CIDR.IsValid() || d.Iface != "" }
 
 // ifLocal matches traffic from a local pod: `ip saddr CIDR`, `iifname "cbr0"`.
 func (d localDetector) ifLocal() nft.Expr {
-	if d.cidr.IsValid() {
-		return nft.Saddr(d.cidr)
+	if d.CIDR.IsValid() {
+		return nft.Saddr(d.CIDR)
 	}
-	return nft.IifnameMatch{Name: d.iface, Prefix: d.ifacePrefix}
+	return nft.IifnameMatch{Name: d.Iface, Prefix: d.IfacePrefix}
 }
 
 func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {
-	fc := familyConfig{fam: f}
-	for _, p := range n.ClusterCIDRs {
-		if ipfamily.Of(p.Addr()) == f && !fc.local.cidr.IsValid() {
-			fc.local.cidr = p.Masked()
-		}
-	}
-	if len(n.ClusterCIDRs) == 0 && n.PodInterface != "" {
-		fc.local = localDetector{iface: n.PodInterface, ifacePrefix: n.PodInterfacePrefix}
-	}
-	for _, a := range n.NodePortAddresses {
-		if ipfamily.Of(a) == f && !a.IsLoopback() {
-			fc.nodePortAddrs = append(fc.nodePortAddrs, a)
-		}
-	}
-	slices.SortFunc(fc.nodePortAddrs, netip.Addr.Compare)
+	fc := familyConfig{fam: f, egress: n.Egress.For(f), local: localDetector(n.LocalTraffic(f)), nodePortAddrs: n.NodePortAddrs(f)}
 	if len(fc.nodePortAddrs) > 0 {
 		fc.host = fc.nodePortAddrs[0]
 	}
@@ -181,6 +167,12 @@ func skeleton(fc familyConfig) *nft.Table {
 		ips.Elements[nft.KeyString(fc.fam, ips.Key, e.Key)] = e
 	}
 	t.Sets[ips.Name] = ips
+	// Egress masquerade of pod traffic leaving the cluster: the node
+	// setting every plane programs, in the nftables plane's chain.
+	if c := nftables.EgressChain(fc.egress); c != nil {
+		t.Chains[c.Name] = c
+		chain(chainNatPostrouting, &nft.Hook{Type: "nat", Hook: "postrouting", Priority: 100}, nft.R(nft.JumpTo(c.Name)))
+	}
 	return t
 }
 
@@ -331,14 +323,7 @@ func (r *portRenderer) noEndpoints() {
 func (r *portRenderer) firewall() string {
 	sp := r.sp
 	name := firewallPrefix + sp.ID
-	var rules []*nft.Rule
-	for _, p := range sp.SourceRanges {
-		rules = append(rules, nft.R(nft.Saddr(p), nft.Verdict{Kind: nft.Return}))
-	}
-	if sp.LoadBalancerIPInSourceRanges() {
-		rules = append(rules, nft.R(nft.FibLocal{Saddr: true}, nft.Verdict{Kind: nft.Return}))
-	}
-	rules = append(rules, nft.R(nft.Verdict{Kind: nft.Drop}).WithComment("drop traffic to "+sp.Name.String()+" from outside loadBalancerSourceRanges"))
+	rules := nftables.SourceRangeRules(sp)
 	rules[0].Comment = sp.Name.String() + " loadBalancerSourceRanges"
 	r.t.Chains[name] = &nft.Chain{Name: name, Rules: rules}
 	return name
