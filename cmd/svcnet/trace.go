@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/source/file"
 	"github.com/svcnet/svcnet/internal/source/kube"
@@ -102,6 +101,7 @@ func newTraceCommand() *cobra.Command {
 		netnss []string
 		cidrs  []string
 		egress egressOptions
+		plane  string
 	)
 	cmd := &cobra.Command{
 		Use:   "trace --from SRC --to DST",
@@ -122,7 +122,10 @@ known (--netns NODE=NETNS; the lab names them all: see svcnet lab trace), and
 rendered from the cluster state as svcnet proxy renders them elsewhere, with
 svcnet proxy's settings as given here (--cluster-cidr, --egress-masquerade,
 --non-masquerade-cidrs, --masquerade-link-local; the Service CIDRs from
---service-cluster-ip-range with --state or when given).`,
+--service-cluster-ip-range with --state or when given). --data-plane names the
+data plane svcnet proxy runs on the nodes: with iptables, kube-proxy's chains
+are read back with iptables-save (of the variant the node uses) and explained
+rule by rule.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := src.validate(); err != nil {
@@ -163,6 +166,7 @@ svcnet proxy's settings as given here (--cluster-cidr, --egress-masquerade,
 			if err := egress.traceOptions(&opts, src, cmd.Flags()); err != nil {
 				return err
 			}
+			opts.DataPlane = plane
 			return runTrace(ctx, cmd.OutOrStdout(), snap, net, f, f.ask(from, to), opts)
 		},
 	}
@@ -171,6 +175,7 @@ svcnet proxy's settings as given here (--cluster-cidr, --egress-masquerade,
 	cmd.Flags().StringVar(&from, "from", "", "the sender: a pod, a node, an external host or IP[:PORT]")
 	cmd.Flags().StringVar(&to, "to", "", "the destination: a Service, IP:PORT, NODE:NODEPORT or a pod")
 	cmd.Flags().StringArrayVar(&netnss, "netns", nil, "PLACE=NETNS: the network namespace of a node (its kernel rules are read there) or of a sender (for --verify); repeatable")
+	cmd.Flags().StringVar(&plane, "data-plane", trace.DefaultPlane, "the nodes' svcnet proxy --data-plane, whose rules are rendered, read back and verified ("+strings.Join(trace.PlaneNames(), ", ")+")")
 	cmd.Flags().StringSliceVar(&cidrs, "cluster-cidr", nil, "pod network CIDRs, for rendered rulesets (as svcnet proxy --cluster-cidr; default: the nodes' pod CIDRs)")
 	egress.bind(cmd.Flags())
 	return cmd
@@ -243,8 +248,9 @@ func labTraceCommand(name *string) *cobra.Command {
 		Short: "Trace one packet through the lab (see svcnet trace)",
 		Long: `svcnet lab trace FROM TO is svcnet trace over the lab: FROM is client, a node
 (node1...) or a pod; TO is a Service (NS/NAME[:PORT]), IP:PORT, NODE:NODEPORT or a
-pod. Each node's rules are read back from its kernel; --verify sends a real probe
-from FROM and checks the kernel's own trace against the simulated one.`,
+pod. Each node's rules are read back from its kernel, as the data plane the lab
+runs programs them (svcnet lab up --data-plane); --verify sends a real probe from
+FROM and checks the kernel's own trace against the simulated one.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(); err != nil {
@@ -263,7 +269,8 @@ from FROM and checks the kernel's own trace against the simulated one.`,
 			if err != nil {
 				return err
 			}
-			opts.ClusterCIDRs = lab.ClusterCIDRs()
+			lo := l.TraceOptions()
+			opts.ClusterCIDRs, opts.DataPlane, opts.Egress = lo.ClusterCIDRs, lo.DataPlane, lo.Egress
 			return runTrace(ctx, cmd.OutOrStdout(), snap, net, f, f.ask(args[0], args[1]), opts)
 		},
 	}

@@ -76,6 +76,22 @@ func TestTraceCommandOutputs(t *testing.T) {
 
 // TestTraceCommandBadInput: errors name what did not resolve, or why
 // --verify cannot run.
+// TestTraceCommandIPTables: `svcnet trace --data-plane iptables` explains
+// the packet with kube-proxy's chains and rules.
+func TestTraceCommandIPTables(t *testing.T) {
+	out, errOut, code := run(t, traceArgs("--data-plane", "iptables")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"(Service default/np, NodePort)", "(--data-plane iptables)", "rule: -A KUBE-NODEPORTS ",
+		"-m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-", "-j DNAT --to-destination ",
+		"endpoint  default/np, cluster endpoints", "verdict: delivered", "summary: 2 rewrites on the way in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestTraceCommandBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -85,6 +101,7 @@ func TestTraceCommandBadInput(t *testing.T) {
 		{[]string{"trace", "--state", traceState, "--from", "nowhere", "--to", "default/web"}, `from "nowhere"`},
 		{[]string{"trace", "--state", traceState, "--from", "client-1", "--to", "default/web", "-o", "png"}, `--output "png"`},
 		{[]string{"trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108", "--from", "client-1", "--to", "default/web", "--verify"}, "network namespace"},
+		{traceArgs("--data-plane", "ipvs"), `data plane "ipvs": the tracer explains iptables, nftables`},
 	} {
 		_, errOut, code := run(t, tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

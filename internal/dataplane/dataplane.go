@@ -33,8 +33,10 @@ type DataPlane interface {
 // read-back are the plane's.
 type Explainer interface {
 	// Render returns the tables Sync programs for t, as a fresh instance
-	// would program them, without touching the kernel.
-	Render(t *servicetable.Table) []*nft.Table
+	// would program them, without touching the kernel. A plane that
+	// translates its rules into nf_tables tables fails on a rule it cannot
+	// translate.
+	Render(t *servicetable.Table) ([]*nft.Table, error)
 	// Owns reports whether the table of this name is the plane's.
 	Owns(table string) bool
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/source/file"
@@ -32,6 +33,19 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": topology.ClientAddr}, topology.Gateway, nsOf)
 	net.NodeNetworks = []netip.Prefix{topology.NodeNetwork}
 	return snap, net, nil
+}
+
+// TraceOptions are the tracer's settings for the lab, as its svcnet proxies
+// run: --cluster-cidr, --data-plane (the rules the tracer renders, reads
+// back and compares are those of the plane the nodes run), and the Service
+// network their egress masquerade leaves alone, which they know on the
+// embedded control plane (--state: its allocation range) and not on kube.
+func (l *Lab) TraceOptions() trace.Options {
+	o := trace.Options{ClusterCIDRs: ClusterCIDRs(), DataPlane: l.c.Info.DataPlane}
+	if l.c.Info.ControlPlane == cluster.ControlPlaneFile {
+		o.Egress.ServiceCIDRs = []netip.Prefix{topology.ServiceRange}
+	}
+	return o
 }
 
 // ClusterCIDRs are the lab proxies' --cluster-cidr.

@@ -97,6 +97,11 @@ type Rule struct {
 	// svcnet builds has handle 0, and nothing that renders or compares rules
 	// looks at it: two rules that differ only in Handle are the same rule.
 	Handle uint64
+	// Source, when set, is the rule as written in the language it was
+	// translated from (an iptables rule, "-A CHAIN SPEC"): what the
+	// simulator shows for the rule instead of its nft rendering. Only
+	// translated rules have one; the kernel never stores it.
+	Source string
 }
 
 // R builds a rule from expressions.

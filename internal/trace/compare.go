@@ -63,7 +63,8 @@ func arrivalMatch(t Tuple) nftrace.Match {
 }
 
 // compareTrace checks every node pass of tr against the kernel's events.
-func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]nftrace.Handles) []HopCheck {
+// Only the tables comparedAt names for a node are compared.
+func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[string]map[string]ruleIndex, comparedAt func(node, table string) bool) []HopCheck {
 	var out []HopCheck
 	snat := snatIn(tr.Hops)
 	check := func(hops []Hop, reply bool) {
@@ -77,8 +78,9 @@ func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[stri
 			}
 			wildSport := !reply && snatIn(hops[:i])
 			wildDport := reply && snat
-			exp, keys := expectedSegments(h.Steps)
-			got := kernelSegments(events[h.Place.Name], h, reply, wildSport, wildDport, handles[h.Place.Name], keys)
+			compared := func(table string) bool { return comparedAt(h.Place.Name, table) }
+			exp, keys := expectedSegments(h.Steps, compared)
+			got := kernelSegments(events[h.Place.Name], h, reply, wildSport, wildDport, handles[h.Place.Name], keys, compared)
 			c := HopCheck{Node: h.Place.Name, Direction: dir, Expected: flatten(canonical(exp)), Kernel: flatten(canonical(got))}
 			c.OK = slices.Equal(c.Expected, c.Kernel)
 			out = append(out, c)
@@ -89,14 +91,11 @@ func compareTrace(tr *Trace, events map[string][]nftrace.Event, handles map[stri
 	return out
 }
 
-// compared reports whether the tracer compares a table's events.
-func compared(table string) bool { return KernelTable(table) }
-
 // expectedEvents lists the trace events the kernel emits for the simulated
 // steps: one per rule whose evaluation ends other than by a failed match
 // (its verdict; nat statements accept, reject drops), one at the end of a
 // regular chain (return), one for a base chain's policy.
-func expectedSegments(steps []Step) ([]segment, map[string]string) {
+func expectedSegments(steps []Step, compared func(table string) bool) ([]segment, map[string]string) {
 	var segs []segment
 	keys := map[string]string{}
 	add := func(line string) { segs[len(segs)-1].lines = append(segs[len(segs)-1].lines, line) }
@@ -180,7 +179,7 @@ func flatten(segs []segment) []string {
 // of hop h: those whose headers show the packet at one of its states on the
 // node (as it arrived, after each rewrite), for TCP the SYN (request) or
 // SYN-ACK (reply) only.
-func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool, handles map[string]nftrace.Handles, keys map[string]string) []segment {
+func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool, handles map[string]ruleIndex, keys map[string]string, compared func(table string) bool) []segment {
 	states := []Tuple{h.Arrive}
 	for _, rw := range h.Rewrites {
 		states = append(states, rw.Before, rw.After)
@@ -237,6 +236,22 @@ func kernelSegments(evs []nftrace.Event, h Hop, reply, wildSport, wildDport bool
 	return out
 }
 
+// ruleIndex maps a table's rule handles to rule indexes, over the
+// generations of the table read (handles are never reused, so a handle
+// belongs to one rule of one generation): a chain rewritten with the same
+// rules between the read-back and the probe keeps its indexes.
+type ruleIndex []nftrace.Handles
+
+// Index returns the index of the rule with handle h in chain, or -1.
+func (r ruleIndex) Index(chain string, h uint64) int {
+	for _, g := range r {
+		if i := g.Index(chain, h); i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // isChainEnd reports whether e is the kernel's event for the end of a chain
 // (no rule: handle 0), as opposed to a rule's or a policy's.
 func isChainEnd(e nftrace.Event) bool {
@@ -244,7 +259,7 @@ func isChainEnd(e nftrace.Event) bool {
 }
 
 // eventLine renders a kernel trace event as expectedEvents renders a step.
-func eventLine(e nftrace.Event, handles map[string]nftrace.Handles) string {
+func eventLine(e nftrace.Event, handles map[string]ruleIndex) string {
 	switch e.Type {
 	case nftrace.TypePolicy:
 		return fmt.Sprintf("%s %s policy %s", e.Table, e.Chain, e.Policy)

@@ -10,4 +10,14 @@
 // cluster network (nodes, pod CIDR routes, bridges). Verification against the
 // kernel (package nft/nftrace) sends a real probe with nftrace set and compares
 // the kernel's trace events with the simulated steps.
+//
+// The ruleset is the one of the data plane the nodes run (Options.DataPlane,
+// planes.go): the nftables plane's tables as they are; the iptables plane's
+// nat and filter tables read back with iptables-save of the node's variant and
+// translated rule for rule (iptables.Translate), each step showing
+// kube-proxy's rule. On iptables-nft those are nf_tables chains the kernel
+// traces, named by rule handles read right after iptables-save; on
+// iptables-legacy nftrace sees none of them, and Verify checks instead that
+// the rules read back equal the rendered ones and that conntrack's DNAT goes
+// to a traced candidate, and reports the node as checked only in part.
 package trace

@@ -26,6 +26,20 @@ type Engine struct {
 	RulesSource string
 	// Verbose keeps the steps of rules that did not match.
 	Verbose bool
+	// Plane is the data plane whose tables Rules returns (which tables are
+	// compared with the kernel's trace events); nil stands for DefaultPlane.
+	Plane *Plane
+	// Rendered, when set, renders each node's ruleset from the cluster
+	// state (for Verify's check of rules it cannot trace in the kernel).
+	Rendered RulesFunc
+}
+
+// plane returns e.Plane, or the default one.
+func (e *Engine) plane() *Plane {
+	if e.Plane != nil {
+		return e.Plane
+	}
+	return planes[DefaultPlane]
 }
 
 // Start is the first packet and where it starts.
@@ -158,7 +172,7 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 		}
 		final := tupleOf(res.Final)
 		if res.Verdict != sim.Accepted {
-			v := endVerdict(res, at)
+			v := endVerdict(w.e.plane(), res, at)
 			hop.End = string(v.Kind) + ": " + v.Reason
 			return append(hops, hop), v, Place{}, Tuple{}, nil
 		}

@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/nft/sim"
 )
 
@@ -34,7 +33,7 @@ func (w *walk) steps(res sim.Result, reply bool) ([]Step, []Rewrite) {
 			rw.Kind = RewriteSNAT
 			rw.By = fmt.Sprintf("%s %s rule %d (masquerade)", s.Table, s.Chain, s.Rule)
 			rw.Mark = s.Before.Mark
-			if nftables.IsEgressChain(s.Table, s.Chain) {
+			if w.e.plane().egress(s.Table, s.Chain) {
 				// Not asked for by a mark: the source is a pod and the
 				// destination is outside every exempt network.
 				rw.By = fmt.Sprintf("%s %s rule %d (%s)", s.Table, s.Chain, s.Rule, egressReason)
@@ -101,7 +100,7 @@ func (w *walk) describeChoice(nd *NodeNet, outs []sim.Outcome, pick int) *Choice
 	chosen := outs[pick].Result
 	c.Set = "cluster"
 	for _, s := range chosen.Trace {
-		kind, svc, ok := serviceOfChain(s.Chain)
+		kind, svc, ok := w.e.plane().service(s.Chain, s.Text)
 		if !ok {
 			continue
 		}
@@ -131,8 +130,9 @@ func (w *walk) describeChoice(nd *NodeNet, outs []sim.Outcome, pick int) *Choice
 	return c
 }
 
-// endVerdict explains a packet that did not get through node at.
-func endVerdict(res sim.Result, at Place) Verdict {
+// endVerdict explains a packet that did not get through node at, running
+// data plane p.
+func endVerdict(p *Plane, res sim.Result, at Place) Verdict {
 	v := Verdict{Place: at.String()}
 	var last *sim.Step
 	var via string
@@ -169,14 +169,17 @@ func endVerdict(res sim.Result, at Place) Verdict {
 		return v
 	}
 	comment := ruleComment(last.Text)
-	kind, _, _ := serviceOfChain(last.Chain)
+	if res.Verdict == sim.Rejected && via == "" && strings.Contains(comment, "has no endpoints") {
+		v.Reason += ": the Service has no endpoints"
+	}
+	kind, _, _ := p.service(last.Chain, last.Text)
 	switch {
 	case kind == "firewall":
 		v.Kind = Filtered
 		v.Reason = "the source is outside loadBalancerSourceRanges"
 	case strings.Contains(comment, "no local endpoints"):
 		v.Reason = comment + ": traffic policy Local keeps the packet on this node, and there is no endpoint here"
-	case strings.Contains(last.Text, "ct state invalid"):
+	case strings.Contains(last.Text, "ct state invalid"), strings.Contains(last.Text, "--ctstate INVALID"):
 		v.Reason = "conntrack state invalid (the packet belongs to no connection)"
 	case res.Verdict == sim.Dropped && last.Detail != "" && v.Reason == "dropped":
 		v.Reason = last.Detail

@@ -44,11 +44,18 @@ type Options struct {
 	Verbose bool
 	// Endpoint picks the endpoint to follow (see Start.Endpoint).
 	Endpoint netip.AddrPort
+	// DataPlane is the --data-plane of the nodes' svcnet proxy, whose rules
+	// the tracer renders, reads back and compares ("": DefaultPlane).
+	DataPlane string
 }
 
 // NewEngine returns an engine over the cluster state and network with the
 // rules mode of opts.
 func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Options) (*Engine, error) {
+	plane, err := PlaneNamed(opts.DataPlane)
+	if err != nil {
+		return nil, err
+	}
 	cidrs := opts.ClusterCIDRs
 	if len(cidrs) == 0 {
 		for _, nd := range net.Nodes {
@@ -60,19 +67,19 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		base.Egress = opts.Egress
 		base.Egress.PodCIDRs = cidrs
 	}
-	rendered := RenderedRules(snap, net, base)
-	kernel := KernelRules(ctx, func(node string) (string, error) {
+	rendered := RenderedRules(plane, snap, net, base)
+	kernel := KernelRules(ctx, plane, func(node string) (string, error) {
 		if ns, ok := net.NetNS[node]; ok {
 			return ns, nil
 		}
 		return "", fmt.Errorf("node %s: its network namespace is unknown (the kernel's rules can be read in a lab, or on the node itself)", node)
 	})
-	e := &Engine{Net: net, Verbose: opts.Verbose}
+	e := &Engine{Net: net, Verbose: opts.Verbose, Plane: plane, Rendered: rendered}
 	switch opts.Rules {
 	case RulesRendered:
-		e.Rules, e.RulesSource = rendered, "rendered from the cluster state as svcnet proxy renders them"
+		e.Rules, e.RulesSource = rendered, renderedSource(plane)
 	case RulesKernel:
-		e.Rules, e.RulesSource = kernel, "read back from each node's kernel"
+		e.Rules, e.RulesSource = kernel, kernelSource(plane)
 	case "", RulesAuto:
 		var live, off []string
 		for _, nd := range net.Nodes {
@@ -90,9 +97,9 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		}
 		switch {
 		case len(off) == 0:
-			e.RulesSource = "read back from each node's kernel"
+			e.RulesSource = kernelSource(plane)
 		case len(live) == 0:
-			e.RulesSource = "rendered from the cluster state as svcnet proxy renders them"
+			e.RulesSource = renderedSource(plane)
 		default:
 			e.RulesSource = fmt.Sprintf("kernel (%s), rendered (%s)", strings.Join(live, ", "), strings.Join(off, ", "))
 		}
@@ -100,6 +107,24 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		return nil, fmt.Errorf("rules %q: want %s, %s or %s", opts.Rules, RulesAuto, RulesKernel, RulesRendered)
 	}
 	return e, nil
+}
+
+// kernelSource says where rules read back come from.
+func kernelSource(p *Plane) string {
+	s := "read back from each node's kernel"
+	if p.name != DefaultPlane {
+		s += " (--data-plane " + p.name + ")"
+	}
+	return s
+}
+
+// renderedSource says where rendered rules come from.
+func renderedSource(p *Plane) string {
+	s := "rendered from the cluster state as svcnet proxy renders them"
+	if p.name != DefaultPlane {
+		s += " (--data-plane " + p.name + ")"
+	}
+	return s
 }
 
 // Run resolves ask against the cluster state and traces it.
@@ -118,7 +143,7 @@ func prepare(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, o
 	if err != nil {
 		return nil, Start{}, Request{}, err
 	}
-	e.Rules = memoRules(e.Rules)
+	e.Rules, e.Rendered = memoRules(e.Rules), memoRules(e.Rendered)
 	st, req, err := Resolve(snap, net, ask)
 	if err != nil {
 		return nil, Start{}, Request{}, err

@@ -126,7 +126,11 @@ func writeStep(b *strings.Builder, s Step) {
 		line += ": " + s.Detail
 	}
 	fmt.Fprintf(b, "    %-11s     %s  %s\n", s.Hook, where, line)
-	if s.Text != "" && s.Action != "no-match" {
+	// A rule that did not match is named by the match that failed, in nft
+	// syntax; the rule itself is shown too when that match is not its text
+	// (a rule translated from iptables).
+	failed, _, _ := strings.Cut(s.Detail, ": ")
+	if s.Text != "" && (s.Action != "no-match" || !strings.Contains(s.Text, failed)) {
 		fmt.Fprintf(b, "    %-11s       rule: %s\n", "", s.Text)
 	}
 }

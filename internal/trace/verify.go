@@ -25,6 +25,9 @@ type Report struct {
 	Probe       string     `json:"probe"`
 	Checks      []HopCheck `json:"checks"`
 	Differences []string   `json:"differences,omitempty"`
+	// Unchecked says, per node, what the kernel could not show and what was
+	// checked instead (a plane whose rules nftrace does not see).
+	Unchecked []string `json:"unchecked,omitempty"`
 }
 
 // HopCheck compares one node pass of the packet or its reply.
@@ -63,8 +66,17 @@ func (r *Report) Write(w io.Writer) error {
 	for _, d := range r.Differences {
 		fmt.Fprintf(b, "  difference: %s\n", d)
 	}
-	if r.OK() {
+	for _, u := range r.Unchecked {
+		fmt.Fprintf(b, "  unchecked: %s\n", u)
+	}
+	switch {
+	case r.OK() && len(r.Unchecked) > 0:
+		fmt.Fprintf(b, "verify: the kernel agrees where it could be checked (%d node passes checked, %d node(s) only in part: see unchecked)\n", len(r.Checks), len(r.Unchecked))
+	case r.OK():
 		fmt.Fprintf(b, "verify: the kernel took the same chains, rules and rewrites (%d node passes checked)\n", len(r.Checks))
+	}
+	if r.Trace.Verdict.Reason == reasonLeft {
+		fmt.Fprintf(b, "verify: the probe's outcome is not compared: the packet leaves the cluster, where the tracer does not follow it\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -140,7 +152,16 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 		}
 	}()
 	table := fmt.Sprintf("svcnet-trace-%d", os.Getpid())
-	handles := map[string]map[string]nftrace.Handles{}
+	handles := map[string]map[string]ruleIndex{}
+	// untraced are the nodes whose plane rules nftrace cannot see, and why.
+	untraced := map[string]string{}
+	// traced keeps the tables of a node whose events are compared.
+	traced := func(node string, tables []*nft.Table) []*nft.Table {
+		if _, ok := untraced[node]; ok {
+			return nil
+		}
+		return tables
+	}
 	for _, node := range nodes {
 		name := net.NetNS[node]
 		if name == "" {
@@ -162,9 +183,14 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			return nil, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 		armed = append(armed, a)
+		if p := e.plane(); p.untraceable != nil {
+			if why := p.untraceable(ctx, ns); why != "" {
+				untraced[node] = why
+			}
+		}
 		tables, err := e.Rules(node)
 		if err == nil {
-			handles[node], err = readHandles(ns, tables)
+			handles[node], err = readHandles(ns, traced(node, tables), false)
 		}
 		ns.Close()
 		if err != nil {
@@ -172,8 +198,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 		}
 	}
 
-	rep := &Report{}
-	rep.Probe, err = probe(ctx, senderNS, st.Packet)
+	probed, err := probe(ctx, senderNS, st.Packet)
 	if err != nil {
 		return nil, err
 	}
@@ -181,12 +206,58 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	if err != nil {
 		return nil, err
 	}
+	// A plane may have rewritten a chain with the same rules (new handles)
+	// since the rules were read: the events name the rules by the handles of
+	// the ruleset the probe met, read now too.
+	for _, node := range nodes {
+		if err := addHandles(node, net.NetNS[node], e, traced, handles[node]); err != nil {
+			return nil, err
+		}
+	}
+
+	// The kernel's events are compared on the nodes where nftrace sees the
+	// plane's tables. Elsewhere (iptables-legacy) none are: even the
+	// nf_tables chains seen there meet the packet in an order against
+	// x_tables' hooks of equal priority that no ruleset records.
+	compared := func(node, table string) bool {
+		if _, ok := untraced[node]; ok {
+			return false
+		}
+		return e.plane().KernelTable(table)
+	}
+	rep := &Report{Probe: probed}
+	// Where the endpoint choice is made on such a node, conntrack says which
+	// endpoint the kernel chose.
+	pinned := -1
+	if first.Choice != nil {
+		if _, ok := untraced[first.Choice.Node]; ok {
+			var diff string
+			pinned, diff, err = conntrackChoice(first, cands, net.NetNS[first.Choice.Node])
+			if err != nil {
+				return nil, err
+			}
+			if diff != "" {
+				rep.Differences = append(rep.Differences, diff)
+			}
+		}
+	}
+	for _, node := range sortedKeys(untraced) {
+		rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("node %s: %s; not checked: the packet's way through the node's chains and rules; checked instead: the rules read back equal the rendered ones, the connection's DNAT in conntrack goes to a traced candidate, and the probe ends as traced", node, untraced[node]))
+		diffs, err := renderedDiffers(e, node)
+		if err != nil {
+			return nil, err
+		}
+		rep.Differences = append(rep.Differences, diffs...)
+	}
 
 	// The candidate whose simulated steps the kernel's events match best.
 	best, bestScore := 0, -1
 	var bestChecks []HopCheck
 	for i, tr := range cands {
-		checks := compareTrace(tr, events, handles)
+		if pinned >= 0 && i != pinned {
+			continue
+		}
+		checks := compareTrace(tr, events, handles, compared)
 		score := 0
 		for _, c := range checks {
 			if c.OK {
@@ -197,7 +268,12 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			best, bestScore, bestChecks = i, score, checks
 		}
 	}
-	rep.Trace, rep.Checks = cands[best], bestChecks
+	rep.Trace = cands[best]
+	for _, c := range bestChecks {
+		if _, ok := untraced[c.Node]; !ok {
+			rep.Checks = append(rep.Checks, c)
+		}
+	}
 	if rep.Trace.Choice != nil {
 		for i := range rep.Trace.Choice.Candidates {
 			c := &rep.Trace.Choice.Candidates[i]
@@ -260,8 +336,13 @@ func chosenOf(tr *Trace) string {
 	return ""
 }
 
-// expectedProbe is how a real connection ends for the trace's verdict.
+// expectedProbe is how a real connection ends for the trace's verdict; ""
+// when the trace cannot say: a packet that leaves the cluster meets what the
+// tracer does not model (whether anything out there answers).
 func expectedProbe(tr *Trace) string {
+	if tr.Verdict.Reason == reasonLeft {
+		return ""
+	}
 	switch tr.Verdict.Kind {
 	case Delivered:
 		if tr.Request.Packet.Proto == "udp" {
@@ -282,20 +363,42 @@ func expectedProbe(tr *Trace) string {
 // readHandles returns the rule handles of the node's tables (those the tracer
 // read its rules from), by family and table ("ip svcnet"): those of the
 // tables themselves when they were read back from the kernel (a table
-// handle), else read from the kernel now.
-func readHandles(ns *netns.NS, tables []*nft.Table) (map[string]nftrace.Handles, error) {
-	out := map[string]nftrace.Handles{}
+// handle) unless fresh, else read from the kernel now.
+func readHandles(ns *netns.NS, tables []*nft.Table, fresh bool) (map[string]ruleIndex, error) {
+	out := map[string]ruleIndex{}
 	for _, t := range tables {
 		h := nftrace.HandlesOf(t)
-		if t.Handle == 0 {
+		if t.Handle == 0 || fresh {
 			var err error
 			if h, err = nftrace.RuleHandles(ns, t.Family, t.Name); err != nil {
 				return nil, err
 			}
 		}
-		out[t.Family.String()+" "+t.Name] = h
+		out[t.Family.String()+" "+t.Name] = ruleIndex{h}
 	}
 	return out, nil
+}
+
+// addHandles adds the handles node's tables whose events are compared
+// (traced) have now, in namespace name, to those read before.
+func addHandles(node, name string, e *Engine, traced func(string, []*nft.Table) []*nft.Table, to map[string]ruleIndex) error {
+	ns, err := netns.Open(name)
+	if err != nil {
+		return fmt.Errorf("verify: node %s: %w", node, err)
+	}
+	defer ns.Close()
+	tables, err := e.Rules(node)
+	if err != nil {
+		return fmt.Errorf("verify: node %s: %w", node, err)
+	}
+	now, err := readHandles(ns, traced(node, tables), true)
+	if err != nil {
+		return fmt.Errorf("verify: node %s: %w", node, err)
+	}
+	for k, gens := range now {
+		to[k] = append(to[k], gens...)
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

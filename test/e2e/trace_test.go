@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/trace"
 )
 
@@ -46,8 +45,19 @@ func traceScenarios(t *testing.T, e *env) {
 		{"LoadBalancer IP, Local: the owner has the endpoint", "client", "default/local-etp", "", trace.Delivered, 1, true},
 		{"LoadBalancer IP outside loadBalancerSourceRanges: filtered", "client", "default/web-lb-ranges", "", trace.Filtered, 0, false},
 	} {
+		// kube-proxy's iptables mode does not reject unknown ports of a
+		// ClusterIP: the packet leaves by the node's default route, where
+		// the tracer does not follow it, egress-masqueraded unless the
+		// proxies know the Service network (on kube they do not).
+		leaves := false
+		if e.l.Info().DataPlane == iptablesPlane && tc.to == web.Spec.ClusterIP+":81" {
+			tc.name, tc.want, tc.rewrites, leaves = "unknown port of a ClusterIP: not rejected by iptables, leaves", trace.Delivered, -1, true
+		}
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			tr, out := verifyTrace(t, e, trace.Ask{From: tc.from, To: tc.to, Proto: tc.proto})
+			if leaves && !strings.Contains(tr.Verdict.Reason, "out of the cluster") {
+				t.Errorf("verdict %s (%s), want the packet to leave the cluster\n%s", tr.Verdict.Kind, tr.Verdict.Reason, out)
+			}
 			if req := tr.Request; !req.EphemeralPort || req.EphemeralNetNS == "" {
 				t.Errorf("source port %d: ephemeral %v, picked in netns %q; want one the sender's kernel picked and held for the probe", req.Packet.Src.Port(), req.EphemeralPort, req.EphemeralNetNS)
 			}
@@ -60,7 +70,7 @@ func traceScenarios(t *testing.T, e *env) {
 			if tc.rewrites >= 0 && tr.Summary.Rewrites != tc.rewrites {
 				t.Errorf("%d rewrites on the way in, want %d\n%s", tr.Summary.Rewrites, tc.rewrites, out)
 			}
-			if tc.want == trace.Delivered {
+			if tc.want == trace.Delivered && !leaves {
 				if len(tr.Reply) == 0 {
 					t.Errorf("no reply path\n%s", out)
 				}
@@ -83,7 +93,7 @@ func verifyTrace(t *testing.T, e *env, ask trace.Ask) (*trace.Trace, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := trace.Verify(e.ctx, snap, tnet, ask, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
+	rep, err := trace.Verify(e.ctx, snap, tnet, ask, e.l.TraceOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +131,14 @@ func labTraceVerify(t *testing.T, e *env, name, from, to string, wants ...string
 func traceCommand(t *testing.T, e *env) {
 	name, reopen := e.release(t)
 	defer reopen()
+	// The endpoint choice names the Service port as the plane's rules do:
+	// kube-proxy's comments name it "ns/name" (the port is unnamed).
+	endpoint := "endpoint  default/web-np:80/tcp"
+	if e.l.Info().DataPlane == iptablesPlane {
+		endpoint = "endpoint  default/web-np, cluster endpoints"
+	}
 	labTraceVerify(t, e, name, "client", "default/web-np",
-		"(Service default/web-np, NodePort)", "DNAT ", "endpoint  default/web-np:80/tcp", "un-DNAT", "summary: 2 rewrites")
+		"(Service default/web-np, NodePort)", "DNAT ", endpoint, "un-DNAT", "summary: 2 rewrites")
 	svg, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "-o", "svg").Output()
 	if err != nil {
 		t.Fatalf("svcnet lab trace -o svg: %v", err)

@@ -10,6 +10,12 @@
 // iptables-nft, the nf_tables ruleset generation as well: GenerationWatch,
 // generation.go), Probe of every extension it uses, Cleanup.
 //
+// For the tracer, Rules (explain.go) is the plane's dataplane.Explainer and
+// Translate (translate.go) turns the tables, rendered or read back with
+// iptables-save (ReadKernel), into nf_tables tables the packet simulator
+// runs, rule for rule, each keeping its text; AdoptHandles gives them
+// iptables-nft's rule handles, which the kernel's trace events name.
+//
 // Layout (kube-proxy's pkg/proxy/iptables, chain for chain):
 //
 //	nat    PREROUTING, OUTPUT -> KUBE-SERVICES: per frontend a rule to the

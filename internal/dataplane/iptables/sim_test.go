@@ -320,66 +320,77 @@ func nearest(f float64) string {
 	return fmt.Sprint(f)
 }
 
+// featureRow is one packet of a feature row and its fates: which
+// endpoints, with what chance, masqueraded or not, or dropped or rejected.
+type featureRow struct {
+	name   string
+	src    netip.AddrPort
+	dst    string
+	proto  string
+	output bool
+	want   []string
+}
+
+var (
+	ap                             = netip.MustParseAddrPort
+	pod, client, nodeSrc, outsider = ap("192.168.1.5:40000"), ap("172.26.236.10:40000"), ap("172.26.236.177:40000"), ap("10.1.1.1:40000")
+)
+
+// featureRows are the packets walked through the rendered feature table
+// (featureTable of testNode).
+var featureRows = []featureRow{
+	{"ClusterIP from a pod: every endpoint, source kept", pod, "10.96.0.20:80", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 1/3", "dnat 192.168.2.10:8080 1/3", "dnat 192.168.3.10:8080 1/3"}},
+	{"ClusterIP from outside the cluster: masqueraded", client, "10.96.0.20:80", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 masq 1/3", "dnat 192.168.2.10:8080 masq 1/3", "dnat 192.168.3.10:8080 masq 1/3"}},
+	{"ClusterIP from the node: masqueraded", nodeSrc, "10.96.0.20:80", "tcp", true,
+		[]string{"dnat 192.168.1.10:8080 masq 1/3", "dnat 192.168.2.10:8080 masq 1/3", "dnat 192.168.3.10:8080 masq 1/3"}},
+	{"NodePort from a client: masqueraded", client, "172.26.236.177:30080", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 masq 1/2", "dnat 192.168.2.10:8080 masq 1/2"}},
+	{"NodePort on another address: not a Service", client, "172.26.236.178:30080", "tcp", false, []string{"pass 1"}},
+	{"LB IP: masqueraded", client, "172.26.236.180:80", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 masq 1/2", "dnat 192.168.2.10:8080 masq 1/2"}},
+	{"LB IP from inside the source ranges", client, "172.26.236.181:80", "tcp", false, []string{"dnat 192.168.2.10:8080 masq 1"}},
+	{"LB IP from outside the source ranges: dropped", outsider, "172.26.236.181:80", "tcp", false, []string{"drop 1"}},
+	{"LB IP in the ranges from the node itself", nodeSrc, "172.26.236.181:80", "tcp", true, []string{"dnat 192.168.2.10:8080 masq 1"}},
+	{"NodePort ignores source ranges", outsider, "172.26.236.177:30082", "tcp", false, []string{"dnat 192.168.2.10:8080 masq 1"}},
+	{"external IP, UDP", client, "172.26.236.190:53", "udp", false, []string{"dnat 192.168.2.10:5353 masq 1"}},
+	{"SCTP", pod, "10.96.0.25:9999", "sctp", false, []string{"dnat 192.168.2.10:9999 1"}},
+	{"no endpoints: ClusterIP rejected", pod, "10.96.0.26:80", "tcp", false, []string{"reject 1"}},
+	{"no endpoints: LB IP rejected", client, "172.26.236.182:80", "tcp", false, []string{"reject 1"}},
+	{"no endpoints: external IP rejected", client, "172.26.236.191:80", "tcp", false, []string{"reject 1"}},
+	{"no endpoints: NodePort rejected", client, "172.26.236.177:30083", "tcp", false, []string{"reject 1"}},
+	{"ETP Local from outside: local endpoint, client kept", client, "172.26.236.183:80", "tcp", false, []string{"dnat 192.168.1.10:8080 1"}},
+	{"ETP Local NodePort from outside", client, "172.26.236.177:30084", "tcp", false, []string{"dnat 192.168.1.10:8080 1"}},
+	{"ETP Local from a pod: short-circuit to every endpoint", pod, "172.26.236.183:80", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 1/2", "dnat 192.168.2.10:8080 1/2"}},
+	{"ETP Local from the node: short-circuit, masqueraded", nodeSrc, "172.26.236.183:80", "tcp", true,
+		[]string{"dnat 192.168.1.10:8080 masq 1/2", "dnat 192.168.2.10:8080 masq 1/2"}},
+	{"ETP Local without local endpoint: LB dropped", client, "172.26.236.184:80", "tcp", false, []string{"drop 1"}},
+	{"ETP Local without local endpoint: NodePort dropped", client, "172.26.236.177:30085", "tcp", false, []string{"drop 1"}},
+	{"ETP Local without local endpoint: external IP dropped", client, "172.26.236.192:80", "tcp", false, []string{"drop 1"}},
+	{"ETP Local without local endpoint: pods still short-circuit", pod, "172.26.236.184:80", "tcp", false, []string{"dnat 192.168.2.10:8080 1"}},
+	{"ITP Local: local endpoint only", pod, "10.96.0.29:80", "tcp", false, []string{"dnat 192.168.1.10:8080 1"}},
+	{"ITP Local without local endpoint: dropped", pod, "10.96.0.30:80", "tcp", false, []string{"drop 1"}},
+	{"ITP Local, NodePort: every endpoint", client, "172.26.236.177:30086", "tcp", false, []string{"dnat 192.168.2.10:8080 masq 1"}},
+	{"ITP Local, ClusterIP without local endpoint: dropped", pod, "10.96.0.31:80", "tcp", false, []string{"drop 1"}},
+	{"hairpin: an endpoint to its own Service is masqueraded", ap("192.168.1.10:40000"), "10.96.0.29:80", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 masq 1"}},
+	{"affinity, first connection: every endpoint", pod, "10.96.0.32:80", "tcp", false,
+		[]string{"dnat 192.168.1.10:8080 1/2", "dnat 192.168.2.10:8080 1/2"}},
+	{"terminating endpoints when none is ready", pod, "10.96.0.33:80", "tcp", false,
+		[]string{"dnat 192.168.2.11:8080 1/2", "dnat 192.168.3.11:8080 1/2"}},
+	{"IPv6 ClusterIP from a pod", ap("[fd00:192:168:1::5]:40000"), "[fd00:96::34]:80", "tcp", false,
+		[]string{"dnat [fd00:192:168:1::10]:8080 1/2", "dnat [fd00:192:168:2::10]:8080 1/2"}},
+	{"IPv6 NodePort from a client", ap("[fd00:26:236::10]:40000"), "[fd00:26:236::177]:30087", "tcp", false,
+		[]string{"dnat [fd00:192:168:1::10]:8080 masq 1/2", "dnat [fd00:192:168:2::10]:8080 masq 1/2"}},
+}
+
 // TestSimulatedFeatureRows walks packets of each feature row through the
 // rendered feature table and checks where they go: which endpoints, with
 // what chance, masqueraded or not, or dropped or rejected.
 func TestSimulatedFeatureRows(t *testing.T) {
-	ap := netip.MustParseAddrPort
-	pod, client, node, outsider := ap("192.168.1.5:40000"), ap("172.26.236.10:40000"), ap("172.26.236.177:40000"), ap("10.1.1.1:40000")
-	for _, tc := range []struct {
-		name   string
-		src    netip.AddrPort
-		dst    string
-		proto  string
-		output bool
-		want   []string
-	}{
-		{"ClusterIP from a pod: every endpoint, source kept", pod, "10.96.0.20:80", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 1/3", "dnat 192.168.2.10:8080 1/3", "dnat 192.168.3.10:8080 1/3"}},
-		{"ClusterIP from outside the cluster: masqueraded", client, "10.96.0.20:80", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 masq 1/3", "dnat 192.168.2.10:8080 masq 1/3", "dnat 192.168.3.10:8080 masq 1/3"}},
-		{"ClusterIP from the node: masqueraded", node, "10.96.0.20:80", "tcp", true,
-			[]string{"dnat 192.168.1.10:8080 masq 1/3", "dnat 192.168.2.10:8080 masq 1/3", "dnat 192.168.3.10:8080 masq 1/3"}},
-		{"NodePort from a client: masqueraded", client, "172.26.236.177:30080", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 masq 1/2", "dnat 192.168.2.10:8080 masq 1/2"}},
-		{"NodePort on another address: not a Service", client, "172.26.236.178:30080", "tcp", false, []string{"pass 1"}},
-		{"LB IP: masqueraded", client, "172.26.236.180:80", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 masq 1/2", "dnat 192.168.2.10:8080 masq 1/2"}},
-		{"LB IP from inside the source ranges", client, "172.26.236.181:80", "tcp", false, []string{"dnat 192.168.2.10:8080 masq 1"}},
-		{"LB IP from outside the source ranges: dropped", outsider, "172.26.236.181:80", "tcp", false, []string{"drop 1"}},
-		{"LB IP in the ranges from the node itself", node, "172.26.236.181:80", "tcp", true, []string{"dnat 192.168.2.10:8080 masq 1"}},
-		{"NodePort ignores source ranges", outsider, "172.26.236.177:30082", "tcp", false, []string{"dnat 192.168.2.10:8080 masq 1"}},
-		{"external IP, UDP", client, "172.26.236.190:53", "udp", false, []string{"dnat 192.168.2.10:5353 masq 1"}},
-		{"SCTP", pod, "10.96.0.25:9999", "sctp", false, []string{"dnat 192.168.2.10:9999 1"}},
-		{"no endpoints: ClusterIP rejected", pod, "10.96.0.26:80", "tcp", false, []string{"reject 1"}},
-		{"no endpoints: LB IP rejected", client, "172.26.236.182:80", "tcp", false, []string{"reject 1"}},
-		{"no endpoints: external IP rejected", client, "172.26.236.191:80", "tcp", false, []string{"reject 1"}},
-		{"no endpoints: NodePort rejected", client, "172.26.236.177:30083", "tcp", false, []string{"reject 1"}},
-		{"ETP Local from outside: local endpoint, client kept", client, "172.26.236.183:80", "tcp", false, []string{"dnat 192.168.1.10:8080 1"}},
-		{"ETP Local NodePort from outside", client, "172.26.236.177:30084", "tcp", false, []string{"dnat 192.168.1.10:8080 1"}},
-		{"ETP Local from a pod: short-circuit to every endpoint", pod, "172.26.236.183:80", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 1/2", "dnat 192.168.2.10:8080 1/2"}},
-		{"ETP Local from the node: short-circuit, masqueraded", node, "172.26.236.183:80", "tcp", true,
-			[]string{"dnat 192.168.1.10:8080 masq 1/2", "dnat 192.168.2.10:8080 masq 1/2"}},
-		{"ETP Local without local endpoint: LB dropped", client, "172.26.236.184:80", "tcp", false, []string{"drop 1"}},
-		{"ETP Local without local endpoint: NodePort dropped", client, "172.26.236.177:30085", "tcp", false, []string{"drop 1"}},
-		{"ETP Local without local endpoint: external IP dropped", client, "172.26.236.192:80", "tcp", false, []string{"drop 1"}},
-		{"ETP Local without local endpoint: pods still short-circuit", pod, "172.26.236.184:80", "tcp", false, []string{"dnat 192.168.2.10:8080 1"}},
-		{"ITP Local: local endpoint only", pod, "10.96.0.29:80", "tcp", false, []string{"dnat 192.168.1.10:8080 1"}},
-		{"ITP Local without local endpoint: dropped", pod, "10.96.0.30:80", "tcp", false, []string{"drop 1"}},
-		{"ITP Local, NodePort: every endpoint", client, "172.26.236.177:30086", "tcp", false, []string{"dnat 192.168.2.10:8080 masq 1"}},
-		{"ITP Local, ClusterIP without local endpoint: dropped", pod, "10.96.0.31:80", "tcp", false, []string{"drop 1"}},
-		{"hairpin: an endpoint to its own Service is masqueraded", ap("192.168.1.10:40000"), "10.96.0.29:80", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 masq 1"}},
-		{"affinity, first connection: every endpoint", pod, "10.96.0.32:80", "tcp", false,
-			[]string{"dnat 192.168.1.10:8080 1/2", "dnat 192.168.2.10:8080 1/2"}},
-		{"terminating endpoints when none is ready", pod, "10.96.0.33:80", "tcp", false,
-			[]string{"dnat 192.168.2.11:8080 1/2", "dnat 192.168.3.11:8080 1/2"}},
-		{"IPv6 ClusterIP from a pod", ap("[fd00:192:168:1::5]:40000"), "[fd00:96::34]:80", "tcp", false,
-			[]string{"dnat [fd00:192:168:1::10]:8080 1/2", "dnat [fd00:192:168:2::10]:8080 1/2"}},
-		{"IPv6 NodePort from a client", ap("[fd00:26:236::10]:40000"), "[fd00:26:236::177]:30087", "tcp", false,
-			[]string{"dnat [fd00:192:168:1::10]:8080 masq 1/2", "dnat [fd00:192:168:2::10]:8080 masq 1/2"}},
-	} {
+	for _, tc := range featureRows {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := ap(tc.dst)
 			s := newSimulator(t, Render(featureTable(t, testNode()), ipfamily.Of(dst.Addr())))

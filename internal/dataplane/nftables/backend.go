@@ -483,7 +483,9 @@ type Rules struct{ Families []ipfamily.Family }
 var _ dataplane.Explainer = Rules{}
 
 // Render returns Render(t, r.Families...).
-func (r Rules) Render(t *servicetable.Table) []*nft.Table { return Render(t, r.Families...) }
+func (r Rules) Render(t *servicetable.Table) ([]*nft.Table, error) {
+	return Render(t, r.Families...), nil
+}
 
 // Owns reports whether a table of this name is svcnet proxy's (IsTable).
 func (Rules) Owns(table string) bool { return IsTable(table) }

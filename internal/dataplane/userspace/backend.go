@@ -346,7 +346,9 @@ type Rules struct {
 }
 
 // Render returns the tables Sync programs for t with r.Ports' proxy ports.
-func (r Rules) Render(t *servicetable.Table) []*nft.Table { return Render(t, r.Ports, r.Families...) }
+func (r Rules) Render(t *servicetable.Table) ([]*nft.Table, error) {
+	return Render(t, r.Ports, r.Families...), nil
+}
 
 // Owns reports whether a table of this name is the userspace plane's.
 func (Rules) Owns(table string) bool { return table == TableName }

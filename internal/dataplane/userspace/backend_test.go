@@ -45,7 +45,11 @@ func kernelDump(t *testing.T, k nft.Conn) string {
 // tbl's served entries want.
 func kernelMatches(t *testing.T, k nft.Conn, b *Backend, tbl *servicetable.Table) {
 	t.Helper()
-	if d := cmp.Diff(renderAll(b.Explainer().Render(tbl)), kernelDump(t, k)); d != "" {
+	rendered, err := b.Explainer().Render(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(renderAll(rendered), kernelDump(t, k)); d != "" {
 		t.Fatalf("kernel differs from a render with the proxy's ports (-want +got):\n%s", d)
 	}
 	var want, got []string
@@ -271,7 +275,11 @@ func TestBackendExplainer(t *testing.T) {
 	if _, err := b.Sync(context.Background(), tbl, false); err != nil {
 		t.Fatal(err)
 	}
-	got := renderAll(b.Explainer().Render(tbl))
+	rendered, err := b.Explainer().Render(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := renderAll(rendered)
 	if !strings.Contains(got, "redirect to :") || got != kernelDump(t, k) {
 		t.Errorf("Explainer().Render differs from the kernel")
 	}

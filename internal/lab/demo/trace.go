@@ -35,7 +35,7 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 		return err
 	}
 	ask := trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", nodePort)}
-	rep, err := trace.Verify(ctx, snap, net, ask, trace.Options{ClusterCIDRs: lab.ClusterCIDRs()})
+	rep, err := trace.Verify(ctx, snap, net, ask, l.TraceOptions())
 	if err != nil {
 		return err
 	}

@@ -33,8 +33,11 @@ type ruleKey struct {
 	rule *nft.Rule
 }
 
-// ruleText returns r rendered for family f.
+// ruleText returns r rendered for family f, or its Source when it has one.
 func (s *Simulator) ruleText(f ipfamily.Family, r *nft.Rule) string {
+	if r.Source != "" {
+		return r.Source
+	}
 	k := ruleKey{f, r}
 	t, ok := s.texts[k]
 	if !ok {

@@ -186,7 +186,8 @@ type Step struct {
 	Chain string
 	// Rule is the rule's index in Chain, or -1 when the step is not a rule's.
 	Rule int
-	// Text is the rule in nft syntax (nft.Rule.Render), "" when Rule is -1.
+	// Text is the rule in nft syntax (nft.Rule.Render), or the rule as
+	// written when it was translated (nft.Rule.Source); "" when Rule is -1.
 	Text   string
 	Action Action
 	// Target is the chain jumped or gone to (ActJump, ActGoto), or returned
