@@ -222,7 +222,7 @@ func (w *walk) atNode(nd *NodeNet, at Place, in, iif string, t Tuple, reply bool
 	if in == "" {
 		path = sim.PathOutput
 	}
-	ctx := sim.Context{LocalAddrs: nd.LocalAddrs(), Path: path, InIface: iif, EgressAddr: nd.Egress}
+	ctx := sim.Context{LocalAddrs: nd.LocalAddrs(), Path: path, InIface: iif, EgressAddr: nd.Egress, IfaceAddr: nd.IfaceAddr}
 	p, err := simPacket(t)
 	if err != nil {
 		return Hop{}, sim.Result{}, err

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
+
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -110,6 +112,20 @@ func (nd *NodeNet) podCIDR(v6 bool) (netip.Prefix, bool) {
 func (nd *NodeNet) gatewayOf(v6 bool) netip.Addr {
 	if p, ok := nd.podCIDR(v6); ok {
 		return p.Masked().Addr().Next()
+	}
+	return netip.Addr{}
+}
+
+// IfaceAddr returns the primary address of family f of the node's interface
+// name (what a redirect sends a packet arriving on it to): the node address
+// on its uplink, the gateway on its pod bridge; invalid for any other.
+func (nd *NodeNet) IfaceAddr(name string, f ipfamily.Family) netip.Addr {
+	v6 := f == ipfamily.IPv6
+	switch name {
+	case NodeIface:
+		return nd.Addr(v6)
+	case Bridge:
+		return nd.gatewayOf(v6)
 	}
 	return netip.Addr{}
 }

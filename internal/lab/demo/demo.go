@@ -186,7 +186,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		d.check(code == want, "node%d answers %d", i, want)
 	}
-	if err := d.traceNodePort(ctx, l, svc, client, node1, o.SVG); err != nil {
+	if err := d.traceNodePort(ctx, l, svc, pods, client, node1, o.SVG); err != nil {
 		return err
 	}
 	if len(d.failed) > 0 {

@@ -17,7 +17,7 @@ import (
 // traceNodePort ends the demo: my-nginx back to externalTrafficPolicy Cluster,
 // and the trace of one request from the client to node1's NodePort, verified
 // against the kernel's own trace events, with its diagram written to svg.
-func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Service, client lab.Place, node1URL, svg string) error {
+func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Service, pods []*corev1.Pod, client lab.Place, node1URL, svg string) error {
 	nodePort := svc.Spec.Ports[0].NodePort
 	d.say("Back to externalTrafficPolicy Cluster, and trace one request from the client to node1's NodePort %d: every hop, hook, chain, rule and rewrite, and the way back, checked against the kernel's own trace (svcnet lab trace client node1:%d --verify).", nodePort, nodePort)
 	back := svc.DeepCopy()
@@ -30,14 +30,44 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 	if err := waitAnswer(ctx, l, client, node1URL); err != nil {
 		return err
 	}
-	snap, net, err := l.TraceNetwork(ctx)
+	ask := trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", nodePort)}
+	rep, err := d.verify(ctx, l, ask)
 	if err != nil {
 		return err
 	}
-	ask := trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", nodePort)}
+	if d.plane == "userspace" {
+		// The first leg ends at node1's proxy port; the proxy's own
+		// connection to a pod is the second, traced on its own.
+		d.check(rep.Trace.Summary.Rewrites == 1 && rep.Trace.Summary.ReplyRewrites == 1,
+			"one rewrite on the way in (the redirect to node1's proxy port), undone by conntrack on the way back")
+		pod := pods[0]
+		d.say("The second leg: node1's svcnet proxy accepted the connection on its proxy port and opened its own, from node1 to a pod (round robin; on a failed connect, the next pod). Trace that connection to %s (svcnet lab trace node1 %s:80 --verify):", pod.Name, pod.Status.PodIP)
+		if _, err := d.verify(ctx, l, trace.Ask{From: "node1", To: pod.Status.PodIP + ":80"}); err != nil {
+			return err
+		}
+	} else {
+		d.check(rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
+			"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (\"The Packet's-Eye View of a Kubernetes Service\" counts five on its hostPort path)")
+	}
+	if svg != "" {
+		if err := os.WriteFile(svg, diagram.SVG(rep.Trace), 0o644); err != nil {
+			return fmt.Errorf("trace diagram: %w", err)
+		}
+		fmt.Fprintf(d.out, "    diagram: %s\n", svg)
+	}
+	return nil
+}
+
+// verify traces ask in the lab, prints the trace and the comparison with the
+// kernel's trace events, checks that they agree, and returns the report.
+func (d *demo) verify(ctx context.Context, l *lab.Lab, ask trace.Ask) (*trace.Report, error) {
+	snap, net, err := l.TraceNetwork(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rep, err := trace.Verify(ctx, snap, net, ask, l.TraceOptions())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := indented(d.out, func(w io.Writer) error {
 		if err := trace.WriteText(w, rep.Trace); err != nil {
@@ -46,16 +76,8 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 		fmt.Fprintln(w)
 		return rep.Write(w)
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	d.check(rep.OK(), "the kernel took the traced chains, rules and rewrites")
-	d.check(rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
-		"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (\"The Packet's-Eye View of a Kubernetes Service\" counts five on its hostPort path)")
-	if svg != "" {
-		if err := os.WriteFile(svg, diagram.SVG(rep.Trace), 0o644); err != nil {
-			return fmt.Errorf("trace diagram: %w", err)
-		}
-		fmt.Fprintf(d.out, "    diagram: %s\n", svg)
-	}
-	return nil
+	return rep, nil
 }
