@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -94,20 +95,39 @@ const (
 // events, and compares them with the simulated steps of the path the kernel
 // took (the endpoint the kernel chose picks among the traced candidates).
 // Every place's network namespace must be known (Network.NetNS).
+//
+// When the kernel's rules changed between their read and the probe (a plane
+// rewrote a chain: its rules moved), the kernel's events cannot be held
+// against the simulation of the rules read: Verify then starts again, with
+// the rules read anew, at most verifyAttempts times in all.
 func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Report, error) {
+	for attempt := 1; ; attempt++ {
+		rep, moved, err := verifyOnce(ctx, snap, net, ask, opts)
+		if err != nil || rep.OK() || !moved || attempt == verifyAttempts {
+			return rep, err
+		}
+	}
+}
+
+// verifyAttempts bounds Verify's attempts when the rules change under it.
+const verifyAttempts = 3
+
+// verifyOnce is one attempt of Verify; moved reports whether the rule
+// handles of a traced table changed between the rules' read and the probe.
+func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (rep *Report, moved bool, err error) {
 	e, st, req, err := prepare(ctx, snap, net, ask, opts)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	senderNS := net.NetNS[st.From.Name]
 	if senderNS == "" {
-		return nil, fmt.Errorf("verify: the network namespace of %s is unknown (give --netns %s=NETNS)", st.From, st.From.Name)
+		return nil, false, fmt.Errorf("verify: the network namespace of %s is unknown (give --netns %s=NETNS)", st.From, st.From.Name)
 	}
 	if req.EphemeralPort && (st.Packet.Proto == "tcp" || st.Packet.Proto == "udp") {
 		// The sender's kernel picks the port, so the probe can bind it.
 		rp, err := reservePort(senderNS, st.Packet.Proto, st.Packet.Src.Addr())
 		if err != nil {
-			return nil, fmt.Errorf("verify: %s: %w", st.From, err)
+			return nil, false, fmt.Errorf("verify: %s: %w", st.From, err)
 		}
 		defer rp.Close()
 		st.Packet.Src = netip.AddrPortFrom(st.Packet.Src.Addr(), rp.Port)
@@ -115,7 +135,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	}
 	first, err := e.Trace(st, req)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	cands := []*Trace{first}
 	if first.Choice != nil && !opts.Endpoint.IsValid() {
@@ -128,7 +148,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			s.Endpoint = ep
 			tr, err := e.Trace(s, req)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			cands = append(cands, tr)
 		}
@@ -165,22 +185,22 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	for _, node := range nodes {
 		name := net.NetNS[node]
 		if name == "" {
-			return nil, fmt.Errorf("verify: the network namespace of node %s is unknown (give --netns %s=NETNS)", node, node)
+			return nil, false, fmt.Errorf("verify: the network namespace of node %s is unknown (give --netns %s=NETNS)", node, node)
 		}
 		ns, err := netns.Open(name)
 		if err != nil {
-			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+			return nil, false, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 		l, err := nftrace.Listen(ns)
 		if err != nil {
 			ns.Close()
-			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+			return nil, false, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 		listeners[node] = l
 		a, err := nftrace.Arm(ns, table, matches[node])
 		if err != nil {
 			ns.Close()
-			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+			return nil, false, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 		armed = append(armed, a)
 		if p := e.plane(); p.untraceable != nil {
@@ -194,24 +214,29 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 		}
 		ns.Close()
 		if err != nil {
-			return nil, fmt.Errorf("verify: node %s: %w", node, err)
+			return nil, false, fmt.Errorf("verify: node %s: %w", node, err)
 		}
 	}
 
 	probed, err := probe(ctx, senderNS, st.Packet)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	events, err := collectAll(ctx, nodes, listeners)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// A plane may have rewritten a chain with the same rules (new handles)
 	// since the rules were read: the events name the rules by the handles of
 	// the ruleset the probe met, read now too.
 	for _, node := range nodes {
 		if err := addHandles(node, net.NetNS[node], e, traced, handles[node]); err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		for _, gens := range handles[node] {
+			if len(gens) > 1 && !maps.EqualFunc(gens[0], gens[len(gens)-1], slices.Equal) {
+				moved = true
+			}
 		}
 	}
 
@@ -225,7 +250,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 		}
 		return e.plane().KernelTable(table)
 	}
-	rep := &Report{Probe: probed}
+	rep = &Report{Probe: probed}
 	// Where the endpoint choice is made on such a node, conntrack says which
 	// endpoint the kernel chose.
 	pinned := -1
@@ -234,7 +259,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 			var diff string
 			pinned, diff, err = conntrackChoice(first, cands, net.NetNS[first.Choice.Node])
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if diff != "" {
 				rep.Differences = append(rep.Differences, diff)
@@ -245,7 +270,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 		rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("node %s: %s; not checked: the packet's way through the node's chains and rules; checked instead: the rules read back equal the rendered ones, the connection's DNAT in conntrack goes to a traced candidate, and the probe ends as traced", node, untraced[node]))
 		diffs, err := renderedDiffers(e, node)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		rep.Differences = append(rep.Differences, diffs...)
 	}
@@ -288,7 +313,7 @@ func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, op
 	if want := expectedProbe(rep.Trace); want != "" && !strings.HasPrefix(rep.Probe, want) {
 		rep.Differences = append(rep.Differences, fmt.Sprintf("the probe %s, but the trace says %s", rep.Probe, rep.Trace.Verdict.Kind))
 	}
-	return rep, nil
+	return rep, moved, nil
 }
 
 // collectAll reads every node's trace events at once; a node whose events

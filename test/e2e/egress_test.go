@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
+
 	"github.com/svcnet/svcnet/internal/echo"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -128,7 +130,10 @@ func egressScenarios(t *testing.T, e *env) {
 		}
 		for _, h := range tr.Hops {
 			for _, rw := range h.Rewrites {
-				if rw.Kind != trace.RewriteSNAT || !strings.Contains(rw.By, "egress-masquerading") || rw.After.Src.Addr() != topology.NodeAddr(1) {
+				// The egress chain: the nftables and userspace planes'
+				// egress-masquerading, the iptables plane's SVCNET-EGRESS-MASQ.
+				egress := strings.Contains(rw.By, "egress-masquerading") || strings.Contains(rw.By, iptplane.ChainEgressMasq)
+				if rw.Kind != trace.RewriteSNAT || !egress || rw.After.Src.Addr() != topology.NodeAddr(1) {
 					t.Errorf("rewrite %s by %s to %s: want the egress masquerade to node1's address\n%s", rw.Kind, rw.By, rw.After, out)
 				}
 			}

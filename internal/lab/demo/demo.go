@@ -80,6 +80,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := d.planeRules(ctx, l, svc, pods); err != nil {
 		return err
 	}
+	if err := waitServed(ctx, l, svc.Spec.Ports[0].NodePort, pods); err != nil {
+		return err
+	}
 	nodePort, hcPort := svc.Spec.Ports[0].NodePort, int32(0)
 
 	d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods; when it picks the asking pod itself (hairpin), it also masquerades, so that pod sees its node's gateway address %s.", pods[0].Name, svc.Spec.ClusterIP, topology.Gateway4(topology.NodeIndex(pods[0].Spec.NodeName)))
@@ -348,6 +351,33 @@ func waitAnswer(ctx context.Context, l *lab.Lab, from lab.Place, url string) err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// waitServed waits (bounded) until every node's proxy sends my-nginx's
+// traffic to all its pods: until each pod has answered through every
+// node's NodePort (externalTrafficPolicy Cluster), so that the counted
+// requests of the demo's steps meet rules with every endpoint.
+func waitServed(ctx context.Context, l *lab.Lab, nodePort int32, pods []*corev1.Pod) error {
+	client := lab.Place{NS: l.Names().Client()}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 1; i <= 3; i++ {
+		url := fmt.Sprintf("http://%s:%d/", topology.NodeAddr(i), nodePort)
+		seen := map[string]bool{}
+		for len(seen) < len(pods) {
+			hits, err := l.Curl(ctx, client, url, 1, time.Second)
+			if err != nil {
+				return err
+			}
+			if hits[0].Err == nil {
+				seen[hits[0].Reply.Pod] = true
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("node%d's NodePort %d: answered only by %v after 30s", i, nodePort, seen)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // waitHealth waits (bounded) until node i serves healthCheckNodePort port with 200.
