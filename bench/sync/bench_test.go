@@ -169,28 +169,30 @@ func reportText(rs []Result, population []string, changes int, took time.Duratio
 	}
 	b.WriteString(`full sync: elapsed= of the proxy's first full "SyncProxyRules complete" (v=2; kube-proxy: IPv4);
 ready: process start to that log line. change: just before the Service Create call to the
-NEWSETELEM netlink event of its ClusterIP in map service-ips (iptables tools: the NEWRULE
-event of the rule of chain KUBE-SERVICES, table ip nat, matching its ClusterIP and jumping
-to its chain) (the Service's EndpointSlice existed before); serial, each one min-sync-period+200ms after the log line of the sync
-that wrote the previous one; both tools at their defaults (--min-sync-period 1s,
---sync-period 30s: svcnet syncs every 30s on its own, kube-proxy's nftables mode hourly,
-its iptables mode every 30s).
+netlink event of its frontend (the Service's EndpointSlice existed before): nftables tools,
+the NEWSETELEM of its ClusterIP in map service-ips; iptables tools, the NEWRULE of its rule
+in chain KUBE-SERVICES of table ip nat (destination its ClusterIP, a jump to its chain).
+Serial, each one min-sync-period+200ms after the log line of the sync that wrote the
+previous one; every tool at its defaults (--min-sync-period 1s, --sync-period 30s: svcnet
+syncs every 30s on its own, kube-proxy's nftables mode hourly, its iptables mode every 30s).
 p50/p99: nearest rank (p99 of 50 samples is the largest).
 API create p50, create p99: the Create call alone (included in the change latency: the apiserver
 allocates the ClusterIP before any watcher sees the Service; in kube-apiserver v1.36 each
 allocation recounts every IPAddress object for its metrics, ipallocator.go createIPAddress:
 Used() and Free(), an O(Services) step).
 prog p50/p99: programming latency, the proxy's own part: from the arrival of the Service's
-watch event at the bench (a watcher of the same apiserver, as the proxy is) to the element in
+watch event at the bench (a watcher of the same apiserver, as the proxy is) to its frontend in
 the kernel; below zero when the kernel had it first.
 RSS: VmRSS after the first full sync; RSS end: after the last change; peak: VmHWM at the end.
-The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet of the same
-layout (svcnet / kube-proxy, svcnet-iptables / kube-proxy-iptables; ratio(RSS): RSS after the
-full sync).
+The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet, each svcnet
+tool against the kube-proxy mode of its layout (svcnet against kube-proxy, svcnet-iptables
+against kube-proxy-iptables); ratio(RSS): RSS after the full sync.
 `)
 	fmt.Fprintf(&b, "changes wanted per run: %d\n\n", changes)
 	b.WriteString(Summary(rs))
-	b.WriteString("reference (docs/reference.md, upstream kube-proxy at 10k on this machine kind): 11.2s full, 3.3-3.8s per change, 326MB\n")
+	if measured(rs, ToolSvcnet, ToolKubeProxy) || !measured(rs, ToolSvcnetIPTables, ToolKubeProxyIPTables) {
+		b.WriteString("reference (docs/reference.md, upstream kube-proxy at 10k on this machine kind): 11.2s full, 3.3-3.8s per change, 326MB\n")
+	}
 	if measured(rs, ToolSvcnetIPTables, ToolKubeProxyIPTables) {
 		b.WriteString("reference (docs/reference.md, upstream kube-proxy iptables mode at 10k): 40.4s full, 0.9-1.8s per later sync after one change\n")
 	}
