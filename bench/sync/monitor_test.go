@@ -90,7 +90,8 @@ func iptablesRestoreIn(t *testing.T, ns *netns.NS, rules string) {
 // The monitor of the iptables layout sees the KUBE-SERVICES rule of a
 // ClusterIP written by iptables-nft-restore, as kube-proxy and svcnet's
 // iptables plane write it, and ignores rules that are not frontends: another
-// chain, another table, a masked address, a rule without a jump.
+// chain, another table, a masked address, a rule without a jump, svcnet's
+// KUBE-NODEPORTS rule (an address without a port).
 func TestMonitorSeesIPTablesFrontend(t *testing.T) {
 	if _, err := exec.LookPath("iptables-nft-restore"); err != nil {
 		t.Fatalf("iptables-nft-restore: %v", err)
@@ -114,8 +115,10 @@ COMMIT
 :KUBE-SERVICES - [0:0]
 :KUBE-MARK-MASQ - [0:0]
 :KUBE-SVC-OTHER - [0:0]
+:KUBE-NODEPORTS - [0:0]
 -A KUBE-SERVICES -d 10.96.0.0/16 -p tcp -j KUBE-SVC-OTHER
 -A KUBE-SERVICES -d 10.96.0.22/32 -p tcp -m tcp --dport 80 -j ACCEPT
+-A KUBE-SERVICES -d 10.96.0.24/32 -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
 -A KUBE-SVC-OTHER -d 10.96.0.23/32 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ
 COMMIT
 `)
@@ -134,7 +137,7 @@ COMMIT
 	if at.Before(before) || time.Since(at) > 5*time.Second {
 		t.Errorf("arrival %v not between the restore (%v) and now", at, before)
 	}
-	for _, ip := range []string{"10.96.0.0", "10.96.0.20", "10.96.0.21", "10.96.0.22", "10.96.0.23"} {
+	for _, ip := range []string{"10.96.0.0", "10.96.0.20", "10.96.0.21", "10.96.0.22", "10.96.0.23", "10.96.0.24"} {
 		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		if _, err := m.Wait(sctx, netip.MustParseAddr(ip)); err == nil {
 			t.Errorf("rule of %s, not a frontend, was recorded", ip)

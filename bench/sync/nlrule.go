@@ -27,10 +27,12 @@ type RuleEvent struct {
 	Jump string
 }
 
-// Frontend reports whether the rule sends one destination address to a chain:
-// in kube-proxy's layout, a Service port's ClusterIP (or external IP) rule in
-// KUBE-SERVICES.
-func (e RuleEvent) Frontend() bool { return e.Daddr.IsValid() && e.Jump != "" }
+// Frontend reports whether the rule sends one destination address and port to
+// a chain: in kube-proxy's layout, a Service port's ClusterIP (or external IP)
+// rule in KUBE-SERVICES. The port leaves out the chain's last rule, which
+// sends a node address (svcnet) or every local one (kube-proxy) to
+// KUBE-NODEPORTS.
+func (e RuleEvent) Frontend() bool { return e.Daddr.IsValid() && e.Dport != 0 && e.Jump != "" }
 
 // Register contents a rule's cmp can compare, as far as RuleEvent cares.
 const (

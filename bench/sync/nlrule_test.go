@@ -98,9 +98,17 @@ func TestParseNewRule(t *testing.T) {
 	}, {
 		name: "ip6tables-nft",
 		msg: newRuleMsg(unix.NFPROTO_IPV6, "nat", "KUBE-SERVICES",
-			payloadLoad(1, nh, 24, 16), cmpEq(1, v6.AsSlice()), verdict(unix.NFT_JUMP, "KUBE-SVC-V6")),
-		want:     RuleEvent{Family: unix.NFPROTO_IPV6, Table: "nat", Chain: "KUBE-SERVICES", Daddr: v6, Jump: "KUBE-SVC-V6"},
+			payloadLoad(1, nh, 24, 16), cmpEq(1, v6.AsSlice()), payloadLoad(1, th, 2, 2), cmpEq(1, []byte{0, 53}),
+			verdict(unix.NFT_JUMP, "KUBE-SVC-V6")),
+		want:     RuleEvent{Family: unix.NFPROTO_IPV6, Table: "nat", Chain: "KUBE-SERVICES", Daddr: v6, Dport: 53, Jump: "KUBE-SVC-V6"},
 		frontend: true,
+	}, {
+		name: "svcnet's last rule: a node address, no port, to KUBE-NODEPORTS",
+		msg: newRuleMsg(unix.NFPROTO_IPV4, "nat", "KUBE-SERVICES",
+			payloadLoad(1, nh, 16, 4), cmpEq(1, ip4("172.26.236.177")), expr("match", attr(unix.NFTA_MATCH_NAME, cstr("comment"))),
+			expr("counter"), verdict(unix.NFT_JUMP, "KUBE-NODEPORTS")),
+		want: RuleEvent{Family: unix.NFPROTO_IPV4, Table: "nat", Chain: "KUBE-SERVICES",
+			Daddr: netip.MustParseAddr("172.26.236.177"), Jump: "KUBE-NODEPORTS"},
 	}, {
 		name: "masked address (-d 10.96.0.0/16): a bitwise overwrites the register",
 		msg: newRuleMsg(unix.NFPROTO_IPV4, "nat", "KUBE-SERVICES",
@@ -219,6 +227,7 @@ table ip nat {
 		meta l4proto tcp ip daddr 10.96.0.0/16 counter packets 0 bytes 0 jump KUBE-SVC-NET
 		meta l4proto tcp ip daddr 10.96.0.12  tcp dport 80 counter packets 0 bytes 0 accept
 		fib daddr type local counter packets 0 bytes 0 jump KUBE-NODEPORTS
+		ip daddr 172.26.236.177 counter packets 0 bytes 0 jump KUBE-NODEPORTS
 	}
 }
 `

@@ -305,9 +305,9 @@ func countFrontends(ns *netns.NS, where Frontends) (int, error) {
 }
 
 // reFrontendRule is a rule of `nft list chain` output that matches one
-// destination address and jumps (or goes) to a chain: the CLI's view of a
-// RuleEvent.Frontend.
-var reFrontendRule = regexp.MustCompile(`\bip6? daddr [0-9a-fA-F.:]+ .*\b(?:jump|goto) `)
+// destination address and port and jumps (or goes) to a chain: the CLI's view
+// of a RuleEvent.Frontend.
+var reFrontendRule = regexp.MustCompile(`\bip6? daddr [0-9a-fA-F.:]+ .*\bdport [0-9]+ .*\b(?:jump|goto) `)
 
 // countFrontendRules counts the frontend rules in `nft list chain` output.
 func countFrontendRules(out string) int {
