@@ -11,13 +11,16 @@
 //   - svcnet-iptables (svcnet proxy --data-plane iptables) against
 //     kube-proxy-iptables (--proxy-mode iptables, the same binary), both
 //     through iptables-nft-restore, the host's iptables being the nf_tables
-//     variant. Not in the default: kube-proxy's iptables mode takes about 40s
-//     for a full sync at 10k Services and several minutes at 30k, and seconds
-//     per change, which with its 50 changes per size would push the default
-//     run past its 35m budget. Run it as
-//     SVCNET_BENCH_TOOLS=svcnet-iptables,kube-proxy-iptables make bench-sync
-//     (or list all four tools with a larger SVCNET_BENCH_BUDGET and fewer
-//     SVCNET_BENCH_SIZES).
+//     variant. Not in the default: kube-proxy's iptables mode writes its
+//     whole ruleset in one iptables-nft-restore, whose time grows about as
+//     the square of the ruleset (first sync 0.34s at 1k and 189s at 10k
+//     Services on the shared 2-core machine under load, 40s at 10k on a quiet
+//     one in docs/reference.md; one restore of such a ruleset took 11s of CPU
+//     at 5k), so at 30k its first sync alone would take some 5 minutes on a
+//     quiet machine and several times that under load (extrapolated), with
+//     seconds per change after it. Run the pair as
+//     SVCNET_BENCH_TOOLS=svcnet-iptables,kube-proxy-iptables SVCNET_BENCH_SIZES=1000,10000 make bench-sync
+//     (svcnet-iptables alone at 30k fits).
 //
 // For each size N (Services, one TCP port and one EndpointSlice of 2 ready
 // endpoints each), the tools run one after the other against the same
