@@ -29,9 +29,12 @@ const (
 	EnvSizes = "SVCNET_BENCH_SIZES"
 	// EnvChanges is the number of single-Service changes per run (default 50).
 	EnvChanges = "SVCNET_BENCH_CHANGES"
-	// EnvTools is a comma-separated list of svcnet, kube-proxy and svcnet-b
-	// (see ToolSvcnetB), run in that order, repeats allowed (default
-	// svcnet,kube-proxy; "none" measures the population alone).
+	// EnvTools is a comma-separated list of svcnet, kube-proxy, svcnet-b
+	// (see ToolSvcnetB), svcnet-iptables and kube-proxy-iptables, run in that
+	// order, repeats allowed (default svcnet,kube-proxy; "none" measures the
+	// population alone). The iptables pair is left out of the default: at
+	// 30k Services kube-proxy's iptables mode alone would take most of the
+	// default budget (see the package doc).
 	EnvTools = "SVCNET_BENCH_TOOLS"
 	// EnvBudget bounds the whole benchmark (default 35m; go test's -timeout must
 	// be larger).
@@ -52,7 +55,7 @@ const (
 )
 
 // TestBenchSync is the rule-programming benchmark: svcnet proxy against
-// kube-proxy (nftables mode), see the package doc. It skips unless
+// kube-proxy, nftables mode and iptables mode, see the package doc. It skips unless
 // SVCNET_BENCH is set.
 func TestBenchSync(t *testing.T) {
 	benchenv.RootGate(t, "bench-sync")
@@ -75,6 +78,10 @@ func TestBenchSync(t *testing.T) {
 			tools = append(tools, SvcnetB(bin))
 		case ToolKubeProxy:
 			tools = append(tools, KubeProxy(k8sBinary(t, "kube-proxy")))
+		case ToolSvcnetIPTables:
+			tools = append(tools, SvcnetIPTables(benchenv.SvcnetBinary(t)))
+		case ToolKubeProxyIPTables:
+			tools = append(tools, KubeProxyIPTables(k8sBinary(t, "kube-proxy")))
 		default:
 			t.Fatalf("%s: unknown tool %q", EnvTools, name)
 		}
@@ -154,32 +161,41 @@ func TestBenchSync(t *testing.T) {
 // reportText is the final report: definitions, the table, the targets.
 func reportText(rs []Result, population []string, changes int, took time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n=== bench-sync: svcnet proxy vs kube-proxy (nftables mode), %d CPUs, took %s\n", runtime.NumCPU(), took.Round(time.Second))
+	fmt.Fprintf(&b, "\n=== bench-sync: svcnet proxy vs kube-proxy (svcnet, kube-proxy: nftables; svcnet-iptables, kube-proxy-iptables: iptables-nft), %d CPUs, took %s\n",
+		runtime.NumCPU(), took.Round(time.Second))
 	b.WriteString("Services: selector-less ClusterIP, 1 TCP port, 1 EndpointSlice of 2 ready endpoints each.\n")
 	for _, l := range population {
 		b.WriteString("population: " + l + "\n")
 	}
 	b.WriteString(`full sync: elapsed= of the proxy's first full "SyncProxyRules complete" (v=2; kube-proxy: IPv4);
 ready: process start to that log line. change: just before the Service Create call to the
-NEWSETELEM netlink event of its ClusterIP in map service-ips (the Service's EndpointSlice
-existed before); serial, each one min-sync-period+200ms after the log line of the sync
-that wrote the previous one; both tools at their defaults (--min-sync-period 1s,
---sync-period 30s: svcnet syncs every 30s on its own, kube-proxy's nftables mode hourly).
+netlink event of its frontend (the Service's EndpointSlice existed before): nftables tools,
+the NEWSETELEM of its ClusterIP in map service-ips; iptables tools, the NEWRULE of its rule
+in chain KUBE-SERVICES of table ip nat (destination its ClusterIP, a jump to its chain).
+Serial, each one min-sync-period+200ms after the log line of the sync that wrote the
+previous one; every tool at its defaults (--min-sync-period 1s, --sync-period 30s: svcnet
+syncs every 30s on its own, kube-proxy's nftables mode hourly, its iptables mode every 30s).
 p50/p99: nearest rank (p99 of 50 samples is the largest).
 API create p50, create p99: the Create call alone (included in the change latency: the apiserver
 allocates the ClusterIP before any watcher sees the Service; in kube-apiserver v1.36 each
 allocation recounts every IPAddress object for its metrics, ipallocator.go createIPAddress:
 Used() and Free(), an O(Services) step).
 prog p50/p99: programming latency, the proxy's own part: from the arrival of the Service's
-watch event at the bench (a watcher of the same apiserver, as the proxy is) to the element in
+watch event at the bench (a watcher of the same apiserver, as the proxy is) to its frontend in
 the kernel; below zero when the kernel had it first.
 RSS: VmRSS after the first full sync; RSS end: after the last change; peak: VmHWM at the end.
-The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet (ratio(RSS):
-RSS after the full sync).
+The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet, each svcnet
+tool against the kube-proxy mode of its layout (svcnet against kube-proxy, svcnet-iptables
+against kube-proxy-iptables); ratio(RSS): RSS after the full sync.
 `)
 	fmt.Fprintf(&b, "changes wanted per run: %d\n\n", changes)
 	b.WriteString(Summary(rs))
-	b.WriteString("reference (docs/reference.md, upstream kube-proxy at 10k on this machine kind): 11.2s full, 3.3-3.8s per change, 326MB\n")
+	if measured(rs, ToolSvcnet, ToolKubeProxy) || !measured(rs, ToolSvcnetIPTables, ToolKubeProxyIPTables) {
+		b.WriteString("reference (docs/reference.md, upstream kube-proxy at 10k on this machine kind): 11.2s full, 3.3-3.8s per change, 326MB\n")
+	}
+	if measured(rs, ToolSvcnetIPTables, ToolKubeProxyIPTables) {
+		b.WriteString("reference (docs/reference.md, upstream kube-proxy iptables mode at 10k): 40.4s full, 0.9-1.8s per later sync after one change\n")
+	}
 	return b.String()
 }
 

@@ -35,12 +35,55 @@ func (m TableMatch) String() string {
 	return m.Name + "," + m.Prefix + "*"
 }
 
-// Monitor timestamps the arrival of set elements in one map of some tables, as
-// reported by nftables' netlink notifications (group NFNLGRP_NFTABLES) in one
-// network namespace. It remembers the first arrival of each key's address.
+// Frontends says where a proxy keeps its Service frontends (ClusterIP to
+// Service) in nf_tables, in one of two layouts:
+//   - nftables (svcnet, kube-proxy --proxy-mode nftables): elements of the
+//     verdict map Set of the Tables, keyed by the ClusterIP first;
+//   - iptables through iptables-nft (svcnet --data-plane iptables,
+//     kube-proxy --proxy-mode iptables): rules of Chain of the Tables (table
+//     "nat", chain KUBE-SERVICES) that match the ClusterIP as destination and
+//     jump to the Service's chain (RuleEvent.Frontend).
+//
+// Exactly one of Set and Chain is set.
+type Frontends struct {
+	Tables TableMatch
+	Set    string
+	Chain  string
+}
+
+// IPTablesFrontends is kube-proxy's iptables layout under iptables-nft:
+// the ClusterIP rules of chain KUBE-SERVICES in table nat.
+var IPTablesFrontends = Frontends{Tables: TableMatch{Name: "nat"}, Chain: "KUBE-SERVICES"}
+
+func (f Frontends) String() string {
+	if f.Chain != "" {
+		return "chain " + f.Chain + " of " + f.Tables.String()
+	}
+	return "map " + f.Set + " of " + f.Tables.String()
+}
+
+// elem reports the addresses a NEWSETELEM notification adds to the frontends.
+func (f Frontends) elem(ev ElemEvent) []netip.Addr {
+	if f.Set == "" || ev.Set != f.Set || !f.Tables.Match(ev.Table) {
+		return nil
+	}
+	return ev.Addrs()
+}
+
+// rule reports the address a NEWRULE notification adds to the frontends.
+func (f Frontends) rule(ev RuleEvent) []netip.Addr {
+	if f.Chain == "" || ev.Chain != f.Chain || !f.Tables.Match(ev.Table) || !ev.Frontend() {
+		return nil
+	}
+	return []netip.Addr{ev.Daddr}
+}
+
+// Monitor timestamps the arrival of Service frontends (map elements or rules,
+// see Frontends), as reported by nftables' netlink notifications (group
+// NFNLGRP_NFTABLES) in one network namespace. It remembers the first arrival
+// of each frontend's address.
 type Monitor struct {
-	table TableMatch
-	set   string
+	where Frontends
 	f     *os.File
 	done  chan struct{}
 
@@ -51,10 +94,10 @@ type Monitor struct {
 	err      error         // the read error that ended the monitor
 }
 
-// StartMonitor subscribes to nftables notifications in ns and records adds to
-// map set of the tables (any family). The socket is made inside ns (through NS.Do)
+// StartMonitor subscribes to nftables notifications in ns and records the
+// frontends added to where (any family). The socket is made inside ns (through NS.Do)
 // and read from an ordinary goroutine; it stops when ctx ends or Close is called.
-func StartMonitor(ctx context.Context, ns *netns.NS, table TableMatch, set string) (*Monitor, error) {
+func StartMonitor(ctx context.Context, ns *netns.NS, where Frontends) (*Monitor, error) {
 	var fd int
 	err := ns.Do(func() error {
 		var err error
@@ -80,7 +123,7 @@ func StartMonitor(ctx context.Context, ns *netns.NS, table TableMatch, set strin
 		return nil, fmt.Errorf("nftables monitor in %s: %w", ns.Path(), err)
 	}
 	m := &Monitor{
-		table: table, set: set,
+		where:   where,
 		f:       os.NewFile(uintptr(fd), "nftables-monitor"),
 		done:    make(chan struct{}),
 		seen:    map[netip.Addr]time.Time{},
@@ -114,11 +157,15 @@ func (m *Monitor) loop() {
 			m.mu.Unlock()
 			return
 		}
-		perr := parseDatagram(buf[:n], func(ev ElemEvent) {
-			if m.table.Match(ev.Table) && ev.Set == m.set {
-				m.record(at, ev.Addrs())
-			}
-		})
+		onElem := func(ev ElemEvent) { m.record(at, m.where.elem(ev)) }
+		onRule := func(ev RuleEvent) { m.record(at, m.where.rule(ev)) }
+		if m.where.Set == "" {
+			onElem = nil
+		}
+		if m.where.Chain == "" {
+			onRule = nil
+		}
+		perr := parseDatagram(buf[:n], onElem, onRule)
 		if perr != nil {
 			m.mu.Lock()
 			m.err = perr
@@ -143,7 +190,7 @@ func (m *Monitor) record(at time.Time, addrs []netip.Addr) {
 	}
 }
 
-// Wait returns the time the first element keyed by addr arrived (at once if it
+// Wait returns the time the first frontend of addr arrived (at once if it
 // already had), or an error when ctx ends first or the monitor stopped.
 func (m *Monitor) Wait(ctx context.Context, addr netip.Addr) (time.Time, error) {
 	for {
@@ -157,9 +204,9 @@ func (m *Monitor) Wait(ctx context.Context, addr netip.Addr) (time.Time, error) 
 		select {
 		case <-ctx.Done():
 			if err != nil {
-				return time.Time{}, fmt.Errorf("element %s in %s/%s: %w (monitor: %w)", addr, m.table, m.set, ctx.Err(), err)
+				return time.Time{}, fmt.Errorf("frontend %s in %s: %w (monitor: %w)", addr, m.where, ctx.Err(), err)
 			}
-			return time.Time{}, fmt.Errorf("element %s in %s/%s: %w", addr, m.table, m.set, ctx.Err())
+			return time.Time{}, fmt.Errorf("frontend %s in %s: %w", addr, m.where, ctx.Err())
 		case <-m.done:
 			m.mu.Lock()
 			_, ok := m.seen[addr]
@@ -169,7 +216,7 @@ func (m *Monitor) Wait(ctx context.Context, addr netip.Addr) (time.Time, error) 
 				if err == nil {
 					err = os.ErrClosed
 				}
-				return time.Time{}, fmt.Errorf("element %s in %s/%s: monitor stopped: %w", addr, m.table, m.set, err)
+				return time.Time{}, fmt.Errorf("frontend %s in %s: monitor stopped: %w", addr, m.where, err)
 			}
 		case <-ch:
 		}

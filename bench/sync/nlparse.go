@@ -43,28 +43,37 @@ const (
 	nlaHdrLen    = 4
 	nlaTypeMask  = 0x3fff // without NLA_F_NESTED and NLA_F_NET_BYTEORDER
 	newSetElemTy = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM
+	newRuleTy    = unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE
 )
 
 var errShort = errors.New("truncated netlink data")
 
 func align4(n int) int { return (n + 3) &^ 3 }
 
-// parseDatagram walks the netlink messages of one datagram and calls fn for
-// each NEWSETELEM notification. Other messages are skipped. It returns an error
-// for malformed data (what was parsed before it was delivered).
-func parseDatagram(b []byte, fn func(ElemEvent)) error {
+// parseDatagram walks the netlink messages of one datagram and calls onElem
+// for each NEWSETELEM notification and onRule for each NEWRULE one (a nil
+// callback skips its kind unparsed). Other messages are skipped. It returns an
+// error for malformed data (what was parsed before it was delivered).
+func parseDatagram(b []byte, onElem func(ElemEvent), onRule func(RuleEvent)) error {
 	for len(b) >= nlmsgHdrLen {
 		l := int(binary.NativeEndian.Uint32(b[0:4]))
 		typ := binary.NativeEndian.Uint16(b[4:6])
 		if l < nlmsgHdrLen || l > len(b) {
 			return fmt.Errorf("netlink message length %d of %d bytes: %w", l, len(b), errShort)
 		}
-		if typ == newSetElemTy {
+		switch {
+		case typ == newSetElemTy && onElem != nil:
 			ev, err := parseNewSetElem(b[nlmsgHdrLen:l])
 			if err != nil {
 				return fmt.Errorf("newsetelem: %w", err)
 			}
-			fn(ev)
+			onElem(ev)
+		case typ == newRuleTy && onRule != nil:
+			ev, err := parseNewRule(b[nlmsgHdrLen:l])
+			if err != nil {
+				return fmt.Errorf("newrule: %w", err)
+			}
+			onRule(ev)
 		}
 		if align4(l) >= len(b) {
 			return nil

@@ -69,7 +69,7 @@ func TestParseDatagram(t *testing.T) {
 	dgram = append(dgram, nlmsg(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN, []byte{0, 0, 0, 0})...)
 
 	var got []ElemEvent
-	if err := parseDatagram(dgram, func(ev ElemEvent) { got = append(got, ev) }); err != nil {
+	if err := parseDatagram(dgram, func(ev ElemEvent) { got = append(got, ev) }, nil); err != nil {
 		t.Fatalf("parseDatagram: %v", err)
 	}
 	if len(got) != 2 {
@@ -93,7 +93,7 @@ func TestParseDatagramIPv6(t *testing.T) {
 	var got []netip.Addr
 	err := parseDatagram(newSetElemMsg(unix.NFPROTO_IPV6, "svcnet", "service-ips", key), func(ev ElemEvent) {
 		got = append(got, ev.Addrs()...)
-	})
+	}, nil)
 	if err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("fd00:96::a") {
 		t.Fatalf("got %v, %v; want [fd00:96::a]", got, err)
 	}
@@ -104,13 +104,13 @@ func TestParseDatagramMalformed(t *testing.T) {
 	// A header claiming more bytes than the datagram has.
 	bad := append([]byte{}, msg...)
 	binary.NativeEndian.PutUint32(bad[0:4], uint32(len(msg)+8))
-	if err := parseDatagram(bad, func(ElemEvent) {}); !errors.Is(err, errShort) {
+	if err := parseDatagram(bad, func(ElemEvent) {}, nil); !errors.Is(err, errShort) {
 		t.Errorf("oversized message: err = %v, want errShort", err)
 	}
 	// An attribute claiming more bytes than its message has.
 	bad = append([]byte{}, msg...)
 	binary.NativeEndian.PutUint16(bad[nlmsgHdrLen+nfgenHdrLen:], 0xfff0)
-	if err := parseDatagram(bad, func(ElemEvent) {}); !errors.Is(err, errShort) {
+	if err := parseDatagram(bad, func(ElemEvent) {}, nil); !errors.Is(err, errShort) {
 		t.Errorf("oversized attribute: err = %v, want errShort", err)
 	}
 }

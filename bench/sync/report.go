@@ -12,9 +12,15 @@ import (
 
 // Tool names as printed.
 const (
-	ToolSvcnet    = "svcnet"
-	ToolKubeProxy = "kube-proxy"
+	ToolSvcnet            = "svcnet"
+	ToolKubeProxy         = "kube-proxy"
+	ToolSvcnetIPTables    = "svcnet-iptables"
+	ToolKubeProxyIPTables = "kube-proxy-iptables"
 )
+
+// Baseline names the kube-proxy mode each svcnet tool is compared with: the
+// same rule layout (nftables maps, or iptables chains).
+var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables}
 
 // Result is what one (tool, N) run measured.
 type Result struct {
@@ -117,13 +123,16 @@ func ratio(kp, sv float64) string {
 }
 
 // WriteTable prints one row per result, in the order given, with ratios
-// kube-proxy/svcnet on each svcnet row whose N has a kube-proxy row.
+// kube-proxy/svcnet on each svcnet row whose N has a row of its Baseline
+// (the last one of each tool and N).
 func WriteTable(w io.Writer, rs []Result) {
-	kp := map[int]Result{}
+	type key struct {
+		tool string
+		n    int
+	}
+	last := map[key]Result{}
 	for _, r := range rs {
-		if r.Tool == ToolKubeProxy {
-			kp[r.N] = r
-		}
+		last[key{r.Tool, r.N}] = r
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintln(tw, "N\t tool\t full sync\t ready\t change p50\t change p99\t changes\t API create p50\t create p99\t prog p50\t prog p99\t RSS\t RSS end\t peak\t ratio(full)\t ratio(p50)\t ratio(p99)\t ratio(RSS)\t")
@@ -133,7 +142,7 @@ func WriteTable(w io.Writer, rs []Result) {
 			n += fmt.Sprintf(" (+%d lost)", r.Timeouts)
 		}
 		rf, r50, r99, rm := "", "", "", ""
-		if k, ok := kp[r.N]; ok && r.Tool == ToolSvcnet {
+		if k, ok := last[key{Baseline[r.Tool], r.N}]; ok && Baseline[r.Tool] != "" {
 			rf = ratio(k.Full.Seconds(), r.Full.Seconds())
 			r50 = ratio(k.P50().Seconds(), r.P50().Seconds())
 			r99 = ratio(k.P99().Seconds(), r.P99().Seconds())
@@ -181,18 +190,7 @@ const TargetN = 10000
 // Targets evaluates the goals at N=TargetN: svcnet full sync <= 1s, one change
 // <= 50ms p99, RSS <= 100 MiB, and at least 10x kube-proxy on both times.
 func Targets(rs []Result) []Target {
-	var sv, kp *Result
-	for i := range rs {
-		if rs[i].N != TargetN {
-			continue
-		}
-		switch rs[i].Tool {
-		case ToolSvcnet:
-			sv = &rs[i]
-		case ToolKubeProxy:
-			kp = &rs[i]
-		}
-	}
+	sv, kp := find(rs, ToolSvcnet, TargetN), find(rs, ToolKubeProxy, TargetN)
 	var ts []Target
 	add := func(what string, known, met bool, got string) {
 		ts = append(ts, Target{What: what, Known: known, Met: met, Got: got})
@@ -216,14 +214,55 @@ func Targets(rs []Result) []Target {
 	if kp == nil {
 		return append(ts, Target{What: "ratios against kube-proxy", Got: "kube-proxy not measured"})
 	}
+	return append(ts, speedTargets(*sv, *kp)...)
+}
+
+// speedTargets are the goals against kube-proxy kp shared by both layouts:
+// full sync and change p99 at least 10x faster than kp's.
+func speedTargets(sv, kp Result) []Target {
 	rf := kp.Full.Seconds() / sv.Full.Seconds()
-	add("full sync >= 10x faster than kube-proxy", kp.Full > 0 && sv.Full > 0, rf >= 10,
-		fmt.Sprintf("%.1fx (%s vs %s)", rf, FmtDur(kp.Full), FmtDur(sv.Full)))
-	kp99 := kp.P99()
+	p99, kp99 := sv.P99(), kp.P99()
 	r99 := kp99.Seconds() / p99.Seconds()
-	add("change p99 >= 10x faster than kube-proxy", kp99 > 0 && p99 > 0, r99 >= 10,
-		fmt.Sprintf("%.1fx (%s vs %s)", r99, FmtDur(kp99), FmtDur(p99)))
-	return ts
+	return []Target{
+		{What: "full sync >= 10x faster than " + kp.Tool, Known: kp.Full > 0 && sv.Full > 0, Met: rf >= 10,
+			Got: fmt.Sprintf("%.1fx (%s vs %s)", rf, FmtDur(kp.Full), FmtDur(sv.Full))},
+		{What: "change p99 >= 10x faster than " + kp.Tool, Known: kp99 > 0 && p99 > 0, Met: r99 >= 10,
+			Got: fmt.Sprintf("%.1fx (%s vs %s; p50 %s vs %s)", r99, FmtDur(kp99), FmtDur(p99), FmtDur(kp.P50()), FmtDur(sv.P50()))},
+	}
+}
+
+// IPTablesTargets evaluates the goals of the iptables layout at N=TargetN:
+// svcnet-iptables at least 10x kube-proxy-iptables on full sync and change
+// p99, and an RSS (the larger of after the full sync and after the changes)
+// no larger than kube-proxy-iptables' (the same reading).
+func IPTablesTargets(rs []Result) []Target {
+	sv, kp := find(rs, ToolSvcnetIPTables, TargetN), find(rs, ToolKubeProxyIPTables, TargetN)
+	if sv == nil {
+		return []Target{{What: fmt.Sprintf("%s at N=%d", ToolSvcnetIPTables, TargetN), Got: "not measured"}}
+	}
+	if kp == nil {
+		return []Target{{What: "ratios against " + ToolKubeProxyIPTables, Got: ToolKubeProxyIPTables + " not measured"}}
+	}
+	ts := speedTargets(*sv, *kp)
+	rss, krss := max(sv.RSS, sv.RSSEnd), max(kp.RSS, kp.RSSEnd)
+	return append(ts, Target{What: "RSS <= " + ToolKubeProxyIPTables + "'s", Known: rss > 0 && krss > 0, Met: rss <= krss,
+		Got: fmt.Sprintf("%s vs %s (larger of after sync and after changes; peaks %s vs %s)", FmtMiB(rss), FmtMiB(krss), FmtMiB(sv.HWM), FmtMiB(kp.HWM))})
+}
+
+// find returns the last result of tool at n, nil when there is none.
+func find(rs []Result, tool string, n int) *Result {
+	var r *Result
+	for i := range rs {
+		if rs[i].Tool == tool && rs[i].N == n {
+			r = &rs[i]
+		}
+	}
+	return r
+}
+
+// measured reports whether rs has a row of any of tools.
+func measured(rs []Result, tools ...string) bool {
+	return slices.ContainsFunc(rs, func(r Result) bool { return slices.Contains(tools, r.Tool) })
 }
 
 // WriteTargets prints one met/missed line per target.
@@ -240,11 +279,19 @@ func WriteTargets(w io.Writer, ts []Target) {
 	}
 }
 
-// Summary is the whole printed report.
+// Summary is the whole printed report: the table, then the targets of each
+// layout measured (the nftables ones also when nothing was).
 func Summary(rs []Result) string {
 	var b strings.Builder
 	WriteTable(&b, rs)
-	b.WriteString("\n")
-	WriteTargets(&b, Targets(rs))
+	ipt := measured(rs, ToolSvcnetIPTables, ToolKubeProxyIPTables)
+	if !ipt || measured(rs, ToolSvcnet, ToolKubeProxy) {
+		b.WriteString("\nnftables layout: svcnet vs kube-proxy (nftables mode)\n")
+		WriteTargets(&b, Targets(rs))
+	}
+	if ipt {
+		b.WriteString("\niptables layout (iptables-nft): svcnet-iptables vs kube-proxy-iptables (iptables mode)\n")
+		WriteTargets(&b, IPTablesTargets(rs))
+	}
 	return b.String()
 }

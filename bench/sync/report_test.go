@@ -114,3 +114,67 @@ func TestTargetsWithoutMeasurements(t *testing.T) {
 		t.Fatalf("Targets without svcnet = %+v, want one unknown target", ts)
 	}
 }
+
+// The iptables pair gets its ratios in the table and its own targets section;
+// the nftables targets are left out when only the iptables pair ran.
+func TestSummaryIPTables(t *testing.T) {
+	rs := []Result{
+		{Tool: ToolSvcnetIPTables, N: 10000, Full: 2 * time.Second, Changes: ms(100, 120, 150), RSS: 60 << 20, RSSEnd: 70 << 20, HWM: 90 << 20},
+		{Tool: ToolKubeProxyIPTables, N: 10000, Full: 40 * time.Second, Changes: ms(1500, 1600, 1800), RSS: 300 << 20, RSSEnd: 310 << 20},
+	}
+	out := Summary(rs)
+	for _, want := range []string{
+		"20.0x", // full: 40s / 2s
+		"12.0x", // p99: 1.8s / 150ms
+		"5.0x",  // RSS: 300 / 60
+		"iptables layout (iptables-nft): svcnet-iptables vs kube-proxy-iptables",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{
+		"full sync >= 10x faster than kube-proxy-iptables",
+		"change p99 >= 10x faster than kube-proxy-iptables",
+		"RSS <= kube-proxy-iptables's",
+	} {
+		if !regexp.MustCompile(regexp.QuoteMeta(want) + ` +met `).MatchString(out) {
+			t.Errorf("summary lacks %q as met:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "nftables layout") {
+		t.Errorf("nftables targets printed without an nftables tool:\n%s", out)
+	}
+
+	rs[0].Full = 5 * time.Second
+	rs[0].Changes = ms(100, 120, 400)
+	rs[0].RSSEnd = 320 << 20
+	missed := map[string]bool{}
+	for _, tg := range IPTablesTargets(rs) {
+		if tg.Known && !tg.Met {
+			missed[tg.What] = true
+		}
+	}
+	for _, w := range []string{"full sync >= 10x faster than kube-proxy-iptables", "change p99 >= 10x faster than kube-proxy-iptables", "RSS <= kube-proxy-iptables's"} {
+		if !missed[w] {
+			t.Errorf("target %q not missed: %v", w, missed)
+		}
+	}
+	if ts := IPTablesTargets(rs[1:]); len(ts) != 1 || ts[0].Known {
+		t.Errorf("IPTablesTargets without svcnet-iptables = %+v, want one unknown target", ts)
+	}
+	if ts := IPTablesTargets(rs[:1]); len(ts) != 1 || ts[0].Known {
+		t.Errorf("IPTablesTargets without kube-proxy-iptables = %+v, want one unknown target", ts)
+	}
+	// Both layouts in one run: both sections, each row against its own baseline.
+	both := append([]Result{
+		{Tool: ToolSvcnet, N: 10000, Full: 500 * time.Millisecond, Changes: ms(30), RSS: 80 << 20},
+		{Tool: ToolKubeProxy, N: 10000, Full: 11 * time.Second, Changes: ms(3600), RSS: 326 << 20},
+	}, rs...)
+	out = Summary(both)
+	for _, want := range []string{"nftables layout", "iptables layout", "22.0x", "120.0x", "8.0x", "4.5x"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary of both layouts lacks %q:\n%s", want, out)
+		}
+	}
+}

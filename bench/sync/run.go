@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -24,9 +25,10 @@ type Tool struct {
 	Name string
 	// Short names its namespaces and change Services.
 	Short string
-	// Tables names the nftables tables (family ip) holding its service-ips
-	// maps (svcnet shards the map over several tables).
-	Tables TableMatch
+	// Frontends says where its Service frontends are in nf_tables (family
+	// ip): the change monitor watches them, the full sync is checked by their
+	// count.
+	Frontends Frontends
 	// MinSyncPeriod is the tool's --min-sync-period (its default): changes are
 	// spaced by it plus 200ms.
 	MinSyncPeriod time.Duration
@@ -145,7 +147,7 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("%v", err)
 	}
 	res.Full, res.Ready = first.Elapsed, first.At.Sub(p.Started)
-	count, err := countElements(ns, tool.Tables)
+	count, err := countFrontends(ns, tool.Frontends)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -153,13 +155,13 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 	if res.RSS, res.HWM, err = p.Memory(); err != nil {
 		return fail("%v", err)
 	}
-	b.Logf("%s N=%d: first full sync %s (ready %s after start), %d elements in %s, RSS %s (peak %s)",
-		tool.Name, n, FmtDur(res.Full), FmtDur(res.Ready), count, ServiceIPsMap, FmtMiB(res.RSS), FmtMiB(res.HWM))
+	b.Logf("%s N=%d: first full sync %s (ready %s after start), %d frontends in %s, RSS %s (peak %s)",
+		tool.Name, n, FmtDur(res.Full), FmtDur(res.Ready), count, tool.Frontends, FmtMiB(res.RSS), FmtMiB(res.HWM))
 	if count < n {
-		return fail("first full sync left %d elements in %s, want >= %d", count, ServiceIPsMap, n)
+		return fail("first full sync left %d frontends in %s, want >= %d", count, tool.Frontends, n)
 	}
 
-	m, err := StartMonitor(ctx, ns, tool.Tables, ServiceIPsMap)
+	m, err := StartMonitor(ctx, ns, tool.Frontends)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -284,14 +286,38 @@ func (b *Bench) deleteChanges(names []string) {
 	}
 }
 
-// countElements counts the elements of the service-ips maps of the tables
-// (family ip) in ns with the nft CLI (once per run, outside any timing).
-func countElements(ns *netns.NS, tables TableMatch) (int, error) {
+// countFrontends counts the frontends of where (family ip) in ns with the nft
+// CLI (once per run, outside any timing): the elements of its maps, or the
+// frontend rules of its chain.
+func countFrontends(ns *netns.NS, where Frontends) (int, error) {
+	if where.Chain != "" {
+		out, err := runTimeout(ns.Command("nft", "list", "chain", "ip", where.Tables.Name, where.Chain), nftTimeout)
+		if err != nil {
+			return 0, fmt.Errorf("list chain %s: %w", where.Chain, err)
+		}
+		return countFrontendRules(string(out)), nil
+	}
 	out, err := runTimeout(ns.Command("nft", "list", "maps", "ip"), nftTimeout)
 	if err != nil {
 		return 0, fmt.Errorf("list maps: %w", err)
 	}
-	return countMapElements(string(out), tables, ServiceIPsMap), nil
+	return countMapElements(string(out), where.Tables, where.Set), nil
+}
+
+// reFrontendRule is a rule of `nft list chain` output that matches one
+// destination address and port and jumps (or goes) to a chain: the CLI's view
+// of a RuleEvent.Frontend.
+var reFrontendRule = regexp.MustCompile(`\bip6? daddr [0-9a-fA-F.:]+ .*\bdport [0-9]+ .*\b(?:jump|goto) `)
+
+// countFrontendRules counts the frontend rules in `nft list chain` output.
+func countFrontendRules(out string) int {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if reFrontendRule.MatchString(line) {
+			n++
+		}
+	}
+	return n
 }
 
 // countMapElements counts the verdict elements ("goto ") of map name in the

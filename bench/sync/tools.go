@@ -20,9 +20,20 @@ const (
 // only when EnvProfile asks for profiles).
 const profilingFlag = "--profiling"
 
+// svcnetFrontends is svcnet's nftables layout: map service-ips, sharded over
+// table svcnet and tables svcnet-nat-*.
+var svcnetFrontends = Frontends{Tables: TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, Set: ServiceIPsMap}
+
 // Svcnet runs `svcnet proxy` from bin (with --profiling when EnvProfile is
 // set, and with the environment EnvSvcnetEnv adds).
-func Svcnet(bin string) Tool { return svcnetTool(bin, ToolSvcnet, "sv") }
+func Svcnet(bin string) Tool { return svcnetTool(bin, ToolSvcnet, "sv", svcnetFrontends) }
+
+// SvcnetIPTables runs `svcnet proxy --data-plane iptables` from bin, as Svcnet
+// otherwise. Its rules are kube-proxy's iptables layout, written with
+// iptables-nft-restore (the host's iptables is the nf_tables variant).
+func SvcnetIPTables(bin string) Tool {
+	return svcnetTool(bin, ToolSvcnetIPTables, "si", IPTablesFrontends, "--data-plane", "iptables")
+}
 
 // ToolSvcnetB is a second svcnet build (EnvSvcnetB), for A/B comparisons of
 // two builds on one population: list the tools alternately
@@ -35,13 +46,13 @@ const ToolSvcnetB = "svcnet-b"
 const EnvSvcnetB = "SVCNET_BENCH_SVCNET_B"
 
 // SvcnetB runs `svcnet proxy` from bin as tool svcnet-b.
-func SvcnetB(bin string) Tool { return svcnetTool(bin, ToolSvcnetB, "sb") }
+func SvcnetB(bin string) Tool { return svcnetTool(bin, ToolSvcnetB, "sb", svcnetFrontends) }
 
-func svcnetTool(bin, name, short string) Tool {
+func svcnetTool(bin, name, short string, where Frontends, extra ...string) Tool {
 	profile := profileEnabled()
 	env := strings.Fields(os.Getenv(EnvSvcnetEnv))
 	return Tool{
-		Name: name, Short: short, Tables: TableMatch{Name: "svcnet", Prefix: "svcnet-nat-"}, MinSyncPeriod: defaultMinSync,
+		Name: name, Short: short, Frontends: where, MinSyncPeriod: defaultMinSync,
 		Argv: func(kc string) []string {
 			var argv []string
 			if len(env) > 0 {
@@ -53,19 +64,31 @@ func svcnetTool(bin, name, short string) Tool {
 			if profile {
 				argv = append(argv, profilingFlag)
 			}
-			return argv
+			return append(argv, extra...)
 		},
 	}
 }
 
-// KubeProxy runs upstream kube-proxy from bin in nftables mode. Inside a network
-// namespace the conntrack sysctls are read-only: --conntrack-max-per-core=0
-// leaves them alone.
+// KubeProxy runs upstream kube-proxy from bin in nftables mode.
 func KubeProxy(bin string) Tool {
+	return kubeProxyTool(bin, ToolKubeProxy, "kp", "nftables",
+		Frontends{Tables: TableMatch{Name: "kube-proxy"}, Set: ServiceIPsMap})
+}
+
+// KubeProxyIPTables runs upstream kube-proxy from bin in iptables mode; it
+// runs the iptables in PATH, the nf_tables variant on this host.
+func KubeProxyIPTables(bin string) Tool {
+	return kubeProxyTool(bin, ToolKubeProxyIPTables, "ki", "iptables", IPTablesFrontends)
+}
+
+// kubeProxyTool runs kube-proxy in mode. Inside a network namespace the
+// conntrack sysctls are read-only: --conntrack-max-per-core=0 leaves them
+// alone.
+func kubeProxyTool(bin, name, short, mode string, where Frontends) Tool {
 	return Tool{
-		Name: ToolKubeProxy, Short: "kp", Tables: TableMatch{Name: "kube-proxy"}, MinSyncPeriod: defaultMinSync,
+		Name: name, Short: short, Frontends: where, MinSyncPeriod: defaultMinSync,
 		Argv: func(kc string) []string {
-			return []string{bin, "--kubeconfig", kc, "--proxy-mode", "nftables", "--hostname-override", nodeName,
+			return []string{bin, "--kubeconfig", kc, "--proxy-mode", mode, "--hostname-override", nodeName,
 				"--conntrack-max-per-core=0", "--healthz-bind-address", healthzAddr, "--metrics-bind-address", metricsAddr, "--v=2"}
 		},
 	}
