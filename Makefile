@@ -146,11 +146,11 @@ bench-dns: deps k8s coredns build
 # kube-control-plane lab, against direct pod traffic at 1, 1000 and 10000
 # Services: keep-alive and new-connection rates and connect p50/p99 per path,
 # ratios to direct, svcnet >= kube-proxy nftables and svcnet-iptables >=
-# kube-proxy iptables as targets (bench/datapath; bounded by 5 minutes a proxy;
+# kube-proxy iptables as targets (bench/datapath; bounded by 6 minutes a proxy;
 # SVCNET_BENCH_COUNTS and SVCNET_BENCH_PROXIES choose the counts and proxies).
 bench-datapath: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
-	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 30m -v
+	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 35m -v
 
 demo: deps build
 	@hack/demo.sh

@@ -42,10 +42,10 @@ const (
 	// defaultDuration is one load's length a side: each pair is a keep-alive
 	// load, a new-connection load and a connect probe of half as long, each
 	// side, 1s; the default run's 45 slots of 4 paths x 3 pairs are 9
-	// minutes of load, leaving the rest of runLimit (25 minutes for the
+	// minutes of load, leaving the rest of runLimit (30 minutes for the
 	// five proxies) to the lab, the 20,000 objects of the 10k fillers
-	// through the apiserver (3.5 to 4 minutes here: every watcher in the lab
-	// shares the 2 cores) and the swaps (kube-proxy iptables' first sync at
+	// through the apiserver (3.5 to 4 minutes here, 7.5 while others loaded
+	// the machine: every watcher in the lab shares the 2 cores) and the swaps (kube-proxy iptables' first sync at
 	// 10k takes about 40 s, nftables' about 15 s).
 	defaultDuration = 200 * time.Millisecond
 )

@@ -124,9 +124,9 @@
 // rejects "equal" at a family-wise 5%; the target is met when none is
 // worse. The bootstrap interval of the difference is printed beside it.
 //
-// Bounds: the whole run is bounded by 5 minutes a proxy, at least 15 (a
+// Bounds: the whole run is bounded by 6 minutes a proxy, at least 18 (a
 // context over everything; the default run of five proxies has 45 slots of
-// 12 pairs of 1s, 9 minutes, under 25, and checkBudget refuses settings
+// 12 pairs of 1s, 9 minutes, under 30, and checkBudget refuses settings
 // whose load alone would take over half the bound), each apply, probe, swap
 // and settle wait has its own bound.
 //

@@ -47,14 +47,14 @@ func TestParseProxies(t *testing.T) {
 }
 
 func TestRunLimit(t *testing.T) {
-	if got := runLimit(3); got != 15*time.Minute {
-		t.Errorf("runLimit(3) = %s, want the 15 minutes of the lab's three proxies", got)
+	if got := runLimit(5); got != 30*time.Minute {
+		t.Errorf("runLimit(5) = %s, want 30 minutes", got)
 	}
-	if got := runLimit(1); got != 15*time.Minute {
-		t.Errorf("runLimit(1) = %s, want at least 15 minutes (the lab and the 10k fillers alone)", got)
+	if got := runLimit(1); got != 18*time.Minute {
+		t.Errorf("runLimit(1) = %s, want that of three (the lab and the 10k fillers alone)", got)
 	}
 	// The default run: 3 counts x 3 rounds x 5 proxies, 4 paths, 3 pairs,
-	// 200ms loads: 540s of load, under half of 25 minutes.
+	// 200ms loads: 540s of load, under half of 30 minutes.
 	n := len(allProxies)
 	if err := checkBudget(len(schedule(proxyNames(), 3, rounds)), len(allPaths), pairs, defaultDuration, runLimit(n)); err != nil {
 		t.Errorf("default run of %d proxies: %v", n, err)

@@ -15,10 +15,10 @@ import (
 
 // Bounds of growing the cluster to a Service count.
 const (
-	batchServices   = 500             // filler Services per lab.Apply
-	applyLimit      = 6 * time.Minute // applying one count's fillers
-	programmedLimit = 3 * time.Minute // from the probe's apply until both nodes answer it
-	pairAttempts    = 3               // measurements of a pair with a starved side
+	batchServices   = 500              // filler Services per lab.Apply
+	applyLimit      = 10 * time.Minute // applying one count's fillers (7.5 for 10k on the loaded machine)
+	programmedLimit = 3 * time.Minute  // from the probe's apply until both nodes answer it
+	pairAttempts    = 3                // measurements of a pair with a starved side
 )
 
 // scaler grows the cluster's Services to each count in turn.
