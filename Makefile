@@ -152,14 +152,16 @@ bench-dns: deps k8s coredns build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
 	  $(GO) test ./bench/dns -run '^TestBenchDNS$$' -count=1 -timeout 20m -v
 
-# The data path of svcnet proxy and of upstream kube-proxy (nftables and iptables
-# modes), taking turns on one kube-control-plane lab, against direct pod traffic at
-# 1, 1000 and 10000 Services: keep-alive and new-connection rates and connect
-# p50/p99 per path, ratios to direct, svcnet >= kube-proxy nftables as a target
-# (bench/datapath; bounded by 15 minutes).
+# The data path of svcnet proxy (nftables, iptables and userspace planes) and of
+# upstream kube-proxy (nftables and iptables modes), taking turns on one
+# kube-control-plane lab, against direct pod traffic at 1, 1000 and 10000
+# Services: keep-alive and new-connection rates and connect p50/p99 per path,
+# ratios to direct, svcnet >= kube-proxy nftables and svcnet-iptables >=
+# kube-proxy iptables as targets (bench/datapath; bounded by 6 minutes a proxy;
+# SVCNET_BENCH_COUNTS and SVCNET_BENCH_PROXIES choose the counts and proxies).
 bench-datapath: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
-	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 20m -v
+	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 35m -v
 
 demo: deps build
 	@hack/demo.sh

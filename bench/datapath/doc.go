@@ -1,10 +1,13 @@
-// Package datapathbench measures Service traffic through svcnet proxy and
-// through upstream kube-proxy, in nftables and iptables modes, against direct
-// pod traffic in the lab (make bench-datapath). TestBenchDatapath is gated by
-// SVCNET_BENCH=1 (bench/benchenv); it runs the svcnet binary SVCNET_BENCH_SVCNET
-// names (else one built from this tree) and kube-apiserver,
-// kube-controller-manager and kube-proxy from SVCNET_K8S_BIN (else
-// tools/k8s/build.sh builds them, cached).
+// Package datapathbench measures Service traffic through svcnet proxy, on
+// its nftables, iptables and userspace data planes, and through upstream
+// kube-proxy, in nftables and iptables modes, against direct pod traffic in
+// the lab (make bench-datapath). TestBenchDatapath is gated by
+// SVCNET_BENCH=1 (bench/benchenv); it runs the svcnet binary
+// SVCNET_BENCH_SVCNET names (else one built from this tree) and
+// kube-apiserver, kube-controller-manager and kube-proxy from SVCNET_K8S_BIN
+// (else tools/k8s/build.sh builds them, cached). SVCNET_BENCH_PROXIES
+// chooses the proxies (default all five: svcnet, kube-proxy-nftables,
+// kube-proxy-iptables, svcnet-iptables, svcnet-userspace; proxies.go).
 //
 // A 2-node lab on the kube control plane (real etcd, kube-apiserver and
 // kube-controller-manager; SVCNET_BENCH_LAB names it, default dpPID) runs
@@ -31,15 +34,24 @@
 // fixture hold (target, target-local, the probe, the lab's own): "1" is
 // reported as that few.
 //
-// Proxies. The three proxies (lab.Proxies) take turns on the same lab, so the
-// pods, the Services and the control plane are identical for all (re-creating
-// the lab per proxy would re-apply 10,000 Services through the apiserver each
-// time). A swap (lab.SetProxy) stops both nodes' agents, removes the old
-// proxy's rules (svcnet proxy --cleanup, or kube-proxy --cleanup and the
-// iptables-nft tables it leaves), checks that no table or KUBE-* chain of it
+// Proxies. The proxies take turns on the same lab, so the pods, the Services
+// and the control plane are identical for all (re-creating the lab per proxy
+// would re-apply 10,000 Services through the apiserver each time): svcnet
+// (svcnet proxy on its default plane, nftables), kube-proxy-nftables and
+// kube-proxy-iptables (the lab's node proxies, cluster.Proxies), and
+// svcnet-iptables and svcnet-userspace (svcnet proxy --data-plane iptables
+// and --data-plane userspace). A swap (lab.SetProxyPlane) stops both nodes'
+// agents, removes the old proxy's rules (svcnet proxy --cleanup, which
+// cleans every plane, or kube-proxy --cleanup; then the iptables-nft tables
+// either iptables proxy leaves), checks that no table or KUBE-* chain of it
 // is left, starts the new one (beside kube-proxy, svcnet proxy --data-plane
 // none keeps the pod routes and the layer-2 speaker, and programs no table)
-// and waits until it has synced. The bench then waits until every path and
+// and waits until it has synced. The userspace plane redirects every path
+// (ClusterIP, NodePort, the LoadBalancer IP) to a proxy port on the node it
+// enters, and its second connection leaves from the node's address: the pod
+// sees the node, not the client. Nothing here looks at the address the pod
+// sees, so that plane is measured as the others; its proxy runs in the
+// node's svcnet proxy, on no pinned CPU. The bench then waits until every path and
 // the last probe answer and the LoadBalancer IP is back on its owner node: the
 // speakers restart too, and a gratuitous ARP of a node that held the IP for a
 // moment can land after the owner's, so a wrong client neighbour entry is
@@ -57,7 +69,7 @@
 // each side had its duration (turns.go): a drift of the machine, even within a
 // pair, falls on both sides alike. Each round gives every proxy one slot, in
 // serpentine order over the whole run (svcnet, kube-proxy-nftables, kube-proxy-
-// iptables, then the reverse, ...): a drift of the machine over time spreads
+// iptables, svcnet-iptables, svcnet-userspace, then the reverse, ...): a drift of the machine over time spreads
 // evenly over the proxies, and the proxy that ends a round begins the next,
 // saving a swap per round boundary. The direct reference is measured
 // with the slot's proxy installed (plain pod traffic crosses its rules too);
@@ -97,7 +109,10 @@
 // machine's drift, which an absolute comparison of proxies measured minutes
 // apart would judge; the plain pod traffic's own cost of each proxy's rules
 // is in its table's direct columns, and per node in the nftables package's
-// BenchmarkKernelShardConnect). Each ratio target shows the 90% bootstrap interval of its
+// BenchmarkKernelShardConnect); svcnet-iptables at least equal to kube-proxy
+// iptables on the same figures, judged the same way (a family of its own);
+// svcnet-userspace's figures relative to direct, with no target (every
+// byte crosses user space twice: far below 1). Each ratio target shows the 90% bootstrap interval of its
 // median; every path's ratios over all counts together follow, for
 // information (an established flow's cost does not depend on the count).
 // Each comparison is judged strictly (medians) and by the noise: two
@@ -109,10 +124,11 @@
 // rejects "equal" at a family-wise 5%; the target is met when none is
 // worse. The bootstrap interval of the difference is printed beside it.
 //
-// Bounds: the whole run is bounded by 15 minutes (a context over everything;
-// the default run has 27 slots of 12 pairs of 1s, 5.4 minutes, and
-// checkBudget refuses settings whose load alone would take over half the
-// bound), each apply, probe, swap and settle wait has its own bound.
+// Bounds: the whole run is bounded by 6 minutes a proxy, at least 18 (a
+// context over everything; the default run of five proxies has 45 slots of
+// 12 pairs of 1s, 9 minutes, under 30, and checkBudget refuses settings
+// whose load alone would take over half the bound), each apply, probe, swap
+// and settle wait has its own bound.
 //
 // Contract: everything lives in the lab's namespaces (the client sysctls are
 // written only in the lab's client pod and external client namespaces); the lab

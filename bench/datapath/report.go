@@ -199,6 +199,11 @@ func (r report) String() string {
 		b.WriteString("CPUs: " + r.pinning + "\n")
 	}
 	fmt.Fprintf(&b, "proxies %s take turns on the same lab (kube control plane, same pods and Services), in serpentine order per round\n", strings.Join(r.proxies(), ", "))
+	for _, name := range r.proxies() {
+		if p, ok := proxyNamed(name); ok {
+			fmt.Fprintf(&b, "  %-19s %s\n", name, p.about)
+		}
+	}
 	fmt.Fprintf(&b, "direct reference: pod cli (node1) -> pod IP of srv-remote (node2), or of srv-local (node1) for clusterip-local;\n")
 	fmt.Fprintf(&b, "for nodeport and loadbalancer the lab's client (from a second address) -> pod IP of srv-remote, routed via node1\n")
 	fmt.Fprintf(&b, "as the NodePort path is; measured in turns with the Service, with the same proxy's rules installed\n")
@@ -216,6 +221,8 @@ func (r report) String() string {
 	r.writeTargets(&b)
 	r.writePooled(&b)
 	r.writeComparison(&b, cluster.ProxySvcnet, cluster.ProxyKubeProxyNFTables)
+	r.writeComparison(&b, proxySvcnetIPTables, cluster.ProxyKubeProxyIPTables)
+	r.writeToDirect(&b, proxySvcnetUserspace)
 	return b.String()
 }
 
@@ -302,8 +309,11 @@ func writeProxyTable(b *strings.Builder, pr proxyResult) {
 }
 
 // writeTargets writes svcnet's own targets: ratios to direct, and connect p99
-// growth with the Service count.
+// growth with the Service count. Nothing when svcnet was not measured.
 func (r report) writeTargets(b *strings.Builder) {
+	if !slices.Contains(r.proxies(), cluster.ProxySvcnet) {
+		return
+	}
 	fmt.Fprintf(b, "\ntargets of %s (the median of the paired ratios, and its %.0f%% bootstrap interval)\n", cluster.ProxySvcnet, bootstrapLevel*100)
 	for _, c := range r.counts {
 		pr := c.proxy(cluster.ProxySvcnet)
@@ -441,4 +451,31 @@ func (r report) writeComparison(b *strings.Builder, a, ref string) {
 	all := len(cs)
 	fmt.Fprintf(b, "%s >= %s on every figure: %s by the noise (%d better, %d equal, %d worse of %d figures); strictly %d of %d; intervals wholly below zero: %d (about %.1f expected between equal proxies)\n",
 		a, ref, metOrMissed(all > 0 && tally["worse"] == 0), tally["better"], tally["equal"], tally["worse"], all, strict, all, below, float64(all)*(1-bootstrapLevel)/2)
+}
+
+// writeToDirect writes a proxy's figures relative to direct per count and
+// path, for a proxy with no target (the userspace plane: every byte crosses
+// user space twice, so its ratios are expected far below 1): keep-alive and
+// new-connection ratios with the 90% bootstrap interval of their medians,
+// and connect p50 and p99 over direct (the medians of the pairs' excess, as
+// the comparisons use). Nothing when the proxy was not measured.
+func (r report) writeToDirect(b *strings.Builder, name string) {
+	if !slices.Contains(r.proxies(), name) {
+		return
+	}
+	fmt.Fprintf(b, "\n%s relative to direct, no target (median of the paired ratios and its %.0f%% bootstrap interval; connect p50 and p99 over direct)\n",
+		name, bootstrapLevel*100)
+	for _, c := range r.counts {
+		pr := c.proxy(name)
+		if pr == nil {
+			continue
+		}
+		for _, p := range pr.paths {
+			kas, ncs := p.pairRatios()
+			kaLo, kaHi := medianCI(kas)
+			ncLo, ncHi := medianCI(ncs)
+			fmt.Fprintf(b, "%5d Services %-17s keep-alive %.3fx (%.3f-%.3f)   new connections %.3fx (%.3f-%.3f)   connect p50 %+.0fus   p99 %+.0fus over direct\n",
+				c.services, p.path, median(kas), kaLo, kaHi, median(ncs), ncLo, ncHi, median(p.pairExcess(.5)), median(p.pairExcess(.99)))
+		}
+	}
 }

@@ -52,7 +52,8 @@ func lbOwner(ctx context.Context, l *lab.Lab, extNS *netns.NS, ip netip.Addr) (i
 	return l.Announcer(ip)
 }
 
-// swapTo makes proxy the nodes' Service proxy (lab.SetProxy) and waits,
+// swapTo makes proxy the nodes' Service proxy, with its data plane
+// (lab.SetProxyPlane), and waits,
 // bounded by settleLimit, until it serves as the old one did: every path
 // answers, the last probe answers on both nodes (everything applied is
 // programmed), and the LoadBalancer IP is announced by its owner again (the
@@ -60,9 +61,10 @@ func lbOwner(ctx context.Context, l *lab.Lab, extNS *netns.NS, ip netip.Addr) (i
 // IP for a moment, which would change the loadbalancer path's hops). It
 // returns the time from the start of the swap until then (ready), and the
 // time it then waited until the agents were quiet (waitQuiet).
-func swapTo(ctx context.Context, l *lab.Lab, proxy string, sc *scaler, targets []target, lbIP netip.Addr, extNS *netns.NS, owner int) (ready, quiet time.Duration, err error) {
+func swapTo(ctx context.Context, l *lab.Lab, bp benchProxy, sc *scaler, targets []target, lbIP netip.Addr, extNS *netns.NS, owner int) (ready, quiet time.Duration, err error) {
+	proxy := bp.name
 	t0 := time.Now()
-	if err := l.SetProxy(ctx, proxy); err != nil {
+	if err := l.SetProxyPlane(ctx, bp.labProxy, bp.dataPlane); err != nil {
 		return 0, 0, fmt.Errorf("swap to %s: %w", proxy, err)
 	}
 	if err := waitTargets(ctx, targets, settleLimit); err != nil {

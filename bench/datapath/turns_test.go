@@ -72,3 +72,28 @@ func TestTurns(t *testing.T) {
 		t.Errorf("side after the end = %d, want -1", tr.side())
 	}
 }
+
+// A pair is measured again when a side of a load was not loaded
+// (errStarved): under half its time, or no request finished either way; a
+// side whose requests all failed was loaded, and its path is dead.
+func TestStarved(t *testing.T) {
+	d := 200 * time.Millisecond
+	for _, tt := range []struct {
+		l    loadDone
+		want bool
+	}{
+		{loadDone{had: 200 * time.Millisecond, oks: 900}, false},
+		{loadDone{had: 100 * time.Millisecond, oks: 1}, false},
+		{loadDone{had: 300 * time.Millisecond, errs: 8}, false},
+		{loadDone{had: 3 * time.Millisecond, oks: 2}, true},
+		{loadDone{had: 200 * time.Millisecond}, true},
+		{loadDone{}, true},
+	} {
+		if got := tt.l.starved(d); got != tt.want {
+			t.Errorf("%v starved of %s = %v, want %v", tt.l, d, got, tt.want)
+		}
+	}
+	if got, want := (loadDone{had: 201400 * time.Microsecond, oks: 3, errs: 1}).String(), "3 answered and 1 failed in 201ms"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

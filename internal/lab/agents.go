@@ -44,3 +44,14 @@ func (l *Lab) SupervisorPid(namespace, name string) (int, error) {
 func (l *Lab) SupervisedPid(namespace, name string) (int, error) {
 	return l.c.SupervisedPid(namespace, name)
 }
+
+// DataPlane returns every node's svcnet proxy's --data-plane ("" for the
+// proxy's default; see Options.DataPlane).
+func (l *Lab) DataPlane() string { return l.c.Info.DataPlane }
+
+// SetProxyPlane replaces every node's Service proxy by proxy and svcnet
+// proxy's data plane by dataPlane, keeping everything else (see
+// cluster.Cluster.SetProxyPlane).
+func (l *Lab) SetProxyPlane(ctx context.Context, proxy, dataPlane string) error {
+	return l.c.SetProxyPlane(ctx, proxy, dataPlane)
+}

@@ -58,6 +58,29 @@ func TestCheckDataPlane(t *testing.T) {
 	}
 }
 
+// A swap deletes iptables-nft's tables after the cleanup of a proxy that
+// programmed iptables: kube-proxy in either mode, svcnet proxy's iptables
+// plane; not after svcnet proxy's nftables or userspace plane.
+func TestUsedIPTables(t *testing.T) {
+	tests := []struct {
+		proxy, dataPlane string
+		want             bool
+	}{
+		{ProxyKubeProxyNFTables, "", true},
+		{ProxyKubeProxyIPTables, "", true},
+		{ProxySvcnet, "iptables", true},
+		{ProxySvcnet, "", false},
+		{ProxySvcnet, "nftables", false},
+		{ProxySvcnet, "userspace", false},
+		{ProxySvcnet, "none", false},
+	}
+	for _, tt := range tests {
+		if got := usedIPTables(tt.proxy, tt.dataPlane); got != tt.want {
+			t.Errorf("usedIPTables(%s, %q) = %v, want %v", tt.proxy, tt.dataPlane, got, tt.want)
+		}
+	}
+}
+
 func TestAgentArgv(t *testing.T) {
 	state := []string{"--kubeconfig", "/run/kc"}
 	key := topology.Names{Lab: "x"}.HeartbeatKey()

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/cni/hostport"
+	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -66,26 +67,33 @@ func (c *Cluster) Proxy() string {
 	return c.Info.Proxy
 }
 
-// SetProxy replaces every node's Service proxy by proxy, keeping everything
-// else (control plane, pods, Services): it stops the nodes' agents and their
-// supervisors, removes their Pods and the old proxy's rules (svcnet proxy
-// --cleanup, or kube-proxy --cleanup), checks that no rule of it is left,
-// then starts the new agents and waits until they have synced. Same proxy:
-// nothing is done. A lab with a data plane for svcnet proxy (Info.DataPlane)
-// cannot run kube-proxy (CheckDataPlane). On failure the lab may be left
-// without a proxy; SetProxy again, or Down.
+// SetProxy replaces every node's Service proxy by proxy, keeping svcnet
+// proxy's data plane (Info.DataPlane): SetProxyPlane with it.
 func (c *Cluster) SetProxy(ctx context.Context, proxy string) error {
+	return c.SetProxyPlane(ctx, proxy, c.Info.DataPlane)
+}
+
+// SetProxyPlane replaces every node's Service proxy by proxy and svcnet
+// proxy's data plane by dataPlane ("" is the proxy's default; it must be ""
+// beside kube-proxy, CheckDataPlane), keeping everything else (control
+// plane, pods, Services): it stops the nodes' agents and their supervisors,
+// removes their Pods and the old proxy's rules (svcnet proxy --cleanup, or
+// kube-proxy --cleanup), checks that no rule of it is left, then starts the
+// new agents and waits until they have synced. Same proxy and data plane:
+// nothing is done. On failure the lab may be left without a proxy;
+// SetProxyPlane again, or Down.
+func (c *Cluster) SetProxyPlane(ctx context.Context, proxy, dataPlane string) error {
 	if err := CheckProxy(c.Names.Lab, proxy, c.Info.ControlPlane); err != nil {
 		return err
 	}
 	if err := CheckKubeProxyBinary(c.Names.Lab, proxy, c.Info.K8sBin); err != nil {
 		return err
 	}
-	if err := CheckDataPlane(c.Names.Lab, proxy, c.Info.DataPlane); err != nil {
+	if err := CheckDataPlane(c.Names.Lab, proxy, dataPlane); err != nil {
 		return err
 	}
-	old := c.Proxy()
-	if proxy == old {
+	old, oldPlane := c.Proxy(), c.Info.DataPlane
+	if proxy == old && dataPlane == oldPlane {
 		return nil
 	}
 	for i := 1; i <= c.Info.Nodes; i++ {
@@ -97,24 +105,25 @@ func (c *Cluster) SetProxy(ctx context.Context, proxy string) error {
 		}
 	}
 	for i := 1; i <= c.Info.Nodes; i++ {
-		if err := c.cleanupNode(ctx, i, old); err != nil {
+		if err := c.cleanupNode(ctx, i, old, oldPlane); err != nil {
 			return err
 		}
 	}
-	c.Info.Proxy = proxy
+	c.Info.Proxy, c.Info.DataPlane = proxy, dataPlane
 	if err := WriteInfo(c.Names, c.Info); err != nil {
 		return err
 	}
 	return c.StartNodes(ctx, func(string, ...any) {})
 }
 
-// cleanupNode removes the rules proxy left on node i (its agents stopped) and
-// then checks that neither svcnet's nor kube-proxy's are left (leftoverRules).
-func (c *Cluster) cleanupNode(ctx context.Context, i int, proxy string) error {
+// cleanupNode removes the rules proxy (with svcnet proxy's data plane
+// dataPlane) left on node i (its agents stopped) and then checks that
+// neither svcnet's nor kube-proxy's are left (leftoverRules).
+func (c *Cluster) cleanupNode(ctx context.Context, i int, proxy, dataPlane string) error {
 	if out, err := c.runInNode(ctx, i, cleanupArgv(c.Info, proxy)...); err != nil {
 		return fmt.Errorf("node %s: %s cleanup: %w: %s", topology.NodeName(i), proxy, err, out)
 	}
-	if kubeProxyMode(proxy) != "" {
+	if usedIPTables(proxy, dataPlane) {
 		if err := c.deleteIPTablesNFT(ctx, i); err != nil {
 			return err
 		}
@@ -127,6 +136,14 @@ func (c *Cluster) cleanupNode(ctx context.Context, i int, proxy string) error {
 		return fmt.Errorf("node %s: after the %s cleanup, rules are left: %s", topology.NodeName(i), proxy, strings.Join(left, "; "))
 	}
 	return nil
+}
+
+// usedIPTables reports whether proxy, with svcnet proxy's data plane
+// dataPlane, leaves iptables-nft's tables behind after its cleanup:
+// kube-proxy in either mode, and svcnet proxy's iptables plane (both remove
+// their chains only; deleteIPTablesNFT removes the rest).
+func usedIPTables(proxy, dataPlane string) bool {
+	return kubeProxyMode(proxy) != "" || dataPlane == iptplane.Name
 }
 
 // deleteIPTablesNFT deletes node i's iptables-nft tables. kube-proxy
