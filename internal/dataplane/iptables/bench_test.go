@@ -124,7 +124,7 @@ func BenchmarkKernelSync(b *testing.B) {
 // per-port chains of n Service ports in restores of 200 ports, then the
 // shared chains as rendered (KUBE-SERVICES by jump target, descending) and
 // again with KUBE-SERVICES in ascending order: the cost of the order (see
-// byTargetDescending), in seconds.
+// byHashDescending), in seconds.
 //
 //	SVCNET_REQUIRE_ROOT=1 go test -run '^$' -bench KernelRestoreOrder -benchtime 1x ./internal/dataplane/iptables
 func BenchmarkKernelRestoreOrder(b *testing.B) {

@@ -64,6 +64,9 @@ func portProto(sp *servicetable.ServicePort) string {
 	return sp.Name.String() + strings.ToLower(string(sp.Protocol))
 }
 
+// portHash is the hash a Service port's chains are named by.
+func portHash(sp *servicetable.ServicePort) string { return hash16(portProto(sp)) }
+
 // ClusterChain is the KUBE-SVC chain of a Service port: its endpoints under
 // the Cluster traffic policy.
 func ClusterChain(sp *servicetable.ServicePort) string { return prefixCluster + hash16(portProto(sp)) }

@@ -46,6 +46,8 @@ type Port struct {
 	Chains []*Chain
 	// shared holds the port's rules in each shared chain, in order.
 	shared [numShared][]string
+	// hash is the hash its chains are named by.
+	hash string
 }
 
 // localDetector matches traffic from a local pod, as kube-proxy's
@@ -225,7 +227,7 @@ func (r *portRenderer) chain(name string, rules ...string) {
 // renderPort renders one Service port as kube-proxy's syncProxyRules does,
 // from the endpoint sets the table decided.
 func renderPort(c config, sp *servicetable.ServicePort) *Port {
-	r := &portRenderer{c: c, sp: sp, p: &Port{ID: sp.ID}, name: sp.Name.String(), proto: strings.ToLower(string(sp.Protocol))}
+	r := &portRenderer{c: c, sp: sp, p: &Port{ID: sp.ID, hash: portHash(sp)}, name: sp.Name.String(), proto: strings.ToLower(string(sp.Protocol))}
 	r.render()
 	for _, ch := range r.p.Chains {
 		canonical(c.Family, ch.Rules)
