@@ -15,7 +15,8 @@ import (
 // the node: the first leg. The second leg, the proxy's own connection from
 // the node to an endpoint, is chosen in user space (round robin or least
 // connections, another endpoint on a failed connect) and is not in any
-// table: the trace names it (userspaceLeg) rather than simulating it.
+// table: trace it as its own connection, from the node to the endpoint
+// (svcnet lab trace NODE ENDPOINT_IP:PORT), as the demo does.
 type userspaceRules struct{}
 
 // Render refuses: the proxy ports are the running proxy's, not the cluster
