@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/testbin"
+
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 
 	"github.com/svcnet/svcnet/internal/echo"
@@ -146,8 +148,12 @@ func egressScenarios(t *testing.T, e *env) {
 		name, reopen := e.release(t)
 		defer reopen()
 		to := netip.AddrPortFrom(topology.ClientAddr, egressPort).String()
+		chain := "egress-masquerading" // the nftables and userspace planes'
+		if testbin.DataPlane() == iptplane.Name {
+			chain = iptplane.ChainEgressMasq
+		}
 		out := labTraceVerify(t, e, name, "client-1", to,
-			"egress-masquerading", "SNAT ", "un-SNAT", "summary: 1 rewrite on the way in (SNAT at node1)")
+			chain, "SNAT ", "un-SNAT", "summary: 1 rewrite on the way in (SNAT at node1)")
 		t.Logf("svcnet lab trace client-1 %s --verify:\n%s", to, out)
 	})
 }
