@@ -3,6 +3,7 @@ package iptables
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	ipt "github.com/svcnet/svcnet/internal/iptables"
@@ -89,5 +90,37 @@ func TestKernelGenerationWatch(t *testing.T) {
 	}
 	if moved, err := w.Changed(ctx); err != nil || !moved {
 		t.Fatalf("after another agent's commit: Changed = %v, %v; want true", moved, err)
+	}
+}
+
+// savingRunner counts the tables saved through it.
+type savingRunner struct {
+	*ipt.Fake
+	saves int
+}
+
+func (s *savingRunner) Save(ctx context.Context, f ipfamily.Family, table string) ([]byte, error) {
+	s.saves++
+	return s.Fake.Save(ctx, f, table)
+}
+
+// TestGenerationWatchReadsNoCanary: once a Sync recorded the generation,
+// Changed answers from it alone and never saves a table (iptables-nft-save
+// loads the whole ruleset), even after the canary interval.
+func TestGenerationWatchReadsNoCanary(t *testing.T) {
+	ctx := context.Background()
+	run := &savingRunner{Fake: ipt.NewFake()}
+	b := New(run, ipfamily.IPv4)
+	w := WatchGeneration(b, func(context.Context) (uint32, error) { return 3, nil })
+	if _, err := w.Sync(ctx, featureTable(t, testNode()), false); err != nil {
+		t.Fatal(err)
+	}
+	b.lastCanary = time.Time{} // the canary would be due
+	before := run.saves
+	if moved, err := w.Changed(ctx); err != nil || moved {
+		t.Fatalf("Changed = %v, %v", moved, err)
+	}
+	if run.saves != before {
+		t.Errorf("Changed saved %d tables; want none (the generation answers)", run.saves-before)
 	}
 }
