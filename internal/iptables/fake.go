@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,7 +17,8 @@ import (
 // iptables-restore --noflush semantics (see the package doc), committing
 // each table atomically, and refuses what the kernel refuses: rules of
 // missing chains, jumps to missing chains, deleting a builtin, non-empty or
-// referenced chain, deleting a rule that is not there. Rule specs are kept
+// referenced chain, deleting a rule that is not there, a rule number out of
+// range in "-I chain N" or "-D chain N". Rule specs are kept
 // verbatim (iptables-save would print them in its canonical order).
 type Fake struct {
 	mu     sync.Mutex
@@ -112,15 +114,31 @@ func apply(t *Table, line string) error {
 	}
 	switch op {
 	case "-A", "-I":
+		at := 1
+		if op == "-I" {
+			if num, rest, ok := ruleNum(spec); ok {
+				if num < 1 || num > len(c.Rules)+1 {
+					return fmt.Errorf("-I %s %d: Index of insertion too big", name, num)
+				}
+				at, spec = num, rest
+			}
+		}
 		if err := checkTarget(t, spec); err != nil {
 			return err
 		}
 		if op == "-A" {
 			c.Rules = append(c.Rules, spec)
 		} else {
-			c.Rules = append([]string{spec}, c.Rules...)
+			c.Rules = slices.Insert(c.Rules, at-1, spec)
 		}
 	case "-D":
+		if num, rest, ok := ruleNum(spec); ok && rest == "" {
+			if num < 1 || num > len(c.Rules) {
+				return fmt.Errorf("-D %s %d: Index of deletion too big", name, num)
+			}
+			c.Rules = slices.Delete(c.Rules, num-1, num)
+			return nil
+		}
 		i := slices.Index(c.Rules, spec)
 		if i < 0 {
 			return fmt.Errorf("-D %s: bad rule (does a matching rule exist in that chain?)", name)
@@ -143,6 +161,17 @@ func apply(t *Table, line string) error {
 		return fmt.Errorf("unsupported command %q", op)
 	}
 	return nil
+}
+
+// ruleNum splits a rule number off the front of spec, as iptables reads
+// "-I chain [rulenum] rule" and "-D chain rulenum".
+func ruleNum(spec string) (int, string, bool) {
+	word, rest, _ := strings.Cut(spec, " ")
+	n, err := strconv.Atoi(word)
+	if err != nil || word == "" || word[0] < '0' || word[0] > '9' {
+		return 0, spec, false
+	}
+	return n, rest, true
 }
 
 // JumpTarget returns the -j or -g target of a rule spec ("" if none).

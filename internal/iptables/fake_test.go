@@ -55,6 +55,20 @@ var semantics = []struct {
 			t.Error("chain still there")
 		}
 	}},
+	{"-I at a number inserts there, at the end too", "*nat\n-I KUBE-SERVICES 1 -m comment --comment first -j KUBE-MARK-MASQ\n-I KUBE-SERVICES 3 -m comment --comment last -j KUBE-MARK-MASQ\nCOMMIT\n", "", func(t *testing.T, nat *Table) {
+		r := nat.Chains["KUBE-SERVICES"].Rules
+		if len(r) != 3 || !strings.Contains(r[0], "first") || !strings.Contains(r[2], "last") {
+			t.Errorf("KUBE-SERVICES = %q", r)
+		}
+	}},
+	{"-D by number deletes that rule", "*nat\n-D KUBE-SERVICES 2\nCOMMIT\n", "", func(t *testing.T, nat *Table) {
+		r := nat.Chains["KUBE-SERVICES"].Rules
+		if len(r) != 2 || !strings.Contains(r[0], "first") || !strings.Contains(r[1], "last") {
+			t.Errorf("KUBE-SERVICES = %q", r)
+		}
+	}},
+	{"-D past the last rule fails", "*nat\n-D KUBE-SERVICES 1\n-D KUBE-SERVICES 2\nCOMMIT\n", "-D KUBE-SERVICES 2", nil},
+	{"-I past the end fails", "*nat\n-I KUBE-SERVICES 4 -j KUBE-MARK-MASQ\nCOMMIT\n", "-I KUBE-SERVICES 4", nil},
 }
 
 func TestFakeRestoreSemantics(t *testing.T) {

@@ -266,14 +266,17 @@ func setService(t *testing.T, asm *servicetable.Assembler, node servicetable.Nod
 	asm.Set(sv.Key(), ports, nil)
 }
 
-// countingRunner counts the restores that reach the fake kernel.
+// countingRunner counts the restores that reach the fake kernel and keeps
+// the last one's input.
 type countingRunner struct {
 	*ipt.Fake
 	restores int
+	last     string
 }
 
 func (c *countingRunner) Restore(ctx context.Context, f ipfamily.Family, input []byte) error {
 	c.restores++
+	c.last = string(input)
 	return c.Fake.Restore(ctx, f, input)
 }
 

@@ -48,6 +48,24 @@ func manyServices(tb testing.TB, n, extra int) *servicetable.Table {
 	return servicetable.Build(st.Snapshot(), testNode())
 }
 
+// withService returns t with the ports of Service svc-<i> of manyServices
+// added, in ID order as servicetable.Table keeps them; t's other entries
+// stay the same pointers.
+func withService(tb testing.TB, t *servicetable.Table, i int) servicetable.Table {
+	out := *t
+	out.Ports = slices.Clone(t.Ports)
+	for _, sp := range manyServices(tb, i+1, 0).Ports {
+		if strings.HasPrefix(sp.ID, fmt.Sprintf("default/svc-%d:", i)) {
+			at, _ := slices.BinarySearchFunc(out.Ports, sp.ID, func(o *servicetable.ServicePort, id string) int { return strings.Compare(o.ID, id) })
+			out.Ports = slices.Insert(out.Ports, at, sp)
+		}
+	}
+	if len(out.Ports) != len(t.Ports)+1 {
+		tb.Fatalf("svc-%d: no port added", i)
+	}
+	return out
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -91,9 +109,12 @@ func BenchmarkKernelSync(b *testing.B) {
 			i := slices.IndexFunc(changed.Ports, func(o *servicetable.ServicePort) bool { return o.ID == sp.ID })
 			changed.Ports[i] = sp
 		}
+		// One Service more: the partial sync adds its chains and one
+		// rule in KUBE-SERVICES (and, deleted again, removes them).
+		added := withService(b, &changed, n)
 		for _, v := range []ipt.Variant{ipt.NFT, ipt.Legacy} {
 			b.Run(fmt.Sprintf("ports=%d/%s", n, v), func(b *testing.B) {
-				var full, adopt, part time.Duration
+				var full, adopt, part, add, del time.Duration
 				for range b.N {
 					ns := netnstest.New(b, "iptbench")
 					run := &ipt.Exec{Variant: v, Command: ns.CommandContext}
@@ -111,10 +132,14 @@ func BenchmarkKernelSync(b *testing.B) {
 					full += timed(be, base, true, true)
 					adopt += timed(New(run, ipfamily.IPv4), base, true, false)
 					part += timed(be, &changed, false, true)
+					add += timed(be, &added, false, true)
+					del += timed(be, &changed, false, true)
 				}
 				b.ReportMetric(full.Seconds()/float64(b.N), "s-full")
 				b.ReportMetric(adopt.Seconds()/float64(b.N), "s-adopt")
 				b.ReportMetric(part.Seconds()/float64(b.N), "s-partial")
+				b.ReportMetric(add.Seconds()/float64(b.N), "s-add-service")
+				b.ReportMetric(del.Seconds()/float64(b.N), "s-del-service")
 			})
 		}
 	}

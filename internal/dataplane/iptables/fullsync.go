@@ -210,6 +210,13 @@ func undo(done []creation) string {
 // writeTable writes one table's restore block: chains declared (flushed)
 // and filled, then the deleted ones flushed and removed.
 func writeTable(b *strings.Builder, table string, chains []*Chain, deleted []string) {
+	writeTableEdits(b, table, chains, nil, deleted)
+}
+
+// writeTableEdits is writeTable with edits, restore lines that change
+// chains in place (editLines), after the chains written whole and before
+// the deletions (an edit removes the last jump to a deleted chain).
+func writeTableEdits(b *strings.Builder, table string, chains []*Chain, edits, deleted []string) {
 	b.WriteString("*" + table + "\n")
 	for _, c := range chains {
 		b.WriteString(":" + c.Name + " - [0:0]\n")
@@ -221,6 +228,9 @@ func writeTable(b *strings.Builder, table string, chains []*Chain, deleted []str
 		for _, r := range c.Rules {
 			b.WriteString("-A " + c.Name + " " + r + "\n")
 		}
+	}
+	for _, e := range edits {
+		b.WriteString(e + "\n")
 	}
 	for _, name := range deleted {
 		b.WriteString("-X " + name + "\n")

@@ -75,3 +75,16 @@ func TestKernelBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelEditsSharedChains: the in-place edits of a partial sync (-I and
+// -D by rule number in KUBE-SERVICES) leave the kernel, through both
+// variants, as a full sync of the same table does.
+func TestKernelEditsSharedChains(t *testing.T) {
+	netnstest.RequireRoot(t)
+	for _, v := range []ipt.Variant{ipt.NFT, ipt.Legacy} {
+		t.Run(string(v), func(t *testing.T) {
+			ns := netnstest.New(t, "iptedit")
+			editsSharedChains(t, &ipt.Exec{Variant: v, Command: ns.CommandContext})
+		})
+	}
+}

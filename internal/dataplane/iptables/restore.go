@@ -178,39 +178,49 @@ func (rs *Ruleset) Stale(prev *Ruleset) []string {
 }
 
 // restore writes the input; changed == nil means every port; with prev,
-// shared chains equal to prev's are left out. Each table's chains are
+// shared chains equal to prev's are left out, and those with a few rules
+// changed are edited in place (editLines). Each table's chains are
 // declared before any rule, so rules may jump to chains of the same
 // restore.
 func (rs *Ruleset) restore(changed map[string]bool, stale []string, prev *Ruleset) string {
 	var b strings.Builder
-	fixed := func(table string) []*Chain {
+	fixed := func(table string) ([]*Chain, []string) {
 		cs := rs.fixedChains(table)
 		if prev == nil {
-			return cs
+			return cs, nil
 		}
 		old := map[string]*Chain{}
 		for _, c := range prev.fixedChains(table) {
 			old[c.Name] = c
 		}
-		var out []*Chain
+		var whole []*Chain
+		var edits []string
 		for _, c := range cs {
-			if o := old[c.Name]; o == nil || !slices.Equal(o.Rules, c.Rules) {
-				out = append(out, c)
+			o := old[c.Name]
+			if o != nil && slices.Equal(o.Rules, c.Rules) {
+				continue
 			}
+			if o != nil {
+				if lines, ok := editLines(c.Name, o.Rules, c.Rules); ok {
+					edits = append(edits, lines...)
+					continue
+				}
+			}
+			whole = append(whole, c)
 		}
-		return out
+		return whole, edits
 	}
-	if f := fixed(TableFilter); prev == nil || len(f) > 0 {
-		writeTable(&b, TableFilter, f, nil)
+	if f, edits := fixed(TableFilter); prev == nil || len(f) > 0 || len(edits) > 0 {
+		writeTableEdits(&b, TableFilter, f, edits, nil)
 	}
-	nat := fixed(TableNAT)
+	nat, edits := fixed(TableNAT)
 	for _, p := range rs.Ports {
 		if changed == nil || changed[p.ID] {
 			nat = append(nat, p.Chains...)
 		}
 	}
-	if prev == nil || len(nat) > 0 || len(stale) > 0 {
-		writeTable(&b, TableNAT, nat, stale)
+	if prev == nil || len(nat) > 0 || len(edits) > 0 || len(stale) > 0 {
+		writeTableEdits(&b, TableNAT, nat, edits, stale)
 	}
 	return b.String()
 }
