@@ -12,6 +12,15 @@
 // last heartbeat, not when some later packet happens to arrive. A peer that
 // stops its Run cleanly sends a "leaving" datagram and is dead at once.
 //
+// Stalls: when this node's own process was stalled (descheduled on a busy
+// machine, paused), its clock ran on while the peers' heartbeats queued up
+// unread in its socket, and the expiry timer and those datagrams become
+// ready together. A peer is therefore not declared dead while datagrams
+// wait in the socket's receive queue (SIOCINQ), for at most Interval from
+// the moment its Timeout was found run out: reading what queued during a
+// stall of any length takes far less, and a sender flooding the port
+// cannot keep a dead peer alive for longer than that.
+//
 // Readiness: a heartbeat also says whether its sender is ready to own IPs
 // (SetReady; the speaker sets it after its warm-up). Alive counts only peers
 // that are heard and ready, so a starting node is heard at once but takes

@@ -142,6 +142,12 @@ type Members struct {
 	ready    bool         // this node is ready to own IPs (SetReady)
 	lastSent time.Time    // when the last heartbeat was sent (zero before the first)
 	rejoins  uint64       // see Rejoins
+	// queued, set while Run runs, reports whether datagrams wait unread
+	// in its socket (see expireLocked); nil when it cannot tell.
+	queued func() bool
+	// sparedSince is when overdue peers were first spared because
+	// datagrams waited unread; zero when none is overdue.
+	sparedSince time.Time
 }
 
 // peer is what this node knows of one other node.
@@ -455,10 +461,27 @@ func (m *Members) fresh(p *peer, msg message) bool {
 // expireLocked declares dead every peer not heard from within Timeout of now,
 // ends every restart grace that ran out, and signals Changed if a peer that
 // was alive is not any more. m.mu must be held.
+//
+// While datagrams wait unread in this node's socket (m.queued), overdue
+// peers are spared, for Interval at most from when that began: when this
+// process was stalled (descheduled on a busy machine, or paused), its clock
+// ran on while the peers' heartbeats queued up, and the expiry must not win
+// the race against reading them. The bound keeps a sender flooding the
+// port from keeping a dead peer alive longer.
 func (m *Members) expireLocked(now time.Time) {
 	changed := false
+	spare := false
+	switch {
+	case !m.overdueLocked(now):
+		m.sparedSince = time.Time{}
+	case m.queued != nil && m.queued():
+		if m.sparedSince.IsZero() {
+			m.sparedSince = now
+		}
+		spare = now.Sub(m.sparedSince) < m.cfg.Interval
+	}
 	for name, p := range m.peers {
-		if p.heard && now.Sub(p.lastHeard) >= m.cfg.Timeout {
+		if p.heard && now.Sub(p.lastHeard) >= m.cfg.Timeout && !spare {
 			changed = changed || p.alive()
 			p.heard, p.graceUntil = false, time.Time{}
 			m.log.Info("peer dead", "node", name, "reason", "timeout", "silentFor", now.Sub(p.lastHeard).Round(time.Millisecond), "incarnation", p.incarnation)
@@ -472,6 +495,17 @@ func (m *Members) expireLocked(now time.Time) {
 	if changed {
 		m.signal()
 	}
+}
+
+// overdueLocked reports whether a heard peer's Timeout has run out at now.
+// m.mu must be held.
+func (m *Members) overdueLocked(now time.Time) bool {
+	for _, p := range m.peers {
+		if p.heard && now.Sub(p.lastHeard) >= m.cfg.Timeout {
+			return true
+		}
+	}
+	return false
 }
 
 // nextExpiryLocked returns when the first heard peer's Timeout runs out; false

@@ -50,6 +50,14 @@ func (m *Members) Run(ctx context.Context, conn net.PacketConn) error {
 		wg.Wait()
 	}()
 
+	m.mu.Lock()
+	m.queued = queuedOf(conn)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.queued = nil
+		m.mu.Unlock()
+	}()
 	ticker := time.NewTicker(m.cfg.Interval)
 	defer ticker.Stop()
 	expiry := time.NewTimer(time.Hour)
@@ -77,19 +85,27 @@ func (m *Members) Run(ctx context.Context, conn net.PacketConn) error {
 	}
 }
 
+// queuedRetry is how soon arm looks again when a peer's Timeout ran out while
+// datagrams waited unread (see expireLocked).
+const queuedRetry = 2 * time.Millisecond
+
 // arm expires what is due and sets t to fire when the next alive peer's Timeout
-// runs out (stopped when no peer is alive).
+// runs out (stopped when no peer is alive), or in queuedRetry while an overdue
+// peer is spared because datagrams wait unread.
 func (m *Members) arm(t *time.Timer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.expireLocked(now)
 	next, ok := m.nextExpiryLocked()
-	if !ok {
+	switch {
+	case !ok:
 		t.Stop()
-		return
+	case m.overdueLocked(now):
+		t.Reset(queuedRetry)
+	default:
+		t.Reset(max(next.Sub(now), 0))
 	}
-	t.Reset(max(next.Sub(now), 0))
 }
 
 // receive reads datagrams until the read deadline passes (Run is returning: nil)
