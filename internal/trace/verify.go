@@ -101,16 +101,23 @@ const (
 // against the simulation of the rules read: Verify then starts again, with
 // the rules read anew, at most verifyAttempts times in all.
 func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Report, error) {
-	for attempt := 1; ; attempt++ {
-		rep, moved, err := verifyOnce(ctx, snap, net, ask, opts)
-		if err != nil || rep.OK() || !moved || attempt == verifyAttempts {
-			return rep, err
-		}
-	}
+	return untilSettled(verifyAttempts, func() (*Report, bool, error) { return verifyOnce(ctx, snap, net, ask, opts) })
 }
 
 // verifyAttempts bounds Verify's attempts when the rules change under it.
 const verifyAttempts = 3
+
+// untilSettled runs once until it errs, its report is OK, or the rules did
+// not move under it (a disagreement then stands), at most attempts times;
+// it returns the last attempt's result.
+func untilSettled(attempts int, once func() (*Report, bool, error)) (*Report, error) {
+	for attempt := 1; ; attempt++ {
+		rep, moved, err := once()
+		if err != nil || rep.OK() || !moved || attempt >= attempts {
+			return rep, err
+		}
+	}
+}
 
 // verifyOnce is one attempt of Verify; moved reports whether the rule
 // handles of a traced table changed between the rules' read and the probe.
