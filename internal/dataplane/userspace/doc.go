@@ -93,8 +93,9 @@
 //     node address the DNAT chose, so conntrack finds the flow to undo;
 //   - filter prerouting and output at -110 jump to firewall-check:
 //     loadBalancerSourceRanges, checked on the original destination before
-//     the redirect, as the nftables plane checks them; filter input holds
-//     the answers of empty endpoint sets (below);
+//     the redirect, as the nftables plane checks them; filter prerouting
+//     then jumps to endpoints-check, and filter input holds the other
+//     answers of empty endpoint sets (below);
 //   - filter forward and output (at -90, after the nat output chain)
 //     reject new traffic to a ClusterIP (@cluster-ips) that no rule
 //     redirected: a port the Service does not have, as the nftables plane
@@ -105,12 +106,19 @@
 // set of internalTrafficPolicy; external traffic from outside the set of
 // externalTrafficPolicy, and under Local the traffic of pods (the cluster
 // CIDR or pod interface) and of node addresses short-circuited to the
-// cluster set. A proxy port whose endpoint set is empty is answered in the
-// kernel, at input after the redirect (filter-input, new connections only),
-// as the nftables plane answers: rejected (TCP reset to the SYN, ICMP port
-// unreachable) when the Service has no usable endpoint, dropped when it has
-// some but not in this set (a Local policy without a local endpoint). The
-// proxy's own reset remains for a set that empties between two syncs.
+// cluster set. New connections no endpoint can take are answered in the
+// kernel, as the nftables plane answers them: rejected (TCP reset to the
+// SYN, ICMP port unreachable) when the Service has no usable endpoint,
+// dropped when it has some but not in the chosen set (a Local policy
+// without a local endpoint). The reject of traffic arriving on an
+// interface comes before the redirect, on the Service's own address
+// (endpoints-check), so that no translation has to be undone on the
+// answer: a reset to a redirected SYN that came in through the pods'
+// bridge leaves by the bridge port, past the hooks where conntrack would
+// undo the redirect, when br_netfilter is loaded. The node's own traffic,
+// and the drops, are answered at input after the redirect, at the proxy
+// port (filter-input). The proxy's own reset remains for a set that
+// empties between two syncs.
 // Proxy ports listen on every address of the node (0.0.0.0
 // and ::, one socket per family, on a port the kernel picks), as in
 // kube-proxy's userspace mode, so they can also be reached directly on any

@@ -148,7 +148,7 @@ func featureRows() []featureRow {
 		{"external-policy-local-bridge", table(bridge, etpLocal(withNodePort(svc("etpbr", "", model.ProtocolTCP, "10.96.0.27", 80, e1, e2), 30083, bridge)))},
 		row("internal-policy-local", itpLocal(svc("itp", "", model.ProtocolTCP, "10.96.0.28", 80, e1, e2))),
 		row("internal-policy-local-nodeport", itpLocal(withNodePort(svc("itpnp", "", model.ProtocolTCP, "10.96.0.29", 80, e1, e2), 30084, n))),
-		row("no-endpoints", svc("noeps", "", model.ProtocolTCP, "10.96.0.30", 80)),
+		row("no-endpoints", withNodePort(svc("noeps", "", model.ProtocolTCP, "10.96.0.30", 80), 30087, n)),
 		row("no-endpoints-udp", svc("noepsudp", "", model.ProtocolUDP, "10.96.0.34", 53)),
 		row("external-policy-local-no-local-endpoint", etpLocal(withNodePort(svc("etpnone", "", model.ProtocolTCP, "10.96.0.35", 80, e2), 30086, n))),
 		row("internal-policy-local-no-local-endpoint", itpLocal(svc("itpnone", "", model.ProtocolTCP, "10.96.0.36", 80, e2))),

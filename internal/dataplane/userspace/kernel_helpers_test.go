@@ -107,6 +107,20 @@ func newKernelNode(t *testing.T) *kernelNode {
 	return n
 }
 
+// bridgeNetfilter turns on br_netfilter's IPv4 and IPv6 hooks on the node's
+// bridge (a namespace's own setting, on by default when the module is
+// loaded): what a lab node on such a host has. False when the module is not
+// loaded (the host's choice: loading it would turn the hooks on in every
+// namespace); the node's bridge then has none.
+func (n *kernelNode) bridgeNetfilter() bool {
+	n.t.Helper()
+	if err := n.node.Command("sysctl", "-n", "net.bridge.bridge-nf-call-iptables").Run(); err != nil {
+		return false
+	}
+	sh(n.t, n.node, "sysctl -qw net.bridge.bridge-nf-call-iptables=1", "sysctl -qw net.bridge.bridge-nf-call-ip6tables=1")
+	return true
+}
+
 // addPod adds a pod on the bridge; serve starts its echo server (TCP and
 // UDP echoPort, both families), stopped when the test ends.
 func (n *kernelNode) addPod(name string, serve bool) *kpod {

@@ -138,14 +138,19 @@ func TestKernelLocalPolicies(t *testing.T) {
 
 // TestKernelNoEndpoints: a Service port without endpoints refuses at once,
 // TCP (a reset to the SYN) and UDP (ICMP port unreachable), on the
-// ClusterIP and the NodePort, from outside and from the node, and so does a
-// port the ClusterIP does not have; under
+// ClusterIP and the NodePort, from outside, from the node and from a pod
+// on the bridge (with br_netfilter's hooks on the bridge, as on a host that
+// loaded it, where a reset to a redirected SYN would leave with the proxy
+// port's address), and so does a port the ClusterIP does not have; under
 // externalTrafficPolicy Local without a local endpoint, traffic from
 // outside is dropped and a pod's is short-circuited to the cluster set.
 func TestKernelNoEndpoints(t *testing.T) {
 	n := newKernelNode(t)
 	b := n.addPod("pod-b", true)
 	client := n.addPod("client-pod", false)
+	if !n.bridgeNetfilter() {
+		t.Log("br_netfilter is not loaded: the pod's traffic reaches IP without the bridge's netfilter hooks")
+	}
 	plane := n.plane(Config{})
 	n.sync(plane, table(kernelNodeConfig,
 		withNodePort(svc("none", "", model.ProtocolTCP, cip.String(), 80), 30080, kernelNodeConfig),
@@ -163,7 +168,7 @@ func TestKernelNoEndpoints(t *testing.T) {
 	for _, from := range []struct {
 		name string
 		ns   *netns.NS
-	}{{"outside", n.client}, {"the node", n.node}} {
+	}{{"outside", n.client}, {"the node", n.node}, {"a pod", client.ns}} {
 		for _, to := range []netip.AddrPort{ap(cip, 80), ap(nodeIP4, 30080)} {
 			start := time.Now()
 			_, err := ask(from.ns, netip.Addr{}, to, "hostname")

@@ -35,6 +35,7 @@ const (
 	chainReject            = "reject-chain"
 	setClusterIPs          = "cluster-ips"
 	chainFirewallCheck     = "firewall-check"
+	chainEndpointsCheck    = "endpoints-check"
 	firewallPrefix         = "firewall-"
 	setNodePortIPs         = "nodeport-ips"
 )
@@ -131,14 +132,18 @@ func skeleton(fc familyConfig) *nft.Table {
 		t.Chains[name] = &nft.Chain{Name: name, Hook: hook, Rules: rules}
 	}
 	// Source ranges are checked before the redirect (filter at -110, nat
-	// at -100), on the original destination, as the nftables plane does.
+	// at -100), on the original destination, as the nftables plane does;
+	// so are Services without endpoints, for traffic arriving on an
+	// interface (noEndpoints says why).
 	ctNew := nft.CtStateMatch{States: nft.CtNew}
-	chain(chainFilterPrerouting, &nft.Hook{Type: "filter", Hook: "prerouting", Priority: -110}, nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
+	chain(chainFilterPrerouting, &nft.Hook{Type: "filter", Hook: "prerouting", Priority: -110},
+		nft.R(ctNew, nft.JumpTo(chainFirewallCheck)), nft.R(ctNew, nft.JumpTo(chainEndpointsCheck)))
 	chain(chainFilterOutput, &nft.Hook{Type: "filter", Hook: "output", Priority: -110}, nft.R(ctNew, nft.JumpTo(chainFirewallCheck)))
 	chain(chainFirewallCheck, nil)
-	// A proxy port whose endpoint set is empty refuses new connections in
-	// the kernel, as the nftables plane does: after the redirect, so for
-	// the node's own traffic too (it comes back in on lo).
+	chain(chainEndpointsCheck, nil)
+	// A proxy port whose endpoint set is empty answers the node's own new
+	// connections, and drops those of a Local policy's empty set, in the
+	// kernel, after the redirect (the node's traffic comes back in on lo).
 	chain(chainFilterInput, &nft.Hook{Type: "filter", Hook: "input", Priority: -110})
 	// Traffic to a ClusterIP that no rule redirected (a port the Service
 	// does not have, or an SCTP port) is rejected rather than routed on,
@@ -250,12 +255,24 @@ func (r *portRenderer) external(match []nft.Expr) []*nft.Rule {
 	return rules
 }
 
+// match matches the entry's protocol to address a, port port.
+func (r *portRenderer) match(a netip.Addr, port uint16) []nft.Expr {
+	return []nft.Expr{nft.Daddr(nft.Host(a)), r.proto(), nft.PortMatch{Field: nft.FieldDport, Port: port}}
+}
+
+// nodePortMatch matches the entry's NodePort on @nodeport-ips; nil when it
+// has none or the node serves NodePorts on no address of the family.
+func (r *portRenderer) nodePortMatch() []nft.Expr {
+	if r.sp.NodePort == 0 || len(r.fc.nodePortAddrs) == 0 {
+		return nil
+	}
+	return []nft.Expr{nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setNodePortIPs}, r.proto(),
+		nft.PortMatch{Field: nft.FieldDport, Port: r.sp.NodePort}}
+}
+
 func (r *portRenderer) render() {
 	sp := r.sp
-	proto := r.proto()
-	match := func(a netip.Addr, port uint16) []nft.Expr {
-		return []nft.Expr{nft.Daddr(nft.Host(a)), proto, nft.PortMatch{Field: nft.FieldDport, Port: port}}
-	}
+	match := r.match
 	internal := SetCluster
 	if sp.InternalPolicyLocal {
 		internal = SetLocal
@@ -284,9 +301,7 @@ func (r *portRenderer) render() {
 			r.add(chainFirewallCheck, "LoadBalancer", nft.R(append(slices.Clone(m), nft.GotoTo(firewall))...))
 		}
 	}
-	if sp.NodePort != 0 && len(r.fc.nodePortAddrs) > 0 {
-		m := []nft.Expr{nft.Lookup{Fields: []nft.Field{nft.FieldDaddr}, Set: setNodePortIPs}, proto,
-			nft.PortMatch{Field: nft.FieldDport, Port: sp.NodePort}}
+	if m := r.nodePortMatch(); m != nil {
 		r.add(chainNodePortContainer, "NodePort", r.external(m)...)
 		if cok {
 			r.add(chainNodePortHost, "NodePort", r.toHost(m, cport))
@@ -294,14 +309,47 @@ func (r *portRenderer) render() {
 	}
 }
 
-// noEndpoints adds, for each of the entry's proxy ports whose endpoint set
-// is empty, the verdict of its new connections at input: a reject (TCP
-// reset, ICMP port unreachable) when the Service has no usable endpoint at
-// all, a drop when it has some but none in this set (a Local policy without
-// a local endpoint), as the nftables plane answers. The proxy's own reset
-// stays for a set that empties between two syncs.
+// noEndpoints renders the kernel's answer to new connections that no
+// endpoint can take, as the nftables plane answers them: a reject (TCP
+// reset, ICMP port unreachable) when the Service port has no usable
+// endpoint at all, a drop when it has some but none in the set the
+// traffic's policy chose (a Local policy without a local endpoint). The
+// proxy's own reset stays for a set that empties between two syncs.
+//
+// Traffic arriving on an interface to a Service without endpoints is
+// rejected before the redirect, on each of its frontends (endpoints-check),
+// so the answer leaves from the address the client asked for with no
+// translation to undo. After the redirect it could not be relied on: a
+// reset to a packet the bridge handed to IP (br_netfilter) is sent straight
+// out of the bridge port, past the hooks where conntrack would put the
+// Service's address back, and a pod on the bridge would get a reset from
+// the proxy port and keep waiting. The node's own traffic is answered at
+// input, after its DNAT (it comes back in on lo): its answer goes out
+// through the hooks that undo it, and a UDP sender reads the refusal
+// rather than failing its write, as a reject at output would make it.
+//
+// Drops are at input, after the redirect, at the proxy port of the empty
+// set: a drop answers nothing, and which traffic reaches that set is the
+// redirect rules' to say.
 func (r *portRenderer) noEndpoints() {
 	sp := r.sp
+	if !sp.HasEndpoints {
+		why := sp.Name.String() + " has no endpoints"
+		reject := func(m []nft.Expr) {
+			r.add(chainEndpointsCheck, "", nft.R(append(m, nft.GotoTo(chainReject))...).WithComment(why))
+		}
+		if sp.ClusterIP.IsValid() {
+			reject(r.match(sp.ClusterIP, sp.Port))
+		}
+		for _, fe := range sp.Frontends {
+			if fe.Kind == servicetable.FrontendExternalIP || fe.Kind == servicetable.FrontendLoadBalancer {
+				reject(r.match(fe.Addr, fe.Port))
+			}
+		}
+		if m := r.nodePortMatch(); m != nil {
+			reject(m)
+		}
+	}
 	for _, w := range wants(sp) {
 		p, ok := r.port(w.key.Set)
 		if !ok || len(w.eps) > 0 {

@@ -43,7 +43,9 @@ func ifaceAddr(name string, f ipfamily.Family) netip.Addr {
 // endpoint set the service table's policies choose (internalTrafficPolicy
 // for ClusterIP traffic; externalTrafficPolicy for external traffic, with
 // pod and node traffic short-circuited to the cluster set), on the address
-// the kernel's redirect picks, or be dropped by the source ranges.
+// the kernel's redirect picks, or be dropped by the source ranges; a
+// rejection names the destination it answers for, the original one for
+// traffic arriving on an interface (rejected before any rewrite).
 func TestSimulatedFeatureRows(t *testing.T) {
 	tbl := simTable()
 	ports := fixedPorts(tbl)
@@ -56,11 +58,15 @@ func TestSimulatedFeatureRows(t *testing.T) {
 		}
 		return p
 	}
-	// to names the proxy port reached: "local ADDR:PORT".
-	to := func(addr, id string, set Set) string {
+	// proxyAt is the proxy port of id's set on addr: "ADDR:PORT".
+	proxyAt := func(addr, id string, set Set) string {
 		a := netip.MustParseAddr(addr)
-		return fmt.Sprintf("local %s", netip.AddrPortFrom(a, port(id, ipfamily.Of(a), set)))
+		return netip.AddrPortFrom(a, port(id, ipfamily.Of(a), set)).String()
 	}
+	// to names the proxy port reached: "local ADDR:PORT".
+	to := func(addr, id string, set Set) string { return "local " + proxyAt(addr, id, set) }
+	// rejected names a rejection of kind answering for dst.
+	rejected := func(kind, dst string) string { return "rejected " + kind + " at " + dst }
 	pod, client, node := ap("192.168.1.5:40000"), ap("172.26.236.10:40000"), ap("172.26.236.177:40000")
 	var local []netip.Addr
 	for _, as := range ifaceAddrs {
@@ -79,13 +85,14 @@ func TestSimulatedFeatureRows(t *testing.T) {
 		{"ClusterIP from outside", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "10.96.0.20:80", to("172.26.236.177", "default/web:http/tcp", SetCluster)},
 		{"ClusterIP from the node: DNAT to the node address", sim.PathOutput, "", nft.ProtoTCP, node, "10.96.0.20:80", to("172.26.236.177", "default/web:http/tcp", SetCluster)},
 		{"ClusterIP, UDP", sim.PathPrerouting, "cbr0", nft.ProtoUDP, pod, "10.96.0.10:53", to("192.168.1.1", "default/dns:dns/udp", SetCluster)},
-		{"unknown port of a ClusterIP: rejected", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.20:81", "rejected tcp reset"},
-		{"unknown port of a ClusterIP from the node: rejected", sim.PathOutput, "", nft.ProtoUDP, node, "10.96.0.20:81", "rejected icmp port-unreachable"},
-		{"a ClusterIP's unknown port from outside: rejected", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "10.96.0.20:81", "rejected tcp reset"},
+		{"unknown port of a ClusterIP: rejected", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.20:81", rejected("tcp reset", "10.96.0.20:81")},
+		{"unknown port of a ClusterIP from the node: rejected", sim.PathOutput, "", nft.ProtoUDP, node, "10.96.0.20:81", rejected("icmp port-unreachable", "10.96.0.20:81")},
+		{"a ClusterIP's unknown port from outside: rejected", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "10.96.0.20:81", rejected("tcp reset", "10.96.0.20:81")},
 		{"not a ClusterIP: routed on", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.15.15:80", "forwarded 10.96.15.15:80"},
-		{"no endpoints: rejected at the proxy port", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.30:80", "rejected tcp reset"},
-		{"no endpoints from the node: rejected", sim.PathOutput, "", nft.ProtoTCP, node, "10.96.0.30:80", "rejected tcp reset"},
-		{"no endpoints, UDP: rejected", sim.PathPrerouting, "eth0", nft.ProtoUDP, client, "10.96.0.34:53", "rejected icmp port-unreachable"},
+		{"no endpoints, from a pod: rejected before the redirect", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.30:80", rejected("tcp reset", "10.96.0.30:80")},
+		{"no endpoints, NodePort from outside: rejected before the redirect", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "172.26.236.177:30087", rejected("tcp reset", "172.26.236.177:30087")},
+		{"no endpoints, from the node: rejected at the proxy port", sim.PathOutput, "", nft.ProtoTCP, node, "10.96.0.30:80", rejected("tcp reset", proxyAt("172.26.236.177", "default/noeps:80/tcp", SetCluster))},
+		{"no endpoints, UDP: rejected before the redirect", sim.PathPrerouting, "eth0", nft.ProtoUDP, client, "10.96.0.34:53", rejected("icmp port-unreachable", "10.96.0.34:53")},
 		{"ETP Local without a local endpoint, from outside: dropped", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "172.26.236.177:30086", "dropped"},
 		{"ETP Local without a local endpoint, from a pod: cluster set", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "172.26.236.177:30086", to("192.168.1.1", "default/etpnone:80/tcp", SetCluster)},
 		{"ITP Local without a local endpoint: dropped", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.36:80", "dropped"},
@@ -107,7 +114,7 @@ func TestSimulatedFeatureRows(t *testing.T) {
 		{"ITP Local: local set", sim.PathPrerouting, "cbr0", nft.ProtoTCP, pod, "10.96.0.28:80", to("192.168.1.1", "default/itp:80/tcp", SetLocal)},
 		{"ITP Local from the node: local set", sim.PathOutput, "", nft.ProtoTCP, node, "10.96.0.28:80", to("172.26.236.177", "default/itp:80/tcp", SetLocal)},
 		{"ITP Local NodePort: cluster set", sim.PathPrerouting, "eth0", nft.ProtoTCP, client, "172.26.236.177:30084", to("172.26.236.177", "default/itpnp:80/tcp", SetCluster)},
-		{"SCTP: not served, rejected", sim.PathPrerouting, "cbr0", nft.ProtoSCTP, pod, "10.96.0.32:9999", "rejected icmp port-unreachable"},
+		{"SCTP: not served, rejected", sim.PathPrerouting, "cbr0", nft.ProtoSCTP, pod, "10.96.0.32:9999", rejected("icmp port-unreachable", "10.96.0.32:9999")},
 		{"IPv6 ClusterIP from outside", sim.PathPrerouting, "eth0", nft.ProtoTCP, ap("[fd00:26:236::10]:40000"), "[fd00:96::10]:80", to("fd00:26:236::177", "default/v6:80/tcp", SetCluster)},
 		{"IPv6 ClusterIP from the node", sim.PathOutput, "", nft.ProtoTCP, ap("[fd00:26:236::177]:40000"), "[fd00:96::10]:80", to("fd00:26:236::177", "default/v6:80/tcp", SetCluster)},
 		{"IPv6 NodePort", sim.PathPrerouting, "eth0", nft.ProtoTCP, ap("[fd00:26:236::10]:40000"), "[fd00:26:236::177]:30085", to("fd00:26:236::177", "default/v6:80/tcp", SetCluster)},
@@ -125,7 +132,7 @@ func TestSimulatedFeatureRows(t *testing.T) {
 			case sim.Accepted:
 				got = fmt.Sprintf("%s %s", res.Delivery, res.Final.Dst)
 			case sim.Rejected:
-				got = "rejected " + res.Reject.String()
+				got = rejected(res.Reject.String(), res.Final.Dst.String())
 			}
 			if got != tc.want {
 				var b strings.Builder
