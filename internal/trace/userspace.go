@@ -30,10 +30,21 @@ func (userspaceRules) Owns(table string) bool { return userspace.Rules{}.Owns(ta
 
 func init() {
 	us := &Plane{name: userspace.Name, explain: userspaceRules{},
-		service: func(string, string) (string, string, bool) { return "", "", false },
+		service: userspaceService,
 		egress: func(table, chain string) bool {
 			return table == userspace.TableName && nftables.IsEgressChain(nftables.TableName, chain)
 		}}
 	us.read = us.readNFTables
 	planes[us.name] = us
+}
+
+// userspaceService names the Service port of a per-Service chain of the
+// userspace plane: its loadBalancerSourceRanges chains ("firewall"), so
+// that a drop there reads as a source-range filter, as on the other
+// planes. The redirect chains are shared by every Service and name none.
+func userspaceService(chain, _ string) (kind, service string, ok bool) {
+	if id, ok := userspace.FirewallOf(chain); ok {
+		return "firewall", id, true
+	}
+	return "", "", false
 }

@@ -3,6 +3,7 @@ package userspace
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
@@ -362,6 +363,13 @@ func (r *portRenderer) noEndpoints() {
 		}
 		r.add(chainFilterInput, "", nft.R(append(m, v)...).WithComment(sp.Name.String()+why))
 	}
+}
+
+// FirewallOf returns the Service port ID whose loadBalancerSourceRanges
+// chain is chain; false when chain is not such a chain.
+func FirewallOf(chain string) (id string, ok bool) {
+	id, ok = strings.CutPrefix(chain, firewallPrefix)
+	return id, ok && id != ""
 }
 
 // firewall renders the port's loadBalancerSourceRanges chain and returns its
