@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/trace"
 )
 
@@ -15,36 +18,61 @@ import (
 // a real probe crosses the lab with nftrace set, and the kernel's own trace
 // must show the chains, rules and verdicts the tracer simulated, on every
 // node the packet and its reply cross; the verdict must be the expected one.
+//
+// The expectations are the kernel planes' (a DNAT to a pod, masquerading by
+// externalTrafficPolicy). On the userspace plane a connection to a Service
+// has two legs: the client's, redirected to the proxy port on the node it
+// reaches (one rewrite; the proxy's socket sees the client), and the
+// proxy's own, from that node to an endpoint (proxyLeg). Its answers of
+// empty sets are the kernel planes': a reject before the redirect, a drop
+// of an empty Local set after it (one rewrite).
 func traceScenarios(t *testing.T, e *env) {
 	np := func(name string) int32 { return e.service(name).Spec.Ports[0].NodePort }
 	web := e.service("web")
+	proxied := e.l.Info().DataPlane == userspacePlane
 	for _, tc := range []struct {
 		name, from, to, proto string
 		want                  trace.VerdictKind
 		rewrites              int // on the way in; -1: not checked
 		clientKept            bool
+		// endpoint is a pod of the Service and its port ("name:port", in
+		// default): where the userspace proxy's own connection goes; ""
+		// when no Service endpoint is reached.
+		endpoint string
 	}{
-		{"ClusterIP from a pod, endpoint anywhere", "client-1", "default/web", "", trace.Delivered, -1, false},
-		{"ClusterIP from a pod on another node", "client-3", "default/solo", "", trace.Delivered, 1, true},
-		{"ClusterIP from a pod on the endpoint's node", "local-2", "default/solo", "", trace.Delivered, 1, true},
-		{"ClusterIP from a node", "node3", "default/solo", "", trace.Delivered, -1, false},
-		{"NodePort, node with an endpoint, Cluster", "client", fmt.Sprintf("node2:%d", np("solo-np")), "", trace.Delivered, 2, false},
-		{"NodePort, node without endpoint, Cluster", "client", fmt.Sprintf("node1:%d", np("solo-np")), "", trace.Delivered, 2, false},
-		{"NodePort, node with an endpoint, Local", "client", fmt.Sprintf("node2:%d", np("local-etp")), "", trace.Delivered, 1, true},
-		{"NodePort, node without endpoint, Local", "client", fmt.Sprintf("node1:%d", np("local-etp")), "", trace.Dropped, 0, false},
-		{"NodePort on every node's pods", "client", fmt.Sprintf("node3:%d", np("web-np")), "", trace.Delivered, 2, false},
-		{"externalIP from a pod (ETP Cluster: masqueraded)", "client-1", "203.0.113.10:80", "", trace.Delivered, 2, false},
-		{"hairpin: the endpoint to its own Service", "solo", "default/solo", "", trace.Delivered, 2, false},
-		{"no endpoints: rejected", "client-1", "default/empty", "", trace.Rejected, 0, false},
-		{"unknown port of a ClusterIP: rejected", "client-1", web.Spec.ClusterIP + ":81", "", trace.Rejected, 0, false},
-		{"internalTrafficPolicy Local without local endpoint: dropped", "client-1", "default/local-itp", "", trace.Dropped, 0, false},
-		{"session affinity", "client-1", "default/web-sticky", "", trace.Delivered, -1, false},
-		{"UDP to a ClusterIP", "client-1", "default/dns:dns-udp", "", trace.Delivered, -1, false},
-		{"pod to pod on another node", "client-1", "default/web-2:80", "", trace.Delivered, 0, true},
-		{"LoadBalancer IP from the client, to its ARP owner", "client", "default/web-lb", "", trace.Delivered, 2, false},
-		{"LoadBalancer IP, Local: the owner has the endpoint", "client", "default/local-etp", "", trace.Delivered, 1, true},
-		{"LoadBalancer IP outside loadBalancerSourceRanges: filtered", "client", "default/web-lb-ranges", "", trace.Filtered, 0, false},
+		{"ClusterIP from a pod, endpoint anywhere", "client-1", "default/web", "", trace.Delivered, -1, false, "web-1:80"},
+		{"ClusterIP from a pod on another node", "client-3", "default/solo", "", trace.Delivered, 1, true, "solo:80"},
+		{"ClusterIP from a pod on the endpoint's node", "local-2", "default/solo", "", trace.Delivered, 1, true, "solo:80"},
+		{"ClusterIP from a node", "node3", "default/solo", "", trace.Delivered, -1, false, "solo:80"},
+		{"NodePort, node with an endpoint, Cluster", "client", fmt.Sprintf("node2:%d", np("solo-np")), "", trace.Delivered, 2, false, "solo:80"},
+		{"NodePort, node without endpoint, Cluster", "client", fmt.Sprintf("node1:%d", np("solo-np")), "", trace.Delivered, 2, false, "solo:80"},
+		{"NodePort, node with an endpoint, Local", "client", fmt.Sprintf("node2:%d", np("local-etp")), "", trace.Delivered, 1, true, "local-2:80"},
+		{"NodePort, node without endpoint, Local", "client", fmt.Sprintf("node1:%d", np("local-etp")), "", trace.Dropped, 0, false, ""},
+		{"NodePort on every node's pods", "client", fmt.Sprintf("node3:%d", np("web-np")), "", trace.Delivered, 2, false, "web-3:80"},
+		{"externalIP from a pod (ETP Cluster: masqueraded)", "client-1", "203.0.113.10:80", "", trace.Delivered, 2, false, "web-1:80"},
+		{"hairpin: the endpoint to its own Service", "solo", "default/solo", "", trace.Delivered, 2, false, "solo:80"},
+		{"no endpoints: rejected", "client-1", "default/empty", "", trace.Rejected, 0, false, ""},
+		{"unknown port of a ClusterIP: rejected", "client-1", web.Spec.ClusterIP + ":81", "", trace.Rejected, 0, false, ""},
+		{"internalTrafficPolicy Local without local endpoint: dropped", "client-1", "default/local-itp", "", trace.Dropped, 0, false, ""},
+		{"session affinity", "client-1", "default/web-sticky", "", trace.Delivered, -1, false, "web-1:80"},
+		{"UDP to a ClusterIP", "client-1", "default/dns:dns-udp", "", trace.Delivered, -1, false, "web-1:5353"},
+		{"pod to pod on another node", "client-1", "default/web-2:80", "", trace.Delivered, 0, true, ""},
+		{"LoadBalancer IP from the client, to its ARP owner", "client", "default/web-lb", "", trace.Delivered, 2, false, "web-2:80"},
+		{"LoadBalancer IP, Local: the owner has the endpoint", "client", "default/local-etp", "", trace.Delivered, 1, true, "local-2:80"},
+		{"LoadBalancer IP outside loadBalancerSourceRanges: filtered", "client", "default/web-lb-ranges", "", trace.Filtered, 0, false, ""},
 	} {
+		if proxied {
+			switch {
+			case tc.endpoint != "":
+				// The first leg: redirected (the node's own traffic:
+				// DNATed) to the proxy port, the client's address kept.
+				tc.rewrites, tc.clientKept = 1, true
+			case tc.want == trace.Dropped:
+				// Redirected to the proxy port of the empty Local set,
+				// dropped at input.
+				tc.rewrites = 1
+			}
+		}
 		// kube-proxy's iptables mode does not reject unknown ports of a
 		// ClusterIP: the packet leaves by the node's default route, where
 		// the tracer does not follow it, egress-masqueraded unless the
@@ -79,7 +107,54 @@ func traceScenarios(t *testing.T, e *env) {
 					t.Errorf("client address kept at the receiver: %v, want %v\n%s", kept, tc.clientKept, out)
 				}
 			}
+			if proxied && tc.endpoint != "" {
+				proxyLeg(t, e, tr, tc.endpoint, out)
+			}
 		})
+	}
+}
+
+// userspacePlane is the --data-plane value of the userspace plane.
+const userspacePlane = "userspace"
+
+// proxyLeg checks the two legs of a connection through the userspace plane.
+// tr, the first leg, must end at a socket of the node's svcnet proxy (the
+// kernel's socket table names its owner): the proxy port its last rewrite
+// chose. The second leg, the proxy's own connection from that node to
+// endpoint ("pod:port"), is traced to the pod's address and verified
+// against the kernel: delivered to the pod with no rewrite, the pod seeing
+// the node's address.
+func proxyLeg(t *testing.T, e *env, tr *trace.Trace, endpoint, out string) {
+	t.Helper()
+	last := tr.Hops[len(tr.Hops)-1]
+	if last.Place.Kind != trace.PlaceNode || len(last.Rewrites) == 0 || !strings.Contains(tr.Verdict.Reason, "to a socket of the node") {
+		t.Fatalf("the first leg ends at %s (%s), want a proxy port of a node, after a redirect\n%s", last.Place, tr.Verdict.Reason, out)
+	}
+	node, proxyPort := last.Place.Name, last.Rewrites[len(last.Rewrites)-1].After.Dst
+	pid, err := e.l.ProxyPid(topology.NodeIndex(node))
+	if err != nil || pid == 0 {
+		t.Fatalf("%s's proxy: pid %d, %v", node, pid, err)
+	}
+	kind := "-t"
+	if tr.Request.Packet.Proto == "udp" {
+		kind = "-u"
+	}
+	ss, err := e.l.Command(e.place(node), "ss", "-Hlnp", kind, fmt.Sprintf("sport = :%d", proxyPort.Port())).Output()
+	if err != nil || !strings.Contains(string(ss), fmt.Sprintf("pid=%d,", pid)) {
+		t.Errorf("%s: the socket on %s is not svcnet proxy's (pid %d): %v\n%s\n%s", node, proxyPort, pid, err, ss, out)
+	}
+	pod, port, _ := strings.Cut(endpoint, ":")
+	to := net.JoinHostPort(e.pod(pod).Status.PodIP, port)
+	leg, out2 := verifyTrace(t, e, trace.Ask{From: node, To: to, Proto: tr.Request.Packet.Proto})
+	end := leg.Hops[len(leg.Hops)-1]
+	pod = "default/" + pod
+	switch {
+	case leg.Verdict.Kind != trace.Delivered || end.Place.Kind != trace.PlacePod || end.Place.Name != pod:
+		t.Errorf("the proxy's connection from %s to %s: %s at %s (%s), want delivered to the pod\n%s", node, endpoint, leg.Verdict.Kind, end.Place, leg.Verdict.Reason, out2)
+	case leg.Summary.Rewrites != 0 || len(leg.Reply) == 0:
+		t.Errorf("the proxy's connection from %s to %s: %d rewrites, %d reply hops; want none, and a reply\n%s", node, endpoint, leg.Summary.Rewrites, len(leg.Reply), out2)
+	case end.Arrive.Src.Addr() != leg.Request.Packet.Src.Addr():
+		t.Errorf("the pod sees %s, want the node's address %s\n%s", end.Arrive.Src.Addr(), leg.Request.Packet.Src.Addr(), out2)
 	}
 }
 
@@ -128,17 +203,37 @@ func labTraceVerify(t *testing.T, e *env, name, from, to string, wants ...string
 // user runs them, through the binary: `svcnet lab trace client SERVICE
 // --verify` passes, and `-o svg` gives an SVG that renders. The CLI takes the
 // lab's lock, so the suite's handle lets go of it meanwhile.
+//
+// On the userspace plane the trace ends at the proxy port of the node the
+// NodePort is on, and the user traces the proxy's own connection, from that
+// node to a pod, as a second command (as svcnet demo does).
 func traceCommand(t *testing.T, e *env) {
+	plane := e.l.Info().DataPlane
+	web1 := e.pod("web-1").Status.PodIP
 	name, reopen := e.release(t)
 	defer reopen()
-	// The endpoint choice names the Service port as the plane's rules do:
-	// kube-proxy's comments name it "ns/name" (the port is unnamed).
-	endpoint := "endpoint  default/web-np:80/tcp"
-	if e.l.Info().DataPlane == iptablesPlane {
-		endpoint = "endpoint  default/web-np, cluster endpoints"
+	switch plane {
+	case userspacePlane:
+		out := labTraceVerify(t, e, name, "client", "default/web-np",
+			"(Service default/web-np, NodePort)", "(--data-plane userspace)", "redirect to :", `comment "default/web-np NodePort"`,
+			"delivered to a local socket of node ", "un-DNAT", "summary: 1 rewrite on the way in")
+		m := regexp.MustCompile(`delivered to a local socket of node (node\d+) `).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("lab trace names no node whose proxy port took the connection:\n%s", out)
+		}
+		labTraceVerify(t, e, name, m[1], web1+":80",
+			"(pod default/web-1)", "end       delivered to pod default/web-1", "summary: 0 rewrites on the way in")
+	default:
+		// The endpoint choice names the Service port as the plane's rules
+		// do: kube-proxy's comments name it "ns/name" (the port is
+		// unnamed).
+		endpoint := "endpoint  default/web-np:80/tcp"
+		if plane == iptablesPlane {
+			endpoint = "endpoint  default/web-np, cluster endpoints"
+		}
+		labTraceVerify(t, e, name, "client", "default/web-np",
+			"(Service default/web-np, NodePort)", "DNAT ", endpoint, "un-DNAT", "summary: 2 rewrites")
 	}
-	labTraceVerify(t, e, name, "client", "default/web-np",
-		"(Service default/web-np, NodePort)", "DNAT ", endpoint, "un-DNAT", "summary: 2 rewrites")
 	svg, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "-o", "svg").Output()
 	if err != nil {
 		t.Fatalf("svcnet lab trace -o svg: %v", err)
