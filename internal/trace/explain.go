@@ -76,8 +76,12 @@ func serviceOfChain(chain string) (kind, service string, ok bool) {
 	return m[1], m[2] + ":" + m[4] + "/" + m[3], true
 }
 
-// describeChoice records the candidates of an enumeration on node nd.
+// describeChoice records the candidates of an enumeration on node nd; nil
+// when its rules chose no endpoint.
 func (w *walk) describeChoice(nd *NodeNet, outs []sim.Outcome, pick int) *Choice {
+	if w.e.plane().proxied {
+		return nil
+	}
 	c := &Choice{Node: nd.Name}
 	dnat := false
 	for i, o := range outs {

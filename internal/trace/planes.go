@@ -34,6 +34,10 @@ type Plane struct {
 	// untraceable, when set, says why nftrace cannot see the plane's rules
 	// on the node of namespace ns ("" when it can).
 	untraceable func(ctx context.Context, ns *netns.NS) string
+	// proxied: the plane's rules send a Service's traffic to a proxy on
+	// the node, which chooses the endpoint in user space, so no rule makes
+	// an endpoint choice (the rewrite to the proxy port is not one).
+	proxied bool
 }
 
 // Name is the plane's --data-plane value.

@@ -29,7 +29,7 @@ func (userspaceRules) Render(*servicetable.Table) ([]*nft.Table, error) {
 func (userspaceRules) Owns(table string) bool { return userspace.Rules{}.Owns(table) }
 
 func init() {
-	us := &Plane{name: userspace.Name, explain: userspaceRules{},
+	us := &Plane{name: userspace.Name, explain: userspaceRules{}, proxied: true,
 		service: userspaceService,
 		egress: func(table, chain string) bool {
 			return table == userspace.TableName && nftables.IsEgressChain(nftables.TableName, chain)

@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"math/big"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -26,5 +28,29 @@ func TestUserspaceFirewallFiltered(t *testing.T) {
 	v = endVerdict(p, drop("filter-input", `ct state new meta l4proto tcp th dport 40001 drop comment "default/etp has no local endpoints"`), Place{Kind: PlaceNode, Name: "node1"})
 	if v.Kind != Dropped || !strings.Contains(v.Reason, "traffic policy Local") {
 		t.Errorf("drop of an empty local set: %s (%s), want dropped for traffic policy Local", v.Kind, v.Reason)
+	}
+}
+
+// TestUserspaceNoEndpointChoice: the redirect to a proxy port is not an
+// endpoint choice (the proxy chooses in user space), so a userspace trace
+// names none where the same rewrite on a kernel plane is one.
+func TestUserspaceNoEndpointChoice(t *testing.T) {
+	outs := []sim.Outcome{{Probability: big.NewRat(1, 1), Result: sim.Result{Verdict: sim.Accepted, Trace: []sim.Step{{
+		Table: userspace.TableName, Chain: "portals-container", Rule: 0, Action: sim.ActDNAT,
+		Before: &sim.Packet{Dst: netip.MustParseAddrPort("10.96.0.20:80")}, After: &sim.Packet{Dst: netip.MustParseAddrPort("192.168.1.1:40001")},
+	}}}}}
+	nd := &NodeNet{Name: "node1"}
+	for _, tc := range []struct {
+		plane  string
+		choice bool
+	}{{userspace.Name, false}, {DefaultPlane, true}} {
+		p, err := PlaneNamed(tc.plane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &walk{e: &Engine{Plane: p, Net: &Network{}}}
+		if c := w.describeChoice(nd, outs, 0); (c != nil) != tc.choice {
+			t.Errorf("%s: choice %+v, want one: %v", tc.plane, c, tc.choice)
+		}
 	}
 }
