@@ -131,6 +131,9 @@ func proxyLeg(t *testing.T, e *env, tr *trace.Trace, endpoint, out string) {
 		t.Fatalf("the first leg ends at %s (%s), want a proxy port of a node, after a redirect\n%s", last.Place, tr.Verdict.Reason, out)
 	}
 	node, proxyPort := last.Place.Name, last.Rewrites[len(last.Rewrites)-1].After.Dst
+	if tr.Choice != nil {
+		t.Errorf("the first leg names an endpoint choice (%s, %d candidates); the proxy chooses, not a rule\n%s", tr.Choice.Service, len(tr.Choice.Candidates), out)
+	}
 	pid, err := e.l.ProxyPid(topology.NodeIndex(node))
 	if err != nil || pid == 0 {
 		t.Fatalf("%s's proxy: pid %d, %v", node, pid, err)
@@ -217,6 +220,9 @@ func traceCommand(t *testing.T, e *env) {
 		out := labTraceVerify(t, e, name, "client", "default/web-np",
 			"(Service default/web-np, NodePort)", "(--data-plane userspace)", "redirect to :", `comment "default/web-np NodePort"`,
 			"delivered to a local socket of node ", "un-DNAT", "summary: 1 rewrite on the way in")
+		if strings.Contains(out, "\n    endpoint  ") {
+			t.Errorf("lab trace names an endpoint choice on the way to the proxy port:\n%s", out)
+		}
 		m := regexp.MustCompile(`delivered to a local socket of node (node\d+) `).FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("lab trace names no node whose proxy port took the connection:\n%s", out)
