@@ -27,6 +27,12 @@ func (d *demo) loadBalancer(ctx context.Context, l *lab.Lab, svc *corev1.Service
 		ip, _ = netip.ParseAddr(ing[0].IP)
 	}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	start, failed := time.Now(), len(d.failed)
+	defer func() {
+		if len(d.failed) > failed {
+			d.printSpeakerEvents(l, start.Add(-time.Second))
+		}
+	}()
 	if !local {
 		d.say("svcnet lb gave my-nginx the external IP %s from the pool %q (%s). Exactly one node's speaker answers ARP for it on the node network, chosen without a leader by a hash of node name and IP over the ready nodes.", ip, lab.PoolName, lab.PoolRange)
 		d.check(ip == DemoLBIP, "status.loadBalancer.ingress is %s", DemoLBIP)
