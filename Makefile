@@ -10,7 +10,7 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build image test-images deps k8s coredns containerd node-tools test test-node conformance unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
+.PHONY: all build generate image test-images deps k8s coredns containerd node-tools test test-node conformance unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
 
 all: build
 
@@ -67,7 +67,14 @@ NODE_K8S := kube-apiserver kube-controller-manager kube-proxy kube-scheduler kub
 node-tools: containerd
 	@tools/k8s/build.sh $(NODE_K8S) >/dev/null
 
+# The eBPF data plane's BPF objects, compiled from bpf/ by bpf2go with clang-14
+# and committed, so that `go build` needs no clang (hack/bpf-generate.sh).
+generate: deps
+	@hack/bpf-generate.sh
+
+# lint also fails when the committed BPF objects are not what bpf/ compiles to.
 lint: deps
+	@hack/bpf-generate.sh --check
 	@unformatted=$$(gofmt -l cmd internal); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags conformance ./test/node

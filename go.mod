@@ -3,6 +3,7 @@ module github.com/svcnet/svcnet
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/containernetworking/cni v1.3.1
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/logr v1.4.3
@@ -75,3 +76,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

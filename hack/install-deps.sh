@@ -16,6 +16,10 @@ packages=(etcd-server nftables conntrack iproute2 util-linux librsvg2-bin iptabl
   runc debootstrap debian-archive-keyring)
 # gcc, libc6-dev: the node tier's pause image, upstream's pause.c linked static.
 packages+=(gcc libc6-dev)
+# clang-14, llvm-14 (llvm-strip-14), libbpf-dev (bpf/bpf_helpers.h), linux-libc-dev
+# (linux/bpf.h): `make generate` compiles bpf/ through bpf2go; `make lint` checks
+# that the committed objects are what it produces.
+packages+=(clang-14 llvm-14 libbpf-dev linux-libc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

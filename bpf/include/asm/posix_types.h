@@ -1,0 +1,2 @@
+/* See types.h beside this file. */
+#include <asm-generic/posix_types.h>

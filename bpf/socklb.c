@@ -1,0 +1,162 @@
+//go:build ignore
+
+// Socket-level Service load balancing: cgroup sock_addr programs that
+// translate a Service frontend to one of its backends when a socket connects
+// and report the frontend to getpeername, so no packet of the connection is
+// ever rewritten.
+//
+// Maps (written by internal/ebpf/socklb; layouts must match its encoding):
+//   services:  frontend (IPv4-mapped IPv6 address, port, protocol)
+//              -> backend count and the first slot of its backends
+//   backends:  slot -> backend address and port
+//   revnat:    socket cookie -> frontend and backend of a translated socket
+//              (LRU: an entry outlives its socket until evicted)
+//
+// A frontend with no backends refuses the connect with ECONNREFUSED. A
+// destination that is no frontend passes untouched.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define ECONNREFUSED 111
+
+#define SVC_MAX 65536
+#define BACKEND_MAX 262144
+#define REVNAT_MAX 262144
+
+// Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order.
+// Ports are in network order.
+struct svc_key {
+	__u32 addr[4];
+	__u16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct svc_value {
+	__u32 count;
+	__u32 base;
+};
+
+struct backend {
+	__u32 addr[4];
+	__u16 port;
+	__u16 pad;
+};
+
+struct revnat_value {
+	struct backend frontend;
+	struct backend backend;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SVC_MAX);
+	__type(key, struct svc_key);
+	__type(value, struct svc_value);
+} services SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BACKEND_MAX);
+	__type(key, __u32);
+	__type(value, struct backend);
+} backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, REVNAT_MAX);
+	__type(key, __u64);
+	__type(value, struct revnat_value);
+} revnat SEC(".maps");
+
+// Return values of cgroup sock_addr programs.
+#define SYS_PROCEED 1
+#define SYS_REJECT 0
+
+static __always_inline int is_v4_mapped(const __u32 addr[4])
+{
+	return addr[0] == 0 && addr[1] == 0 && addr[2] == bpf_htonl(0x0000ffff);
+}
+
+// translate looks dst up and, for a frontend, picks a backend into *out.
+// It returns 1 when *out is set, 0 for no frontend and -1 for a frontend
+// without backends.
+static __always_inline int translate(const struct svc_key *key, struct backend *out)
+{
+	struct svc_value *svc = bpf_map_lookup_elem(&services, key);
+	if (!svc)
+		return 0;
+	__u32 count = svc->count;
+	if (count == 0)
+		return -1;
+	__u32 slot = svc->base + bpf_get_prandom_u32() % count;
+	struct backend *be = bpf_map_lookup_elem(&backends, &slot);
+	if (!be)
+		// A service entry is written after its backends and removed
+		// before them; a miss is a race with a concurrent change. The
+		// connect proceeds untranslated rather than to a wrong place.
+		return 0;
+	*out = *be;
+	return 1;
+}
+
+static __always_inline void remember(void *ctx, const struct svc_key *key, const struct backend *be)
+{
+	struct revnat_value rv = {};
+	__builtin_memcpy(rv.frontend.addr, key->addr, sizeof(rv.frontend.addr));
+	rv.frontend.port = key->port;
+	rv.backend = *be;
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	bpf_map_update_elem(&revnat, &cookie, &rv, BPF_ANY);
+}
+
+static __always_inline void forget(void *ctx)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	bpf_map_delete_elem(&revnat, &cookie);
+}
+
+SEC("cgroup/connect4")
+int socklb_connect4(struct bpf_sock_addr *ctx)
+{
+	struct svc_key key = {};
+	key.addr[2] = bpf_htonl(0x0000ffff);
+	key.addr[3] = ctx->user_ip4;
+	key.port = (__u16)ctx->user_port;
+	key.proto = (__u8)ctx->protocol;
+
+	struct backend be;
+	int r = translate(&key, &be);
+	if (r < 0) {
+		bpf_set_retval(-ECONNREFUSED);
+		return SYS_REJECT;
+	}
+	if (r == 0 || !is_v4_mapped(be.addr)) {
+		forget(ctx);
+		return SYS_PROCEED;
+	}
+	ctx->user_ip4 = be.addr[3];
+	ctx->user_port = be.port;
+	remember(ctx, &key, &be);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/getpeername4")
+int socklb_getpeername4(struct bpf_sock_addr *ctx)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct revnat_value *rv = bpf_map_lookup_elem(&revnat, &cookie);
+	if (!rv)
+		return SYS_PROCEED;
+	// Only the peer the socket was translated to is reported as the
+	// frontend; anything else is the truth.
+	if (rv->backend.addr[3] != ctx->user_ip4 || rv->backend.port != (__u16)ctx->user_port)
+		return SYS_PROCEED;
+	ctx->user_ip4 = rv->frontend.addr[3];
+	ctx->user_port = rv->frontend.port;
+	return SYS_PROCEED;
+}
+
+char __license[] SEC("license") = "Dual BSD/GPL";

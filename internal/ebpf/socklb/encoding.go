@@ -1,0 +1,83 @@
+package socklb
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// IP protocol numbers the programs compare with the socket's protocol.
+const (
+	ipprotoTCP  = 6
+	ipprotoUDP  = 17
+	ipprotoSCTP = 132
+)
+
+// protoNumber maps a Service protocol to the socket's IP protocol number.
+func protoNumber(p model.Protocol) (uint8, error) {
+	switch p {
+	case model.ProtocolTCP:
+		return ipprotoTCP, nil
+	case model.ProtocolUDP:
+		return ipprotoUDP, nil
+	case model.ProtocolSCTP:
+		return ipprotoSCTP, nil
+	}
+	return 0, fmt.Errorf("protocol %q: not TCP, UDP or SCTP", p)
+}
+
+// addrWords is addr as the programs hold it: 16 bytes of IPv6 (IPv4 mapped to
+// ::ffff:a.b.c.d) in network order, read as four native-endian words, the
+// layout of a __u32[4] in BPF memory.
+func addrWords(addr netip.Addr) [4]uint32 {
+	b := addr.As16()
+	var w [4]uint32
+	for i := range w {
+		w[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+	return w
+}
+
+// portWord is port in network order read as a native-endian __u16, as the
+// programs compare and write it.
+func portWord(port uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], port)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+// serviceKey is the services map key of a frontend.
+func serviceKey(frontend netip.AddrPort, proto uint8) socklbSvcKey {
+	return socklbSvcKey{
+		Addr:  addrWords(frontend.Addr()),
+		Port:  portWord(frontend.Port()),
+		Proto: proto,
+	}
+}
+
+// backendValue is the backends map value of a backend.
+func backendValue(be netip.AddrPort) socklbBackend {
+	return socklbBackend{Addr: addrWords(be.Addr()), Port: portWord(be.Port())}
+}
+
+// checkFrontend validates a frontend and its backends for the attached
+// programs: IPv4 only (connect4), ports set, backends of the same family.
+func checkFrontend(frontend netip.AddrPort, backends []netip.AddrPort) error {
+	if !frontend.IsValid() || !frontend.Addr().Is4() {
+		return fmt.Errorf("frontend %v: not an IPv4 address and port", frontend)
+	}
+	if frontend.Port() == 0 {
+		return fmt.Errorf("frontend %v: port 0", frontend)
+	}
+	for _, be := range backends {
+		if !be.IsValid() || !be.Addr().Is4() {
+			return fmt.Errorf("frontend %v: backend %v: not an IPv4 address and port", frontend, be)
+		}
+		if be.Port() == 0 {
+			return fmt.Errorf("frontend %v: backend %v: port 0", frontend, be)
+		}
+	}
+	return nil
+}
