@@ -1,0 +1,193 @@
+package socklb
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary re-executed with envClient set is a client process that the
+// tests start inside the attached cgroup and the test's namespace (the test
+// process itself stays outside the cgroup). It runs one operation, prints JSON
+// lines on stdout and exits.
+//
+//	dial tcp|udp ADDR:PORT N   N connects, one attempt line each
+//	bench ADDR:PORT ADDR:PORT N  N connects to each, interleaved, one benchResult
+const envClient = "SVCNET_SOCKLB_CLIENT"
+
+// attempt is one connect of the dial operation.
+type attempt struct {
+	Peer   string `json:"peer,omitempty"`   // getpeername after connect
+	Server string `json:"server,omitempty"` // the name the server answered with
+	Echo   bool   `json:"echo,omitempty"`   // the server echoed what was sent
+	Errno  string `json:"errno,omitempty"`  // connect's error
+	Err    string `json:"err,omitempty"`    // any other failure
+	Micros int64  `json:"us"`               // how long connect took
+}
+
+// benchResult is the bench operation's figure: mean ns per connect to each
+// address (socket, connect, close with an RST).
+type benchResult struct {
+	NsPerConnect [2]float64 `json:"ns_per_connect"`
+}
+
+// ioTimeout bounds each blocking socket call of a client.
+const ioTimeout = 3 * time.Second
+
+func runClient(args []string) int {
+	enc := json.NewEncoder(os.Stdout)
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "socklb client:", err)
+		return 2
+	}
+	switch {
+	case len(args) == 4 && args[0] == "dial":
+		ap, err := netip.ParseAddrPort(args[2])
+		n, nerr := strconv.Atoi(args[3])
+		if err != nil || nerr != nil {
+			return fail(fmt.Errorf("dial %q: bad address or count", args[1:]))
+		}
+		for range n {
+			if err := enc.Encode(dial(args[1], ap)); err != nil {
+				return fail(err)
+			}
+		}
+		return 0
+	case len(args) == 4 && args[0] == "bench":
+		a, aerr := netip.ParseAddrPort(args[1])
+		b, berr := netip.ParseAddrPort(args[2])
+		n, nerr := strconv.Atoi(args[3])
+		if aerr != nil || berr != nil || nerr != nil || n <= 0 {
+			return fail(fmt.Errorf("bench %q: bad addresses or count", args[1:]))
+		}
+		r, err := bench([2]netip.AddrPort{a, b}, n)
+		if err != nil {
+			return fail(err)
+		}
+		if err := enc.Encode(r); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
+}
+
+// socket opens an IPv4 socket of network ("tcp" or "udp") with ioTimeout on
+// send (which bounds a blocking connect) and receive.
+func socket(network string) (int, error) {
+	typ := unix.SOCK_STREAM
+	if network == "udp" {
+		typ = unix.SOCK_DGRAM
+	} else if network != "tcp" {
+		return -1, fmt.Errorf("network %q", network)
+	}
+	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	tv := unix.NsecToTimeval(ioTimeout.Nanoseconds())
+	for _, opt := range []int{unix.SO_SNDTIMEO, unix.SO_RCVTIMEO} {
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("setsockopt: %w", err)
+		}
+	}
+	return fd, nil
+}
+
+func sockaddr(ap netip.AddrPort) *unix.SockaddrInet4 {
+	return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+}
+
+// dial connects once with blocking system calls, so a refusal by the connect
+// program shows as connect's own error, then sends "ping\n" and reads the
+// server's name and the echo: TCP servers send their name first, UDP servers
+// answer a datagram with their name and the datagram.
+func dial(network string, to netip.AddrPort) attempt {
+	var a attempt
+	fd, err := socket(network)
+	if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	defer unix.Close(fd)
+	start := time.Now()
+	err = unix.Connect(fd, sockaddr(to))
+	a.Micros = time.Since(start).Microseconds()
+	if errno, ok := err.(unix.Errno); ok {
+		a.Errno = unix.ErrnoName(errno)
+		return a
+	} else if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		a.Err = "getpeername: " + err.Error()
+		return a
+	}
+	if in4, ok := sa.(*unix.SockaddrInet4); ok {
+		a.Peer = netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)).String()
+	}
+	if _, err := unix.Write(fd, []byte("ping\n")); err != nil {
+		a.Err = "write: " + err.Error()
+		return a
+	}
+	// The answer is two lines: the server's name, then the echo.
+	var got []byte
+	buf := make([]byte, 256)
+	for len(got) < 256 && strings.Count(string(got), "\n") < 2 {
+		n, err := unix.Read(fd, buf)
+		if err != nil || n == 0 {
+			a.Err = fmt.Sprintf("read: %v (got %q)", err, got)
+			return a
+		}
+		got = append(got, buf[:n]...)
+	}
+	name, rest, _ := strings.Cut(string(got), "\n")
+	a.Server, a.Echo = name, rest == "ping\n"
+	return a
+}
+
+// bench times n connects to each of to, in interleaved rounds so that both
+// see the same machine. Each socket is closed with an RST (SO_LINGER 0), so
+// no TIME_WAIT piles up and ports do not run out.
+func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
+	const round = 200
+	var total [2]time.Duration
+	for done := 0; done < n; done += round {
+		k := min(round, n-done)
+		for i, ap := range to {
+			start := time.Now()
+			for range k {
+				if err := connectOnce(ap); err != nil {
+					return benchResult{}, fmt.Errorf("connect %v: %w", ap, err)
+				}
+			}
+			total[i] += time.Since(start)
+		}
+	}
+	var r benchResult
+	for i := range total {
+		r.NsPerConnect[i] = float64(total[i].Nanoseconds()) / float64(n)
+	}
+	return r, nil
+}
+
+func connectOnce(to netip.AddrPort) error {
+	fd, err := socket("tcp")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+		return fmt.Errorf("setsockopt: %w", err)
+	}
+	return unix.Connect(fd, sockaddr(to))
+}

@@ -1,0 +1,144 @@
+package socklb
+
+import (
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// Addresses inside the test's namespace: the frontend exists on no
+// interface (the namespace has only lo, so it is unreachable untranslated);
+// the backends and the plain server are loopback addresses of the namespace.
+const (
+	vip      = "10.96.0.10:80"
+	vipUDP   = "10.96.0.10:53"
+	empty    = "10.96.0.11:80"
+	be1      = "127.0.0.2:8080"
+	be2      = "127.0.0.3:8080"
+	plain    = "127.0.0.4:8080"
+	connects = 64 // P(one backend never chosen) = 2^-63
+)
+
+func mustAP(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+func TestConnectTranslates(t *testing.T) {
+	h := newHarness(t)
+	h.serveTCP(t, be1, "be1")
+	h.serveTCP(t, be2, "be2")
+	h.serveTCP(t, plain, "plain")
+	if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, []netip.AddrPort{mustAP(be1), mustAP(be2)}); err != nil {
+		t.Fatal(err)
+	}
+
+	seen := map[string]int{}
+	for i, a := range h.dial(t, "tcp", vip, connects) {
+		if a.Errno != "" || a.Err != "" || !a.Echo {
+			t.Fatalf("connect %d to %s: %+v, want an echo from a backend", i, vip, a)
+		}
+		if a.Peer != vip {
+			t.Errorf("connect %d: getpeername = %s, want the frontend %s", i, a.Peer, vip)
+		}
+		seen[a.Server]++
+	}
+	if seen["be1"] == 0 || seen["be2"] == 0 || len(seen) != 2 {
+		t.Errorf("servers reached in %d connects: %v, want both backends and nothing else", connects, seen)
+	}
+
+	// A destination that is no frontend is untouched, as is the frontend's
+	// address on another port.
+	if a := h.dial(t, "tcp", plain, 1)[0]; a.Server != "plain" || a.Peer != plain || !a.Echo {
+		t.Errorf("connect to %s: %+v, want the plain server itself", plain, a)
+	}
+	if a := h.dial(t, "tcp", "10.96.0.10:81", 1)[0]; a.Errno != "ENETUNREACH" {
+		t.Errorf("connect to the frontend address on another port: %+v, want ENETUNREACH (untranslated)", a)
+	}
+	// The frontend is TCP only: a UDP socket to it is untouched.
+	if a := h.dial(t, "udp", vip, 1)[0]; a.Errno != "ENETUNREACH" {
+		t.Errorf("UDP connect to a TCP frontend: %+v, want ENETUNREACH (untranslated)", a)
+	}
+
+	// A process outside the cgroup is not translated.
+	if peer, err := h.dialOutside(t, vip); !errors.Is(err, syscall.ENETUNREACH) {
+		t.Errorf("connect from outside the cgroup: peer %q, err %v; want ENETUNREACH", peer, err)
+	}
+
+	// Deleting the Service restores plain behaviour.
+	if err := h.lb.DeleteService(mustAP(vip), model.ProtocolTCP); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.dial(t, "tcp", vip, 1)[0]; a.Errno != "ENETUNREACH" {
+		t.Errorf("connect after DeleteService: %+v, want ENETUNREACH (untranslated)", a)
+	}
+	if err := h.lb.DeleteService(mustAP(vip), model.ProtocolTCP); err != nil {
+		t.Errorf("second DeleteService: %v, want nil", err)
+	}
+}
+
+func TestConnectNoBackendsRefuses(t *testing.T) {
+	h := newHarness(t)
+	if err := h.lb.SetService(mustAP(empty), model.ProtocolTCP, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range h.dial(t, "tcp", empty, 3) {
+		if a.Errno != "ECONNREFUSED" {
+			t.Errorf("connect %d to a frontend without backends: %+v, want ECONNREFUSED", i, a)
+		}
+		// connect itself fails, before any packet: far below any timeout.
+		if a.Micros > 500_000 {
+			t.Errorf("connect %d took %d µs to be refused, want at once", i, a.Micros)
+		}
+	}
+}
+
+func TestSetServiceReplacesBackends(t *testing.T) {
+	h := newHarness(t)
+	h.serveTCP(t, be1, "be1")
+	h.serveTCP(t, be2, "be2")
+	steps := []struct {
+		backends []string
+		want     string
+	}{{[]string{be1}, "be1"}, {[]string{be2}, "be2"}, {[]string{be1}, "be1"}}
+	for _, s := range steps {
+		var bes []netip.AddrPort
+		for _, b := range s.backends {
+			bes = append(bes, mustAP(b))
+		}
+		if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, bes); err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range h.dial(t, "tcp", vip, 8) {
+			if a.Server != s.want || a.Peer != vip {
+				t.Fatalf("backends %v, connect %d: %+v, want %s with peer %s", s.backends, i, a, s.want, vip)
+			}
+		}
+	}
+	// Each change freed the previous range: one live range of one slot.
+	h.lb.mu.Lock()
+	live := len(h.lb.slots.live)
+	h.lb.mu.Unlock()
+	if live != 1 {
+		t.Errorf("live slot ranges after 3 changes of one Service: %d, want 1", live)
+	}
+}
+
+func TestConnectUDP(t *testing.T) {
+	h := newHarness(t)
+	h.serveUDP(t, "127.0.0.2:5353", "be1")
+	h.serveUDP(t, "127.0.0.3:5353", "be2")
+	if err := h.lb.SetService(mustAP(vipUDP), model.ProtocolUDP, []netip.AddrPort{mustAP("127.0.0.2:5353"), mustAP("127.0.0.3:5353")}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for i, a := range h.dial(t, "udp", vipUDP, connects) {
+		if a.Errno != "" || a.Err != "" || !a.Echo || a.Peer != vipUDP {
+			t.Fatalf("UDP connect %d to %s: %+v, want an echo from a backend and peer %s", i, vipUDP, a, vipUDP)
+		}
+		seen[a.Server]++
+	}
+	if seen["be1"] == 0 || seen["be2"] == 0 || len(seen) != 2 {
+		t.Errorf("UDP servers reached in %d connects: %v, want both backends", connects, seen)
+	}
+}
