@@ -10,10 +10,13 @@ import (
 // A change to a Service writes its backends into a fresh range before the
 // services entry points to it, so a connect never sees a half-written set.
 // Ranges are handed out from a cursor over the 32-bit slot space and never
-// overlap a live range; the zero value is ready.
+// overlap a live range. Until the cursor first wraps, every live range lies
+// below it and an allocation is O(1); after that (2^32 slots handed out) each
+// allocation scans the live ranges. The zero value is ready.
 type slots struct {
-	next uint32
-	live map[uint32]uint32 // base -> count
+	next    uint32
+	wrapped bool
+	live    map[uint32]uint32 // base -> count
 }
 
 // alloc returns the base of a free range of n > 0 slots.
@@ -28,10 +31,13 @@ func (s *slots) alloc(n uint32) (uint32, error) {
 	// so len(live)+2 tries find a gap whenever the space has one of size n.
 	for range len(s.live) + 2 {
 		if uint64(s.next)+uint64(n) > math.MaxUint32+1 {
-			s.next = 0
+			s.next, s.wrapped = 0, true
 			continue
 		}
-		end, clash := s.overlap(s.next, n)
+		end, clash := uint64(0), false
+		if s.wrapped {
+			end, clash = s.overlap(s.next, n)
+		}
 		if !clash {
 			base := s.next
 			s.live[base] = n
