@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,10 +32,13 @@ type attempt struct {
 	Micros int64  `json:"us"`               // how long connect took
 }
 
-// benchResult is the bench operation's figure: mean ns per connect to each
-// address (socket, connect, close with an RST).
+// benchResult is the bench operation's figures: mean ns per connect to each
+// address (socket, connect, close with an RST), and the median over rounds of
+// the difference of the two means in a round, which a burst of load on the
+// machine moves less than the difference of the overall means.
 type benchResult struct {
 	NsPerConnect [2]float64 `json:"ns_per_connect"`
+	MedianDiffNs float64    `json:"median_diff_ns"`
 }
 
 // ioTimeout bounds each blocking socket call of a client.
@@ -161,8 +165,10 @@ func dial(network string, to netip.AddrPort) attempt {
 func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
 	const round = 200
 	var total [2]time.Duration
+	var diffs []float64
 	for done := 0; done < n; done += round {
 		k := min(round, n-done)
+		var took [2]time.Duration
 		for i, ap := range to {
 			start := time.Now()
 			for range k {
@@ -170,13 +176,17 @@ func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
 					return benchResult{}, fmt.Errorf("connect %v: %w", ap, err)
 				}
 			}
-			total[i] += time.Since(start)
+			took[i] = time.Since(start)
+			total[i] += took[i]
 		}
+		diffs = append(diffs, float64((took[0]-took[1]).Nanoseconds())/float64(k))
 	}
 	var r benchResult
 	for i := range total {
 		r.NsPerConnect[i] = float64(total[i].Nanoseconds()) / float64(n)
 	}
+	slices.Sort(diffs)
+	r.MedianDiffNs = diffs[len(diffs)/2]
 	return r, nil
 }
 

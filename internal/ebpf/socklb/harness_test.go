@@ -57,7 +57,9 @@ func (h *harness) client(t testing.TB, args ...string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns.Name(), os.Args[0]}, args...)...)
-	cmd.Env = append(os.Environ(), envClient+"=1")
+	// Without asynchronous preemption no signal interrupts the client's
+	// blocking connect (which SO_SNDTIMEO makes fail with EINTR, not restart).
+	cmd.Env = append(os.Environ(), envClient+"=1", "GODEBUG=asyncpreemptoff=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: h.cgfd}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,0 +1,68 @@
+package socklb
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// fillServices sets n TCP frontends 10.97.x.y:80 with one backend each, so a
+// benchmark runs against maps of a realistic size.
+func fillServices(b *testing.B, lb *LB, n int) {
+	b.Helper()
+	for i := range n {
+		fe := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 97, byte(i >> 8), byte(i)}), 80)
+		be := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 168, byte(i >> 8), byte(i)}), 8080)
+		if err := lb.SetService(fe, model.ProtocolTCP, []netip.AddrPort{be}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkConnect times a TCP connect (socket, connect, close with an RST)
+// from a process in the cgroup to a frontend that connect4 translates to one
+// backend, and to that backend directly, interleaved in the same process.
+// ns/op is the translated connect, direct-ns/op the direct one (means), and
+// excess-ns/op the cost of the program: the median over rounds of 200
+// connects to each of the difference of their means.
+func BenchmarkConnect(b *testing.B) {
+	for _, services := range []int{1, 10000} {
+		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
+			h := newHarness(b)
+			h.serveTCP(b, be1, "be1")
+			fillServices(b, h.lb, services-1)
+			if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, []netip.AddrPort{mustAP(be1)}); err != nil {
+				b.Fatal(err)
+			}
+			out := h.client(b, "bench", vip, be1, strconv.Itoa(b.N))
+			var r benchResult
+			if err := json.Unmarshal(out, &r); err != nil {
+				b.Fatalf("client output %q: %v", out, err)
+			}
+			b.ReportMetric(r.NsPerConnect[0], "ns/op")
+			b.ReportMetric(r.NsPerConnect[1], "direct-ns/op")
+			b.ReportMetric(r.MedianDiffNs, "excess-ns/op")
+		})
+	}
+}
+
+// BenchmarkSetService times one change of a Service's backends (two
+// backends replaced by two others) among 10000 Services.
+func BenchmarkSetService(b *testing.B) {
+	h := newHarness(b)
+	fillServices(b, h.lb, 9999)
+	sets := [2][]netip.AddrPort{
+		{mustAP("192.168.200.1:8080"), mustAP("192.168.200.2:8080")},
+		{mustAP("192.168.200.3:8080"), mustAP("192.168.200.4:8080")},
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, sets[i%2]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
