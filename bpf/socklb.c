@@ -6,7 +6,7 @@
 // ever rewritten.
 //
 // Maps (written by internal/ebpf/socklb; layouts must match its encoding):
-//   services:  frontend (IPv4-mapped IPv6 address, port, protocol)
+//   services:  frontend (IPv6 or IPv4-mapped address, port, protocol)
 //              -> backend count and the first slot of its backends
 //   backends:  slot -> backend address and port
 //   revnat:    socket cookie -> frontend and backend of a translated socket
@@ -155,6 +155,57 @@ int socklb_getpeername4(struct bpf_sock_addr *ctx)
 	if (rv->backend.addr[3] != ctx->user_ip4 || rv->backend.port != (__u16)ctx->user_port)
 		return SYS_PROCEED;
 	ctx->user_ip4 = rv->frontend.addr[3];
+	ctx->user_port = rv->frontend.port;
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/connect6")
+int socklb_connect6(struct bpf_sock_addr *ctx)
+{
+	// An IPv4 frontend is found here too when a dual-stack socket dials
+	// its IPv4-mapped address; its backends are IPv4-mapped as well.
+	struct svc_key key = {};
+	key.addr[0] = ctx->user_ip6[0];
+	key.addr[1] = ctx->user_ip6[1];
+	key.addr[2] = ctx->user_ip6[2];
+	key.addr[3] = ctx->user_ip6[3];
+	key.port = (__u16)ctx->user_port;
+	key.proto = (__u8)ctx->protocol;
+
+	struct backend be;
+	int r = translate(&key, &be);
+	if (r < 0) {
+		bpf_set_retval(-ECONNREFUSED);
+		return SYS_REJECT;
+	}
+	if (r == 0) {
+		forget(ctx);
+		return SYS_PROCEED;
+	}
+	ctx->user_ip6[0] = be.addr[0];
+	ctx->user_ip6[1] = be.addr[1];
+	ctx->user_ip6[2] = be.addr[2];
+	ctx->user_ip6[3] = be.addr[3];
+	ctx->user_port = be.port;
+	remember(ctx, &key, &be);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/getpeername6")
+int socklb_getpeername6(struct bpf_sock_addr *ctx)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	struct revnat_value *rv = bpf_map_lookup_elem(&revnat, &cookie);
+	if (!rv)
+		return SYS_PROCEED;
+	if (rv->backend.addr[0] != ctx->user_ip6[0] || rv->backend.addr[1] != ctx->user_ip6[1] ||
+	    rv->backend.addr[2] != ctx->user_ip6[2] || rv->backend.addr[3] != ctx->user_ip6[3] ||
+	    rv->backend.port != (__u16)ctx->user_port)
+		return SYS_PROCEED;
+	ctx->user_ip6[0] = rv->frontend.addr[0];
+	ctx->user_ip6[1] = rv->frontend.addr[1];
+	ctx->user_ip6[2] = rv->frontend.addr[2];
+	ctx->user_ip6[3] = rv->frontend.addr[3];
 	ctx->user_port = rv->frontend.port;
 	return SYS_PROCEED;
 }

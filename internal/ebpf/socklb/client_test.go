@@ -82,16 +82,21 @@ func runClient(args []string) int {
 	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
 }
 
-// socket opens an IPv4 socket of network ("tcp" or "udp") with ioTimeout on
-// send (which bounds a blocking connect) and receive.
-func socket(network string) (int, error) {
+// socket opens a socket of network ("tcp" or "udp") in the family of to
+// (IPv6 for an IPv4-mapped address), with ioTimeout on send (which bounds a
+// blocking connect) and receive.
+func socket(network string, to netip.AddrPort) (int, error) {
 	typ := unix.SOCK_STREAM
 	if network == "udp" {
 		typ = unix.SOCK_DGRAM
 	} else if network != "tcp" {
 		return -1, fmt.Errorf("network %q", network)
 	}
-	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	family := unix.AF_INET6
+	if to.Addr().Is4() {
+		family = unix.AF_INET
+	}
+	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
@@ -105,8 +110,11 @@ func socket(network string) (int, error) {
 	return fd, nil
 }
 
-func sockaddr(ap netip.AddrPort) *unix.SockaddrInet4 {
-	return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+func sockaddr(ap netip.AddrPort) unix.Sockaddr {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}
+	}
+	return &unix.SockaddrInet6{Addr: ap.Addr().As16(), Port: int(ap.Port())}
 }
 
 // dial connects once with blocking system calls, so a refusal by the connect
@@ -115,7 +123,7 @@ func sockaddr(ap netip.AddrPort) *unix.SockaddrInet4 {
 // answer a datagram with their name and the datagram.
 func dial(network string, to netip.AddrPort) attempt {
 	var a attempt
-	fd, err := socket(network)
+	fd, err := socket(network, to)
 	if err != nil {
 		a.Err = err.Error()
 		return a
@@ -136,8 +144,11 @@ func dial(network string, to netip.AddrPort) attempt {
 		a.Err = "getpeername: " + err.Error()
 		return a
 	}
-	if in4, ok := sa.(*unix.SockaddrInet4); ok {
-		a.Peer = netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)).String()
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		a.Peer = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String()
+	case *unix.SockaddrInet6:
+		a.Peer = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String()
 	}
 	if _, err := unix.Write(fd, []byte("ping\n")); err != nil {
 		a.Err = "write: " + err.Error()
@@ -191,7 +202,7 @@ func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
 }
 
 func connectOnce(to netip.AddrPort) error {
-	fd, err := socket("tcp")
+	fd, err := socket("tcp", to)
 	if err != nil {
 		return err
 	}

@@ -62,18 +62,19 @@ func backendValue(be netip.AddrPort) socklbBackend {
 	return socklbBackend{Addr: addrWords(be.Addr()), Port: portWord(be.Port())}
 }
 
-// checkFrontend validates a frontend and its backends for the attached
-// programs: IPv4 only (connect4), ports set, backends of the same family.
+// checkFrontend validates a frontend and its backends: ports set, backends
+// of the frontend's family. An IPv4 frontend is an IPv4 address (not an
+// IPv4-mapped IPv6 one, which is the same frontend to the programs).
 func checkFrontend(frontend netip.AddrPort, backends []netip.AddrPort) error {
-	if !frontend.IsValid() || !frontend.Addr().Is4() {
-		return fmt.Errorf("frontend %v: not an IPv4 address and port", frontend)
+	if !frontend.IsValid() || frontend.Addr().Is4In6() || frontend.Addr().Zone() != "" {
+		return fmt.Errorf("frontend %v: not an IPv4 or IPv6 address and port", frontend)
 	}
 	if frontend.Port() == 0 {
 		return fmt.Errorf("frontend %v: port 0", frontend)
 	}
 	for _, be := range backends {
-		if !be.IsValid() || !be.Addr().Is4() {
-			return fmt.Errorf("frontend %v: backend %v: not an IPv4 address and port", frontend, be)
+		if !be.IsValid() || be.Addr().Is4() != frontend.Addr().Is4() || be.Addr().Is4In6() || be.Addr().Zone() != "" {
+			return fmt.Errorf("frontend %v: backend %v: not an address and port of the frontend's family", frontend, be)
 		}
 		if be.Port() == 0 {
 			return fmt.Errorf("frontend %v: backend %v: port 0", frontend, be)

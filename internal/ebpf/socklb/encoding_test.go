@@ -34,6 +34,18 @@ func TestServiceKeyBytes(t *testing.T) {
 	}
 }
 
+func TestServiceKeyBytesIPv6(t *testing.T) {
+	key := serviceKey(netip.MustParseAddrPort("[fd00:96::a]:443"), ipprotoUDP)
+	want := []byte{
+		0xfd, 0, 0, 0x96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a,
+		0x01, 0xbb, // 443
+		17, 0,
+	}
+	if got := marshal(t, key); !bytes.Equal(got, want) {
+		t.Errorf("service key bytes\n got %x\nwant %x", got, want)
+	}
+}
+
 func TestBackendBytes(t *testing.T) {
 	v := backendValue(netip.MustParseAddrPort("192.168.1.7:8080"))
 	want := []byte{
@@ -70,7 +82,7 @@ func TestMapLayouts(t *testing.T) {
 			t.Errorf("map %s: key/value size %d/%d in the object, %d/%d in Go", m.name, ms.KeySize, ms.ValueSize, k, v)
 		}
 	}
-	for _, p := range []string{"socklb_connect4", "socklb_getpeername4"} {
+	for _, p := range []string{"socklb_connect4", "socklb_getpeername4", "socklb_connect6", "socklb_getpeername6"} {
 		if _, ok := spec.Programs[p]; !ok {
 			t.Errorf("program %s: not in the object", p)
 		}
@@ -99,7 +111,10 @@ func TestCheckFrontend(t *testing.T) {
 		{"ipv4 with backends", ap("10.96.0.1:443"), []netip.AddrPort{ap("192.168.1.2:6443")}, true},
 		{"no backends", ap("10.96.0.1:443"), nil, true},
 		{"zero frontend", netip.AddrPort{}, nil, false},
-		{"ipv6 frontend", ap("[fd00:96::1]:443"), nil, false},
+		{"ipv6 with backends", ap("[fd00:96::1]:443"), []netip.AddrPort{ap("[fd00::2]:443")}, true},
+		{"ipv4-mapped frontend", ap("[::ffff:10.96.0.1]:443"), nil, false},
+		{"ipv4-mapped backend", ap("10.96.0.1:443"), []netip.AddrPort{ap("[::ffff:192.168.1.2]:443")}, false},
+		{"ipv4 backend of ipv6", ap("[fd00:96::1]:443"), []netip.AddrPort{ap("192.168.1.2:443")}, false},
 		{"port 0", ap("10.96.0.1:0"), nil, false},
 		{"ipv6 backend", ap("10.96.0.1:443"), []netip.AddrPort{ap("[fd00::2]:443")}, false},
 		{"backend port 0", ap("10.96.0.1:443"), []netip.AddrPort{ap("192.168.1.2:0")}, false},

@@ -89,12 +89,21 @@ func (h *harness) dial(t testing.TB, network, addr string, n int) []attempt {
 	return as
 }
 
+// addLoopback adds the IPv6 address cidr to lo in the namespace, without
+// duplicate address detection, so it is usable at once.
+func (h *harness) addLoopback(t testing.TB, cidr string) {
+	t.Helper()
+	if out, err := h.ns.Command("ip", "-6", "addr", "add", cidr, "dev", "lo", "nodad").CombinedOutput(); err != nil {
+		t.Fatalf("add %s to lo: %v: %s", cidr, err, out)
+	}
+}
+
 // serveTCP listens on addr inside the namespace; each connection gets name
 // and a newline, then an echo of what it sends. It stops when the test ends.
 func (h *harness) serveTCP(t testing.TB, addr, name string) {
 	t.Helper()
 	var ln net.Listener
-	if err := h.ns.Do(func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
+	if err := h.ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -122,7 +131,7 @@ func (h *harness) serveTCP(t testing.TB, addr, name string) {
 func (h *harness) serveUDP(t testing.TB, addr, name string) {
 	t.Helper()
 	var pc net.PacketConn
-	if err := h.ns.Do(func() (err error) { pc, err = net.ListenPacket("udp4", addr); return err }); err != nil {
+	if err := h.ns.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -149,7 +158,7 @@ func (h *harness) dialOutside(t testing.TB, addr string) (string, error) {
 	t.Helper()
 	var peer string
 	err := h.ns.Do(func() error {
-		c, err := net.DialTimeout("tcp4", addr, ioTimeout)
+		c, err := net.DialTimeout("tcp", addr, ioTimeout)
 		if err != nil {
 			return err
 		}

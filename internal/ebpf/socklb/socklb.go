@@ -28,8 +28,8 @@ type svcState struct {
 	base, count uint32
 }
 
-// Open loads the programs and their maps and attaches connect4 and
-// getpeername4 to the cgroup v2 directory cgroupPath: every socket of a
+// Open loads the programs and their maps and attaches connect4/6 and
+// getpeername4/6 to the cgroup v2 directory cgroupPath: every socket of a
 // process in that cgroup or below it is translated from then on. Nothing is
 // pinned; Close removes it all.
 func Open(cgroupPath string) (*LB, error) {
@@ -43,6 +43,8 @@ func Open(cgroupPath string) (*LB, error) {
 	}{
 		{lb.objs.SocklbConnect4, ebpf.AttachCGroupInet4Connect},
 		{lb.objs.SocklbGetpeername4, ebpf.AttachCgroupInet4GetPeername},
+		{lb.objs.SocklbConnect6, ebpf.AttachCGroupInet6Connect},
+		{lb.objs.SocklbGetpeername6, ebpf.AttachCgroupInet6GetPeername},
 	} {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
 		if err != nil {
@@ -54,8 +56,9 @@ func Open(cgroupPath string) (*LB, error) {
 	return lb, nil
 }
 
-// SetService makes frontend (an IPv4 address and port) of protocol proto
-// translate to one of backends (IPv4), chosen at random per connect, or
+// SetService makes frontend (an IPv4 or IPv6 address and port) of protocol
+// proto translate to one of backends (of the same family), chosen at random
+// per connect, or
 // refuse with ECONNREFUSED when backends is empty. It replaces what was set
 // for the frontend before; a connect racing the change sees the old set or
 // the new one.

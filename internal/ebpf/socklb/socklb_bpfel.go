@@ -48,7 +48,9 @@ const (
 	socklbMapRevnat              = "revnat"
 	socklbMapServices            = "services"
 	socklbProgSocklbConnect4     = "socklb_connect4"
+	socklbProgSocklbConnect6     = "socklb_connect6"
 	socklbProgSocklbGetpeername4 = "socklb_getpeername4"
+	socklbProgSocklbGetpeername6 = "socklb_getpeername6"
 )
 
 // loadSocklb returns the embedded CollectionSpec for socklb.
@@ -94,7 +96,9 @@ type socklbSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbProgramSpecs struct {
 	SocklbConnect4     *ebpf.ProgramSpec `ebpf:"socklb_connect4"`
+	SocklbConnect6     *ebpf.ProgramSpec `ebpf:"socklb_connect6"`
 	SocklbGetpeername4 *ebpf.ProgramSpec `ebpf:"socklb_getpeername4"`
+	SocklbGetpeername6 *ebpf.ProgramSpec `ebpf:"socklb_getpeername6"`
 }
 
 // socklbMapSpecs contains maps before they are loaded into the kernel.
@@ -156,13 +160,17 @@ type socklbVariables struct {
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbPrograms struct {
 	SocklbConnect4     *ebpf.Program `ebpf:"socklb_connect4"`
+	SocklbConnect6     *ebpf.Program `ebpf:"socklb_connect6"`
 	SocklbGetpeername4 *ebpf.Program `ebpf:"socklb_getpeername4"`
+	SocklbGetpeername6 *ebpf.Program `ebpf:"socklb_getpeername6"`
 }
 
 func (p *socklbPrograms) Close() error {
 	return _SocklbClose(
 		p.SocklbConnect4,
+		p.SocklbConnect6,
 		p.SocklbGetpeername4,
+		p.SocklbGetpeername6,
 	)
 }
 
