@@ -80,26 +80,30 @@ static __always_inline int is_v4_mapped(const __u32 addr[4])
 	return addr[0] == 0 && addr[1] == 0 && addr[2] == bpf_htonl(0x0000ffff);
 }
 
-// translate looks dst up and, for a frontend, picks a backend into *out.
-// It returns 1 when *out is set, 0 for no frontend and -1 for a frontend
-// without backends.
+// Outcomes of translate.
+#define TRANSLATED 1
+#define NOT_FRONTEND 0
+#define NO_BACKENDS -1
+
+// translate looks key up and, for a frontend, picks a backend into *out.
 static __always_inline int translate(const struct svc_key *key, struct backend *out)
 {
 	struct svc_value *svc = bpf_map_lookup_elem(&services, key);
 	if (!svc)
-		return 0;
+		return NOT_FRONTEND;
 	__u32 count = svc->count;
 	if (count == 0)
-		return -1;
+		return NO_BACKENDS;
 	__u32 slot = svc->base + bpf_get_prandom_u32() % count;
 	struct backend *be = bpf_map_lookup_elem(&backends, &slot);
 	if (!be)
-		// A service entry is written after its backends and removed
-		// before them; a miss is a race with a concurrent change. The
-		// connect proceeds untranslated rather than to a wrong place.
-		return 0;
+		// User space writes a frontend's backends before its services
+		// entry and deletes them only a grace period after no entry
+		// points to them, so this is unreachable; should it happen, the
+		// connect goes untranslated rather than to a wrong place.
+		return NOT_FRONTEND;
 	*out = *be;
-	return 1;
+	return TRANSLATED;
 }
 
 static __always_inline void remember(void *ctx, const struct svc_key *key, const struct backend *be)
@@ -129,11 +133,11 @@ int socklb_connect4(struct bpf_sock_addr *ctx)
 
 	struct backend be;
 	int r = translate(&key, &be);
-	if (r < 0) {
+	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
 	}
-	if (r == 0 || !is_v4_mapped(be.addr)) {
+	if (r != TRANSLATED || !is_v4_mapped(be.addr)) {
 		forget(ctx);
 		return SYS_PROCEED;
 	}
@@ -174,11 +178,11 @@ int socklb_connect6(struct bpf_sock_addr *ctx)
 
 	struct backend be;
 	int r = translate(&key, &be);
-	if (r < 0) {
+	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
 	}
-	if (r == 0) {
+	if (r != TRANSLATED) {
 		forget(ctx);
 		return SYS_PROCEED;
 	}

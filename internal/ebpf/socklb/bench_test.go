@@ -51,18 +51,29 @@ func BenchmarkConnect(b *testing.B) {
 }
 
 // BenchmarkSetService times one change of a Service's backends (two
-// backends replaced by two others) among 10000 Services.
+// backends replaced by two others) among 10000 Services, with a Reap after
+// every reapEvery changes, as a sync loop would after a batch: ns/op is a
+// change with its share of a Reap.
 func BenchmarkSetService(b *testing.B) {
-	h := newHarness(b)
-	fillServices(b, h.lb, 9999)
-	sets := [2][]netip.AddrPort{
-		{mustAP("192.168.200.1:8080"), mustAP("192.168.200.2:8080")},
-		{mustAP("192.168.200.3:8080"), mustAP("192.168.200.4:8080")},
-	}
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, sets[i%2]); err != nil {
-			b.Fatal(err)
-		}
+	for _, reapEvery := range []int{1, 100} {
+		b.Run(fmt.Sprintf("reap-every=%d", reapEvery), func(b *testing.B) {
+			h := newHarness(b)
+			fillServices(b, h.lb, 9999)
+			sets := [2][]netip.AddrPort{
+				{mustAP("192.168.200.1:8080"), mustAP("192.168.200.2:8080")},
+				{mustAP("192.168.200.3:8080"), mustAP("192.168.200.4:8080")},
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, sets[i%2]); err != nil {
+					b.Fatal(err)
+				}
+				if i%reapEvery == reapEvery-1 {
+					if err := h.lb.Reap(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -115,13 +115,45 @@ func TestSetServiceReplacesBackends(t *testing.T) {
 			}
 		}
 	}
-	// Each change freed the previous range: one live range of one slot.
-	h.lb.mu.Lock()
-	live := len(h.lb.slots.live)
-	h.lb.mu.Unlock()
-	if live != 1 {
-		t.Errorf("live slot ranges after 3 changes of one Service: %d, want 1", live)
+	// The two replaced sets stay in the map until Reap deletes them.
+	if n := backendSlots(t, h.lb); n != 3 {
+		t.Errorf("backend slots after 3 changes, before Reap: %d, want 3", n)
 	}
+	if err := h.lb.Reap(); err != nil {
+		t.Fatal(err)
+	}
+	if n := backendSlots(t, h.lb); n != 1 {
+		t.Errorf("backend slots after Reap: %d, want 1", n)
+	}
+	if a := h.dial(t, "tcp", vip, 1)[0]; a.Server != "be1" {
+		t.Errorf("connect after Reap: %+v, want be1", a)
+	}
+}
+
+// backendSlots counts the entries of the backends map and checks that the
+// slot allocator holds the same number.
+func backendSlots(t *testing.T, lb *LB) int {
+	t.Helper()
+	n := 0
+	var k uint32
+	var v socklbBackend
+	it := lb.objs.Backends.Iterate()
+	for it.Next(&k, &v) {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	held := 0
+	for _, c := range lb.slots.live {
+		held += int(c)
+	}
+	if held != n {
+		t.Errorf("slot allocator holds %d slots, the backends map %d", held, n)
+	}
+	return n
 }
 
 func TestConnectUDP(t *testing.T) {

@@ -15,12 +15,14 @@ import (
 // LB is the socket load balancer attached to one cgroup. Its methods are safe
 // for concurrent use.
 type LB struct {
-	mu     sync.Mutex
-	objs   socklbObjects
-	links  []link.Link
-	slots  slots
-	svcs   map[socklbSvcKey]svcState
-	closed bool
+	mu      sync.Mutex
+	objs    socklbObjects
+	links   []link.Link
+	slots   slots
+	svcs    map[socklbSvcKey]svcState
+	retired []svcState // slot ranges no services entry points to, not yet deleted
+	grace   graceWaiter
+	closed  bool
 }
 
 // svcState is what the maps hold for one frontend.
@@ -36,6 +38,9 @@ func Open(cgroupPath string) (*LB, error) {
 	lb := &LB{svcs: map[socklbSvcKey]svcState{}}
 	if err := loadSocklbObjects(&lb.objs, nil); err != nil {
 		return nil, fmt.Errorf("socklb: load: %w", err)
+	}
+	if err := lb.grace.open(); err != nil {
+		return nil, errors.Join(fmt.Errorf("socklb: %w", err), lb.Close())
 	}
 	for _, a := range []struct {
 		prog *ebpf.Program
@@ -58,10 +63,10 @@ func Open(cgroupPath string) (*LB, error) {
 
 // SetService makes frontend (an IPv4 or IPv6 address and port) of protocol
 // proto translate to one of backends (of the same family), chosen at random
-// per connect, or
-// refuse with ECONNREFUSED when backends is empty. It replaces what was set
-// for the frontend before; a connect racing the change sees the old set or
-// the new one.
+// per connect, or refuse with ECONNREFUSED when backends is empty. It
+// replaces what was set for the frontend before; a connect racing the change
+// sees the old set or the new one. The old set's slots stay in the backends
+// map, retired, until Reap.
 func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort) error {
 	if err := checkFrontend(frontend, backends); err != nil {
 		return fmt.Errorf("socklb: set service: %w", err)
@@ -76,34 +81,53 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 		return fmt.Errorf("socklb: set service %v/%s: closed", frontend, proto)
 	}
 	key := serviceKey(frontend, p)
-	next := svcState{count: uint32(len(backends))}
-	if next.count > 0 {
-		if next.base, err = lb.slots.alloc(next.count); err != nil {
-			return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
+	next, err := lb.writeBackends(backends)
+	if err != nil && len(lb.retired) > 0 {
+		// The backends map may be full of retired slots: reap, then retry.
+		if rerr := lb.reap(); rerr != nil {
+			return fmt.Errorf("socklb: set service %v/%s: %w; %w", frontend, proto, err, rerr)
 		}
-		for i, be := range backends {
-			slot, v := next.base+uint32(i), backendValue(be)
-			if err := lb.objs.Backends.Put(&slot, &v); err != nil {
-				lb.dropSlots(next)
-				return fmt.Errorf("socklb: set service %v/%s: backend %v: %w", frontend, proto, be, err)
-			}
-		}
+		next, err = lb.writeBackends(backends)
+	}
+	if err != nil {
+		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
 	}
 	v := socklbSvcValue{Count: next.count, Base: next.base}
 	if err := lb.objs.Services.Put(&key, &v); err != nil {
 		lb.dropSlots(next)
 		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
 	}
-	prev, had := lb.svcs[key]
-	lb.svcs[key] = next
-	if had {
-		lb.dropSlots(prev)
+	if prev, had := lb.svcs[key]; had && prev.count > 0 {
+		lb.retired = append(lb.retired, prev)
 	}
+	lb.svcs[key] = next
 	return nil
 }
 
+// writeBackends writes backends into a fresh slot range and returns it; on
+// failure it leaves nothing behind.
+func (lb *LB) writeBackends(backends []netip.AddrPort) (svcState, error) {
+	next := svcState{count: uint32(len(backends))}
+	if next.count == 0 {
+		return next, nil
+	}
+	var err error
+	if next.base, err = lb.slots.alloc(next.count); err != nil {
+		return svcState{}, err
+	}
+	for i, be := range backends {
+		slot, v := next.base+uint32(i), backendValue(be)
+		if err := lb.objs.Backends.Put(&slot, &v); err != nil {
+			lb.dropSlots(next)
+			return svcState{}, fmt.Errorf("backend %v: %w", be, err)
+		}
+	}
+	return next, nil
+}
+
 // DeleteService removes frontend of protocol proto; its connects are
-// untouched from then on. Deleting a frontend that is not set is not an error.
+// untouched from then on. Deleting a frontend that is not set is not an
+// error. Its backends' slots stay in the backends map, retired, until Reap.
 func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error {
 	p, err := protoNumber(proto)
 	if err != nil {
@@ -123,7 +147,43 @@ func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 		return fmt.Errorf("socklb: delete service %v/%s: %w", frontend, proto, err)
 	}
 	delete(lb.svcs, key)
-	lb.dropSlots(prev)
+	if prev.count > 0 {
+		lb.retired = append(lb.retired, prev)
+	}
+	return nil
+}
+
+// Reap deletes the backend slots that SetService and DeleteService retired.
+// A program run that read a services entry before it changed may look that
+// entry's slots up until the run ends, so a slot is deleted only after every
+// run in progress has ended: Reap waits for an RCU grace period first (about
+// 10 ms on a busy 2-core machine), once for all it deletes. Deleting at once
+// instead would let a connect racing a change find its slot gone and go
+// untranslated. Call it after a batch of changes; SetService also reaps when
+// the backends map is full.
+func (lb *LB) Reap() error {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return fmt.Errorf("socklb: reap: closed")
+	}
+	if err := lb.reap(); err != nil {
+		return fmt.Errorf("socklb: reap: %w", err)
+	}
+	return nil
+}
+
+func (lb *LB) reap() error {
+	if len(lb.retired) == 0 {
+		return nil
+	}
+	if err := lb.grace.wait(); err != nil {
+		return err
+	}
+	for _, s := range lb.retired {
+		lb.dropSlots(s)
+	}
+	lb.retired = lb.retired[:0]
 	return nil
 }
 
@@ -161,6 +221,9 @@ func (lb *LB) Close() error {
 	lb.links = nil
 	if err := lb.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("socklb: close objects: %w", err))
+	}
+	if err := lb.grace.close(); err != nil {
+		errs = append(errs, fmt.Errorf("socklb: %w", err))
 	}
 	return errors.Join(errs...)
 }
