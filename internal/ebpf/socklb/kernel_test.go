@@ -174,3 +174,30 @@ func TestConnectUDP(t *testing.T) {
 		t.Errorf("UDP servers reached in %d connects: %v, want both backends", connects, seen)
 	}
 }
+
+// With the backends map full of retired slots, SetService reaps them and
+// succeeds.
+func TestSetServiceReapsFullMap(t *testing.T) {
+	h := newHarness(t)
+	const half = 262144 / 2 // BACKEND_MAX in bpf/socklb.c
+	bes := make([]netip.AddrPort, half)
+	for i := range bes {
+		bes[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)}), uint16(1+i>>16))
+	}
+	// The third finds the map full (one set live, one retired), reaps the
+	// retired one and retires the second.
+	for i := range 3 {
+		if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, bes); err != nil {
+			t.Fatalf("SetService %d of %d backends: %v", i+1, half, err)
+		}
+	}
+	if n := backendSlots(t, h.lb); n != 2*half {
+		t.Errorf("backend slots: %d, want %d (one set live, one retired)", n, 2*half)
+	}
+	if err := h.lb.Reap(); err != nil {
+		t.Fatal(err)
+	}
+	if n := backendSlots(t, h.lb); n != half {
+		t.Errorf("backend slots after Reap: %d, want %d", n, half)
+	}
+}
