@@ -10,7 +10,8 @@
 //              -> backend count and the first slot of its backends
 //   backends:  slot -> backend address and port
 //   revnat:    socket cookie -> frontend and backend of a translated socket
-//              (LRU: an entry outlives its socket until evicted)
+//              (LRU: an entry outlives its socket until evicted, and a live
+//              socket whose entry was evicted reports its backend)
 //
 // A frontend with no backends refuses the connect with ECONNREFUSED. A
 // destination that is no frontend passes untouched.
