@@ -28,7 +28,8 @@ func fillServices(b *testing.B, lb *LB, n int) {
 // backend, and to that backend directly, interleaved in the same process.
 // ns/op is the translated connect, direct-ns/op the direct one (means), and
 // excess-ns/op the cost of the program: the median over rounds of 200
-// connects to each of the difference of their means.
+// connects to each of the difference of their means. ipv6 is the same with
+// one Service over IPv6.
 func BenchmarkConnect(b *testing.B) {
 	for _, services := range []int{1, 10000} {
 		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
@@ -38,16 +39,32 @@ func BenchmarkConnect(b *testing.B) {
 			if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, []netip.AddrPort{mustAP(be1)}); err != nil {
 				b.Fatal(err)
 			}
-			out := h.client(b, "bench", vip, be1, strconv.Itoa(b.N))
-			var r benchResult
-			if err := json.Unmarshal(out, &r); err != nil {
-				b.Fatalf("client output %q: %v", out, err)
-			}
-			b.ReportMetric(r.NsPerConnect[0], "ns/op")
-			b.ReportMetric(r.NsPerConnect[1], "direct-ns/op")
-			b.ReportMetric(r.MedianDiffNs, "excess-ns/op")
+			benchClient(b, h, vip, be1)
 		})
 	}
+	b.Run("ipv6", func(b *testing.B) {
+		h := newHarness(b)
+		h.addLoopback(b, "fd00:1::2/128")
+		h.serveTCP(b, be61, "be1")
+		if err := h.lb.SetService(mustAP(vip6), model.ProtocolTCP, []netip.AddrPort{mustAP(be61)}); err != nil {
+			b.Fatal(err)
+		}
+		benchClient(b, h, vip6, be61)
+	})
+}
+
+// benchClient runs the bench operation for b.N connects to frontend and to
+// backend and reports its figures.
+func benchClient(b *testing.B, h *harness, frontend, backend string) {
+	b.Helper()
+	out := h.client(b, "bench", frontend, backend, strconv.Itoa(b.N))
+	var r benchResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		b.Fatalf("client output %q: %v", out, err)
+	}
+	b.ReportMetric(r.NsPerConnect[0], "ns/op")
+	b.ReportMetric(r.NsPerConnect[1], "direct-ns/op")
+	b.ReportMetric(r.MedianDiffNs, "excess-ns/op")
 }
 
 // BenchmarkSetService times one change of a Service's backends (two
