@@ -101,20 +101,7 @@ func BenchmarkKernelUnknownPortReject(b *testing.B) {
 			programNftReject(b, rtr, p.n)
 		}
 	}
-	ln, err := netns.Listen(srv, "tcp4", "0.0.0.0:8080")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	netnstest.ClosingServer(b, srv, "tcp4", "0.0.0.0:8080")
 	for _, p := range paths {
 		if p.n == 0 {
 			continue

@@ -14,7 +14,6 @@ import (
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
-	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
@@ -170,20 +169,7 @@ func BenchmarkKernelShardConnect(b *testing.B) {
 		if _, err := be.Sync(ctx, ports, false); err != nil {
 			b.Fatalf("%d shards: full sync: %v", k, err)
 		}
-		ln, err := netns.Listen(srv, "tcp4", strings.TrimSuffix(srvAddr, "/24")+":8080")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		ln := netnstest.ClosingServer(b, srv, "tcp4", strings.TrimSuffix(srvAddr, "/24")+":8080")
 		addrs[i] = ln.Addr().String()
 	}
 	connect := func(addr string) (time.Duration, error) {
