@@ -236,7 +236,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	if o.announce.mode == "l2" {
 		g.Go(func() error {
-			return o.announce.runSpeaker(gctx, store, cfg.NodeName, m.SpeakerHeartbeatsRejectedTotal, log)
+			return o.announce.runSpeaker(gctx, store, cfg.NodeName, m, log)
 		})
 	}
 	if o.healthzAddr != "" {

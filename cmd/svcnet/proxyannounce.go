@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
@@ -20,6 +19,7 @@ import (
 	"github.com/svcnet/svcnet/internal/lb/plan"
 	"github.com/svcnet/svcnet/internal/lb/speaker"
 	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/proxy/metrics"
 )
 
 // announceOptions are the flags of the layer-2 speaker inside svcnet proxy.
@@ -99,7 +99,8 @@ func (a *announceOptions) loadKeys() error {
 // interface and the heartbeat socket, then runs members (and the reload of its
 // key file), announcer and speaker. Refused heartbeats are counted in rejected
 // (by reason).
-func (a *announceOptions) runSpeaker(ctx context.Context, store *model.Store, node string, rejected *prometheus.CounterVec, log klog.Logger) error {
+func (a *announceOptions) runSpeaker(ctx context.Context, store *model.Store, node string, met *metrics.Metrics, log klog.Logger) error {
+	rejected := met.SpeakerHeartbeatsRejectedTotal
 	log = log.WithName("speaker")
 	n, err := waitNode(ctx, store, node)
 	if err != nil {
@@ -151,7 +152,28 @@ func (a *announceOptions) runSpeaker(ctx context.Context, store *model.Store, no
 		g.Go(func() error { return m.WatchKeyFile(gctx, a.keyFile, members.DefaultKeyFilePoll) })
 	}
 	g.Go(func() error { return sp.Run(gctx, store) })
+	g.Go(func() error { exportSpeaker(gctx, m, met, a.interval); return nil })
 	return g.Wait()
+}
+
+// exportSpeaker keeps the speaker's gauges (ready, peers alive) current,
+// reading m every interval until ctx ends.
+func exportSpeaker(ctx context.Context, m *members.Members, met *metrics.Metrics, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		ready := 0.0
+		if m.Ready() {
+			ready = 1
+		}
+		met.SpeakerReady.Set(ready)
+		met.SpeakerPeersAlive.Set(float64(len(m.Alive()) - 1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // keyIDs names keys for a log line: their IDs, the signing one first; none

@@ -183,6 +183,9 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.waitClusterDNS(ctx); err != nil {
 		return nil, err
 	}
+	if err := l.c.WaitSpeakers(ctx); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+	}
 	progress("lab %q is up: %d nodes, client %s", n.Lab, o.Nodes, topology.ClientAddr)
 	return l, nil
 }

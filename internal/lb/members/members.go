@@ -273,6 +273,14 @@ func (m *Members) SetReady(ready bool) {
 	}
 }
 
+// Ready reports what SetReady last set: whether this node tells its peers it
+// is ready to own IPs.
+func (m *Members) Ready() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ready
+}
+
 // SetPeers replaces the set of peers: node name -> its addresses, the one to send
 // to first. Names without a valid address are ignored. This node's own entry is
 // not a peer; its addresses, when given, are the sources heartbeats are sent

@@ -128,6 +128,13 @@ type Metrics struct {
 	// datagrams on the layer-2 speaker's heartbeat port that did not count
 	// (reasons: internal/lb/members RejectReasons).
 	SpeakerHeartbeatsRejectedTotal *prometheus.CounterVec
+	// SpeakerReady: svcnet_proxy_speaker_ready, 1 once the layer-2
+	// speaker's warm-up ended and it tells its peers it may own IPs.
+	SpeakerReady prometheus.Gauge
+	// SpeakerPeersAlive: svcnet_proxy_speaker_peers_alive, the other
+	// nodes whose speakers this one counts alive and ready (the ones IPs
+	// are shared among, with this node).
+	SpeakerPeersAlive prometheus.Gauge
 }
 
 // New returns a Metrics with every metric registered on a new registry, along
@@ -265,6 +272,18 @@ func New() *Metrics {
 			Name:      "speaker_heartbeats_rejected_total",
 			Help:      "Cumulative heartbeat datagrams refused by the layer-2 speaker, by reason",
 		}, []string{LabelReason}),
+		SpeakerReady: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: svcnetNamespace,
+			Subsystem: svcnetSubsystem,
+			Name:      "speaker_ready",
+			Help:      "1 once the layer-2 speaker's warm-up ended and it may own LoadBalancer IPs, else 0",
+		}),
+		SpeakerPeersAlive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: svcnetNamespace,
+			Subsystem: svcnetSubsystem,
+			Name:      "speaker_peers_alive",
+			Help:      "Other nodes whose layer-2 speakers this one counts alive and ready",
+		}),
 	}
 
 	m.registry.MustRegister(
@@ -291,6 +310,8 @@ func New() *Metrics {
 		m.ConntrackEntriesDeletedTotal,
 		m.DriftRepairsTotal,
 		m.SpeakerHeartbeatsRejectedTotal,
+		m.SpeakerReady,
+		m.SpeakerPeersAlive,
 		// As kube-proxy's legacy registry: every Go runtime metric, and the process.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

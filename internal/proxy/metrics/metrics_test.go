@@ -104,6 +104,8 @@ func TestExposition(t *testing.T) {
 		{"svcnet_proxy_conntrack_entries_deleted_total", "counter", "Cumulative stale conntrack entries deleted", fam},
 		{"svcnet_proxy_drift_repairs_total", "counter", "Cumulative repairs of kernel state found differing from what was programmed", fam},
 		{"svcnet_proxy_speaker_heartbeats_rejected_total", "counter", "Cumulative heartbeat datagrams refused by the layer-2 speaker, by reason", []string{`reason="bad-signature"`}},
+		{"svcnet_proxy_speaker_ready", "gauge", "1 once the layer-2 speaker's warm-up ended and it may own LoadBalancer IPs, else 0", []string{""}},
+		{"svcnet_proxy_speaker_peers_alive", "gauge", "Other nodes whose layer-2 speakers this one counts alive and ready", []string{""}},
 	} {
 		for _, line := range []string{
 			"# HELP " + tc.name + " " + tc.help + "\n",
