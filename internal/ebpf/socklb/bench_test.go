@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkConnect(b *testing.B) {
 func benchClient(b *testing.B, h *harness, frontend, backend string) {
 	b.Helper()
 	out := h.client(b, "bench", frontend, backend, strconv.Itoa(b.N))
-	var r benchResult
+	var r cgrouptest.BenchResult
 	if err := json.Unmarshal(out, &r); err != nil {
 		b.Fatalf("client output %q: %v", out, err)
 	}

@@ -3,11 +3,11 @@ package socklb
 import (
 	"os"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envClient) != "" {
-		os.Exit(runClient(os.Args[1:]))
-	}
+	cgrouptest.RunClientIfAsked()
 	os.Exit(m.Run())
 }

@@ -1,4 +1,4 @@
-package socklb
+package cgrouptest
 
 import (
 	"encoding/json"
@@ -13,17 +13,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The test binary re-executed with envClient set is a client process that the
-// tests start inside the attached cgroup and the test's namespace (the test
-// process itself stays outside the cgroup). It runs one operation, prints JSON
-// lines on stdout and exits.
+// The test binary re-executed with EnvClient set is a client process that a
+// test starts inside its cgroup and namespace (Client; the test process
+// itself stays outside the cgroup). It runs one operation, prints JSON lines
+// on stdout and exits. A package using it calls RunClientIfAsked first thing
+// in its TestMain.
 //
-//	dial tcp|udp ADDR:PORT N   N connects, one attempt line each
-//	bench ADDR:PORT ADDR:PORT N  N connects to each, interleaved, one benchResult
-const envClient = "SVCNET_SOCKLB_CLIENT"
+//	dial tcp|udp ADDR:PORT N   N connects, one Attempt line each
+//	bench ADDR:PORT ADDR:PORT N  N connects to each, interleaved, one BenchResult
+const EnvClient = "SVCNET_CGROUP_CLIENT"
 
-// attempt is one connect of the dial operation.
-type attempt struct {
+// Attempt is one connect of the dial operation.
+type Attempt struct {
 	Peer   string `json:"peer,omitempty"`   // getpeername after connect
 	Server string `json:"server,omitempty"` // the name the server answered with
 	Echo   bool   `json:"echo,omitempty"`   // the server echoed what was sent
@@ -32,17 +33,25 @@ type attempt struct {
 	Micros int64  `json:"us"`               // how long connect took
 }
 
-// benchResult is the bench operation's figures: mean ns per connect to each
+// BenchResult is the bench operation's figures: mean ns per connect to each
 // address (socket, connect, close with an RST), and the median over rounds of
 // the difference of the two means in a round, which a burst of load on the
 // machine moves less than the difference of the overall means.
-type benchResult struct {
+type BenchResult struct {
 	NsPerConnect [2]float64 `json:"ns_per_connect"`
 	MedianDiffNs float64    `json:"median_diff_ns"`
 }
 
-// ioTimeout bounds each blocking socket call of a client.
-const ioTimeout = 3 * time.Second
+// IOTimeout bounds each blocking socket call of a client and server.
+const IOTimeout = 3 * time.Second
+
+// RunClientIfAsked runs the client operation in os.Args and exits when the
+// process was started as a client (EnvClient set); otherwise it returns.
+func RunClientIfAsked() {
+	if os.Getenv(EnvClient) != "" {
+		os.Exit(runClient(os.Args[1:]))
+	}
+}
 
 func runClient(args []string) int {
 	enc := json.NewEncoder(os.Stdout)
@@ -83,7 +92,7 @@ func runClient(args []string) int {
 }
 
 // socket opens a socket of network ("tcp" or "udp") in the family of to
-// (IPv6 for an IPv4-mapped address), with ioTimeout on send (which bounds a
+// (IPv6 for an IPv4-mapped address), with IOTimeout on send (which bounds a
 // blocking connect) and receive.
 func socket(network string, to netip.AddrPort) (int, error) {
 	typ := unix.SOCK_STREAM
@@ -100,7 +109,7 @@ func socket(network string, to netip.AddrPort) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
-	tv := unix.NsecToTimeval(ioTimeout.Nanoseconds())
+	tv := unix.NsecToTimeval(IOTimeout.Nanoseconds())
 	for _, opt := range []int{unix.SO_SNDTIMEO, unix.SO_RCVTIMEO} {
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv); err != nil {
 			unix.Close(fd)
@@ -121,8 +130,8 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 // program shows as connect's own error, then sends "ping\n" and reads the
 // server's name and the echo: TCP servers send their name first, UDP servers
 // answer a datagram with their name and the datagram.
-func dial(network string, to netip.AddrPort) attempt {
-	var a attempt
+func dial(network string, to netip.AddrPort) Attempt {
+	var a Attempt
 	fd, err := socket(network, to)
 	if err != nil {
 		a.Err = err.Error()
@@ -173,7 +182,7 @@ func dial(network string, to netip.AddrPort) attempt {
 // bench times n connects to each of to, in interleaved rounds so that both
 // see the same machine, alternating which goes first. Each socket is closed with an RST (SO_LINGER 0), so
 // no TIME_WAIT piles up and ports do not run out.
-func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
+func bench(to [2]netip.AddrPort, n int) (BenchResult, error) {
 	const round = 200
 	var total [2]time.Duration
 	var diffs []float64
@@ -188,7 +197,7 @@ func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
 			start := time.Now()
 			for range k {
 				if err := connectOnce(ap); err != nil {
-					return benchResult{}, fmt.Errorf("connect %v: %w", ap, err)
+					return BenchResult{}, fmt.Errorf("connect %v: %w", ap, err)
 				}
 			}
 			took[i] = time.Since(start)
@@ -196,7 +205,7 @@ func bench(to [2]netip.AddrPort, n int) (benchResult, error) {
 		}
 		diffs = append(diffs, float64((took[0]-took[1]).Nanoseconds())/float64(k))
 	}
-	var r benchResult
+	var r BenchResult
 	for i := range total {
 		r.NsPerConnect[i] = float64(total[i].Nanoseconds()) / float64(n)
 	}
