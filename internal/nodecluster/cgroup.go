@@ -7,12 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/procfs"
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,28 +28,9 @@ import (
 // cgroup under its kubepods that it does not know as an orphan, and kills it:
 // three kubelets sharing /kubepods would kill each other's Pods.
 
-// cgroupMounts returns the mount points of the cgroup hierarchies (v1 and v2)
-// of the caller's mount namespace and which one is the cgroup2 hierarchy.
-func cgroupMounts() (all []string, v2 string, err error) {
-	ms, err := procfs.GetMounts()
-	if err != nil {
-		return nil, "", fmt.Errorf("cgroup hierarchies: %w", err)
-	}
-	for _, m := range ms {
-		switch m.FSType {
-		case "cgroup":
-			all = append(all, m.MountPoint)
-		case "cgroup2":
-			all = append(all, m.MountPoint)
-			v2 = m.MountPoint
-		}
-	}
-	if v2 == "" {
-		return nil, "", errors.New("cgroup hierarchies: no cgroup2 hierarchy mounted (on a hybrid host, /sys/fs/cgroup/unified)")
-	}
-	slices.Sort(all)
-	return slices.Compact(all), v2, nil
-}
+// cgroupMounts returns the cgroup hierarchies and the cgroup2 one
+// (cgroup.Mounts).
+func cgroupMounts() (all []string, v2 string, err error) { return cgroup.Mounts() }
 
 // makeCgroup makes the cgroup rel (a relative path such as svcnet.x/node1) in
 // every hierarchy. A new cpuset cgroup gets its parent's cpus and mems, or no
