@@ -60,6 +60,7 @@ type proxyOptions struct {
 	initOnly           bool
 	podRoutes          bool
 	dataPlane          string
+	cgroup             string
 	announce           announceOptions
 	verbosity          int
 	// warnings are set by config: one line per setting of the --config
@@ -143,7 +144,8 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove everything svcnet proxy programmed, then exit")
 	fs.BoolVar(&o.initOnly, "init-only", false, "do what needs full privileges (the conntrack sysctls: /proc/sys is read-only in an unprivileged container), then exit; run it as a privileged init container and svcnet proxy itself with NET_ADMIN and NET_RAW only (kube-proxy's --init-only)")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
-	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
+	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "iptables" in kube-proxy's iptables chains (iptables-restore); "userspace" proxies them in this process (kube-proxy's old userspace mode, with retries); "ebpf" translates connects of the processes in --cgroup to an endpoint in BPF, over the nftables rules for all other traffic; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
+	fs.StringVar(&o.cgroup, "cgroup", "", `with --data-plane ebpf: the cgroup v2 directory whose processes' connects to Services are translated in BPF (default: the root of the cgroup v2 hierarchy, every process of the node)`)
 	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
@@ -197,7 +199,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}}
 	if o.dataPlane != planes.None {
 		o.applySysctls(log)
-		runners, closeAll, err := serviceDataPlane(o.dataPlane, cfg, store, health, m, mem, log)
+		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.cgroup, cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
@@ -25,6 +27,18 @@ func (o *proxyOptions) validateDataPlane() error {
 	if o.dataPlane == planes.None && !o.podRoutes && o.announce.mode == "" {
 		return fmt.Errorf("--data-plane %s: nothing to do without --pod-routes or --announce", planes.None)
 	}
+	if o.cgroup != "" {
+		if o.dataPlane != ebpfplane.Name {
+			return fmt.Errorf("--cgroup %s: only --data-plane %s attaches to a cgroup (this is --data-plane %s)", o.cgroup, ebpfplane.Name, o.dataPlane)
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(o.cgroup, &st); err != nil {
+			return fmt.Errorf("--cgroup %s: %w", o.cgroup, err)
+		}
+		if st.Type != unix.CGROUP2_SUPER_MAGIC {
+			return fmt.Errorf("--cgroup %s: not a cgroup v2 directory", o.cgroup)
+		}
+	}
 	return nil
 }
 
@@ -33,8 +47,8 @@ func (o *proxyOptions) validateDataPlane() error {
 // around the proxier's syncs. It returns their run functions (each returns
 // when ctx ends) and closeAll, which releases the kernel handles after they
 // have returned. Nothing is programmed before a run function runs.
-func serviceDataPlane(name string, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
-	plane, closePlane, err := planes.Open(name, planes.Options{Families: cfg.Families})
+func serviceDataPlane(name, cgroup string, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+	plane, closePlane, err := planes.Open(name, planes.Options{Families: cfg.Families, Cgroup: cgroup})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,10 +12,13 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/dataplane"
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/dataplane/userspace"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/nft"
@@ -40,12 +43,17 @@ var all = []plane{
 	{name: nftables.Name, open: openNFTables},
 	{name: iptplane.Name, open: openIPTables},
 	{name: userspace.Name, open: openUserspace},
+	{name: ebpfplane.Name, open: openEBPF},
 }
 
 // Options are what opening a plane needs.
 type Options struct {
 	// Families are the IP families to program (both when empty).
 	Families []ipfamily.Family
+	// Cgroup is the cgroup v2 directory whose processes' connects the eBPF
+	// plane translates ("": the root of the cgroup v2 hierarchy, every
+	// process of the node).
+	Cgroup string
 }
 
 // Names returns the accepted --data-plane values: every plane, then None.
@@ -145,6 +153,27 @@ func openUserspace(opt Options) (dataplane.DataPlane, func() error, error) {
 	}
 	b := userspace.NewBackend(c, userspace.Config{Log: klog.Background().WithName("userspace")}, opt.Families...)
 	return b, func() error { return errors.Join(b.Close(), c.Close()) }, nil
+}
+
+// openEBPF opens the eBPF plane: the nftables plane's rules, and the socket
+// load balancer attached to opt.Cgroup (else the cgroup v2 root) at the
+// plane's Probe or first Sync, so that --cleanup attaches nothing.
+func openEBPF(opt Options) (dataplane.DataPlane, func() error, error) {
+	c, err := netlink.New()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ebpf: %w", err)
+	}
+	open := func() (ebpfplane.SocketLB, error) {
+		dir := opt.Cgroup
+		if dir == "" {
+			if dir, err = cgroup.Root(); err != nil {
+				return nil, err
+			}
+		}
+		return socklb.Open(dir)
+	}
+	p := ebpfplane.New(nftables.New(c, opt.Families...), open, opt.Families...)
+	return p, func() error { return errors.Join(p.Close(), c.Close()) }, nil
 }
 
 // compile-time check that the netlink connection is what the backend takes.

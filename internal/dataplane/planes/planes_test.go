@@ -14,8 +14,8 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	if got := strings.Join(Names(), ","); got != "nftables,iptables,userspace,none" {
-		t.Errorf("Names() = %s, want nftables,iptables,userspace,none", got)
+	if got := strings.Join(Names(), ","); got != "nftables,iptables,userspace,ebpf,none" {
+		t.Errorf("Names() = %s, want nftables,iptables,userspace,ebpf,none", got)
 	}
 	if Default != "nftables" {
 		t.Errorf("Default = %s", Default)
@@ -26,8 +26,8 @@ func TestNames(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ name, want string }{
-		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables, iptables, userspace or none`},
-		{"", `--data-plane "": want nftables, iptables, userspace or none`},
+		{"iptables-legacy", `--data-plane "iptables-legacy": want nftables, iptables, userspace, ebpf or none`},
+		{"", `--data-plane "": want nftables, iptables, userspace, ebpf or none`},
 	} {
 		if err := Validate(c.name); err == nil || err.Error() != c.want {
 			t.Errorf("Validate(%q) = %v, want %s", c.name, err, c.want)

@@ -1,0 +1,107 @@
+package ebpf
+
+import (
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/servicetable"
+)
+
+// entry is what the socket load balancer does for one frontend: translate a
+// connect to one of Backends, or refuse it (Backends empty).
+type entry struct {
+	Frontend netip.AddrPort
+	Protocol model.Protocol
+	Backends []netip.AddrPort
+}
+
+// key identifies an entry in the socket load balancer.
+type key struct {
+	Frontend netip.AddrPort
+	Protocol model.Protocol
+}
+
+func (e entry) key() key { return key{e.Frontend, e.Protocol} }
+
+// equal reports whether e and o do the same.
+func (e entry) equal(o entry) bool {
+	if e.key() != o.key() || len(e.Backends) != len(o.Backends) {
+		return false
+	}
+	for i := range e.Backends {
+		if e.Backends[i] != o.Backends[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Left-to-nftables reasons: why a Service port's frontends are not in the
+// socket load balancer, so that a connect to them meets the nftables rules
+// (which then decide) instead.
+const (
+	// leftAffinity: ClientIP affinity is per client address over time, a
+	// state the connect programs do not keep.
+	leftAffinity = "ClientIP affinity is kept by the nftables rules"
+	// leftDrop: the port has endpoints, but none for this traffic's
+	// policy: kube-proxy drops such traffic (the client times out), which a
+	// connect program cannot do but the nftables rules do.
+	leftDrop = "no endpoint for this node's traffic under the traffic policy: dropped by the nftables rules"
+	// leftSourceRanges: loadBalancerSourceRanges filter by the client's
+	// address, which the nftables firewall chain checks.
+	leftSourceRanges = "loadBalancerSourceRanges are checked by the nftables rules"
+	// leftSCTP: an SCTP association may name several peer addresses
+	// (sctp_connectx) that one connect translation does not cover.
+	leftSCTP = "SCTP associations are translated by the nftables rules"
+)
+
+// leftOut is a frontend the socket load balancer leaves to the nftables
+// rules, and why.
+type leftOut struct {
+	Frontend servicetable.Frontend
+	Reason   string
+}
+
+// socketEntries returns what the socket load balancer does for the frontends
+// of sp when a socket on this node (a pod's or the node's own) connects to
+// them, and the frontends it leaves to the nftables rules, with why.
+//
+// Traffic that connects on this node is internal to the cluster: to the
+// ClusterIP it goes to the endpoints of the internal traffic policy
+// (LocalEndpoints under Local, else ClusterEndpoints); to an externalIP, LB
+// IP or this node's NodePort it goes to ClusterEndpoints whatever the
+// external policy, as kube-proxy short-circuits traffic from pods and from
+// the node itself. With no usable endpoint anywhere the connect is refused
+// (kube-proxy's reject). NodePort frontends are served only on the node's
+// NodePort addresses (never loopback), as in the nftables rules.
+func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOut) {
+	for _, f := range sp.Frontends {
+		eps := sp.ClusterEndpoints
+		if f.Kind == servicetable.FrontendClusterIP && sp.InternalPolicyLocal {
+			eps = sp.LocalEndpoints
+		}
+		switch {
+		case sp.Protocol == model.ProtocolSCTP:
+			left = append(left, leftOut{f, leftSCTP})
+			continue
+		case sp.AffinityTimeout > 0:
+			left = append(left, leftOut{f, leftAffinity})
+			continue
+		case sp.HasEndpoints && len(eps) == 0:
+			left = append(left, leftOut{f, leftDrop})
+			continue
+		case f.Kind == servicetable.FrontendLoadBalancer && len(sp.SourceRanges) > 0:
+			left = append(left, leftOut{f, leftSourceRanges})
+			continue
+		}
+		e := entry{Frontend: netip.AddrPortFrom(f.Addr, f.Port), Protocol: sp.Protocol}
+		if sp.HasEndpoints {
+			e.Backends = make([]netip.AddrPort, len(eps))
+			for i, ep := range eps {
+				e.Backends[i] = netip.AddrPortFrom(ep.Addr, ep.Port)
+			}
+		}
+		entries = append(entries, e)
+	}
+	return entries, left
+}

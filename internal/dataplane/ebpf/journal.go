@@ -1,0 +1,87 @@
+package ebpf
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/svcnet/svcnet/internal/ipfamily"
+)
+
+// journal applies entry changes to a socket load balancer and remembers how
+// to undo them.
+type journal struct {
+	lb      SocketLB
+	entries map[key]entry // what the load balancer holds; kept current
+	ops     map[ipfamily.Family]int
+	undos   []undo
+}
+
+// undo restores one key: to prev, or deleted when !had.
+type undo struct {
+	key  key
+	prev entry
+	had  bool
+}
+
+// apply makes key k hold w (want) or nothing (!ok). An unchanged key costs
+// no call.
+func (j *journal) apply(k key, w entry, ok bool) error {
+	prev, had := j.entries[k]
+	switch {
+	case ok && had && prev.equal(w):
+		return nil
+	case ok:
+		if err := j.lb.SetService(k.Frontend, k.Protocol, w.Backends); err != nil {
+			return err
+		}
+		j.entries[k] = w
+	case had:
+		if err := j.lb.DeleteService(k.Frontend, k.Protocol); err != nil {
+			return err
+		}
+		delete(j.entries, k)
+	default:
+		return nil
+	}
+	j.ops[ipfamily.Of(k.Frontend.Addr())]++
+	j.undos = append(j.undos, undo{k, prev, had})
+	return nil
+}
+
+// undo reverts the applied changes, newest first, and reports the keys it
+// could not revert.
+func (j *journal) undo() error {
+	var failed []string
+	for i := len(j.undos) - 1; i >= 0; i-- {
+		u := j.undos[i]
+		var err error
+		if u.had {
+			if err = j.lb.SetService(u.key.Frontend, u.key.Protocol, u.prev.Backends); err == nil {
+				j.entries[u.key] = u.prev
+			}
+		} else if err = j.lb.DeleteService(u.key.Frontend, u.key.Protocol); err == nil {
+			delete(j.entries, u.key)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%v/%s: %v", u.key.Frontend, u.key.Protocol, err))
+		}
+	}
+	j.undos = nil
+	if len(failed) > 0 {
+		return fmt.Errorf("ebpf: undo failed for %d frontends: %v", len(failed), failed)
+	}
+	return nil
+}
+
+// sortedKeys returns ks sorted and without duplicates, for a deterministic
+// order of map changes.
+func sortedKeys(ks []key) []key {
+	slices.SortFunc(ks, func(a, b key) int {
+		if c := a.Frontend.Compare(b.Frontend); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Protocol, b.Protocol)
+	})
+	return slices.Compact(ks)
+}

@@ -1,0 +1,181 @@
+package ebpf
+
+import (
+	"context"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/conntrack"
+	"github.com/svcnet/svcnet/internal/dataplane/nftables"
+	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
+	"github.com/svcnet/svcnet/internal/ipfamily"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/nft/netlink"
+	"github.com/svcnet/svcnet/internal/servicetable"
+)
+
+// kernelPlane is the plane on a throwaway namespace and child cgroup: the
+// nftables rules in the namespace, the socket load balancer attached to the
+// cgroup. Backends be1 and be2 serve on addresses of lo, which also routes
+// the Service range (so that connect finds a route before the rules' DNAT).
+type kernelPlane struct {
+	ns   *netns.NS
+	cgfd int
+	p    *Plane
+	ct   *conntrack.Netlink
+}
+
+const (
+	vip      = "10.96.0.10:80"
+	emptyVIP = "10.96.0.11:80"
+	be1      = "192.168.1.2:8080"
+	be2      = "192.168.1.3:8080"
+)
+
+func newKernelPlane(t *testing.T) *kernelPlane {
+	t.Helper()
+	k := &kernelPlane{ns: netnstest.New(t, "ebpfplane")}
+	cg := cgrouptest.New(t)
+	k.cgfd = cgrouptest.Open(t, cg)
+	for _, argv := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "addr", "add", "192.168.1.2/32", "dev", "lo"},
+		{"ip", "addr", "add", "192.168.1.3/32", "dev", "lo"},
+		{"ip", "route", "add", "10.96.0.0/12", "dev", "lo"},
+	} {
+		if out, err := k.ns.Command(argv...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", argv, err, out)
+		}
+	}
+	cgrouptest.ServeTCP(t, k.ns, be1, "be1")
+	cgrouptest.ServeTCP(t, k.ns, be2, "be2")
+	conn, err := netlink.New(k.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := nftables.New(conn, ipfamily.IPv4)
+	k.p = New(rules, func() (SocketLB, error) { return socklb.Open(cg) }, ipfamily.IPv4)
+	if k.ct, err = conntrack.NewNetlinkIn(k.ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		k.ct.Close()
+		if err := k.p.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		conn.Close()
+	})
+	if err := k.p.Probe(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (k *kernelPlane) sync(t *testing.T, ports ...*servicetable.ServicePort) {
+	t.Helper()
+	if _, err := k.p.Sync(context.Background(), table(ports...), false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flowsTo counts the namespace's conntrack flows whose original destination
+// is addr.
+func (k *kernelPlane) flowsTo(t *testing.T, addr string) int {
+	t.Helper()
+	flows, err := k.ct.List(ipfamily.IPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range flows {
+		if f.OrigDst == ap(addr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestKernelSocketsSkipNAT: connects from the cgroup reach an endpoint with
+// no NAT at all (conntrack sees the endpoint as the original destination)
+// and getpeername reports the ClusterIP; a connect from outside the cgroup
+// goes through the nftables rules' DNAT; a port with no endpoint refuses at
+// once; a change of endpoints is seen by the next connect; with the socket
+// load balancer closed, connects from the cgroup fall through to the rules.
+func TestKernelSocketsSkipNAT(t *testing.T) {
+	k := newKernelPlane(t)
+	web := clusterIPPort("default/web:80/tcp", vip, ep(be1, true), ep(be2, true))
+	empty := clusterIPPort("default/empty:80/tcp", emptyVIP)
+	k.sync(t, web, empty)
+
+	const connects = 40
+	seen := map[string]int{}
+	for i, a := range cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, connects) {
+		if a.Peer != vip || !a.Echo || a.Err != "" || a.Errno != "" {
+			t.Fatalf("connect %d from the cgroup: %+v; want peer %s and an echo", i, a, vip)
+		}
+		seen[a.Server]++
+	}
+	if len(seen) != 2 {
+		t.Fatalf("%d connects reached %v; want both endpoints", connects, seen)
+	}
+	if n := k.flowsTo(t, vip); n != 0 {
+		t.Fatalf("%d conntrack flows to the ClusterIP after connects from the cgroup; want none (no NAT)", n)
+	}
+	if n := k.flowsTo(t, be1) + k.flowsTo(t, be2); n < connects {
+		t.Fatalf("%d conntrack flows straight to the endpoints, want %d", n, connects)
+	}
+
+	if peer, err := cgrouptest.DialOutside(t, k.ns, vip); err != nil || peer != vip {
+		t.Fatalf("connect from outside the cgroup: peer %q, %v; want the rules' DNAT to answer as %s", peer, err, vip)
+	}
+	if n := k.flowsTo(t, vip); n != 1 {
+		t.Fatalf("%d conntrack flows to the ClusterIP after a connect from outside the cgroup, want 1 (the rules' DNAT)", n)
+	}
+
+	for i, a := range cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", emptyVIP, 3) {
+		if a.Errno != "ECONNREFUSED" || a.Micros > 100_000 {
+			t.Fatalf("connect %d to a Service without endpoints: %+v; want ECONNREFUSED at once", i, a)
+		}
+	}
+
+	// be1 goes away: the next connects all reach be2.
+	k.sync(t, clusterIPPort("default/web:80/tcp", vip, ep(be2, true)), empty)
+	for i, a := range cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, 10) {
+		if a.Server != "be2" || a.Peer != vip {
+			t.Fatalf("connect %d after be1 left: %+v; want be2 as %s", i, a, vip)
+		}
+	}
+
+	// Without the socket load balancer the rules still serve the cgroup.
+	if err := k.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := k.flowsTo(t, vip)
+	for i, a := range cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, 3) {
+		if a.Server != "be2" || a.Peer != vip {
+			t.Fatalf("connect %d with the load balancer closed: %+v; want be2 through the rules", i, a)
+		}
+	}
+	if n := k.flowsTo(t, vip) - before; n != 3 {
+		t.Fatalf("%d new conntrack flows to the ClusterIP with the load balancer closed, want 3", n)
+	}
+}
+
+// TestKernelLeftToRules: a port with ClientIP affinity is left to the
+// nftables rules, whose DNAT then serves connects from the cgroup too.
+func TestKernelLeftToRules(t *testing.T) {
+	k := newKernelPlane(t)
+	web := clusterIPPort("default/web:80/tcp", vip, ep(be1, true), ep(be2, true))
+	web.AffinityTimeout = 10800e9
+	k.sync(t, web)
+	as := cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, 5)
+	for i, a := range as {
+		if a.Server != as[0].Server || a.Peer != vip {
+			t.Fatalf("connect %d: %+v; want the same endpoint as the first (%s) as %s", i, a, as[0].Server, vip)
+		}
+	}
+	if n := k.flowsTo(t, vip); n != len(as) {
+		t.Fatalf("%d conntrack flows to the ClusterIP, want %d: affinity is the rules' DNAT", n, len(as))
+	}
+}
