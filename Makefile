@@ -117,8 +117,11 @@ unit:
 # (SVCNET_DATA_PLANE); the lab's e2e suite (test/e2e, both control planes)
 # on each of E2E_PLANES, which holds each plane to its own way through the
 # lab (on userspace, a Service's connection has two legs: to the proxy port,
-# then the proxy's own to a pod).
-OTHER_PLANES ?= iptables userspace
+# then the proxy's own to a pod). On ebpf, test/proxy's traffic comes from the
+# test process, outside the proxy's --cgroup: it holds the rules under the
+# socket load balancer to every behaviour; internal/dataplane/ebpf's kernel
+# tests hold the socket load balancer itself.
+OTHER_PLANES ?= iptables userspace ebpf
 E2E_PLANES ?= iptables userspace
 test: deps lint k8s coredns node-tools build
 	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) \

@@ -145,7 +145,7 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.initOnly, "init-only", false, "do what needs full privileges (the conntrack sysctls: /proc/sys is read-only in an unprivileged container), then exit; run it as a privileged init container and svcnet proxy itself with NET_ADMIN and NET_RAW only (kube-proxy's --init-only)")
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "iptables" in kube-proxy's iptables chains (iptables-restore); "userspace" proxies them in this process (kube-proxy's old userspace mode, with retries); "ebpf" translates connects of the processes in --cgroup to an endpoint in BPF, over the nftables rules for all other traffic; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
-	fs.StringVar(&o.cgroup, "cgroup", "", `with --data-plane ebpf: the cgroup v2 directory whose processes' connects to Services are translated in BPF (default: the root of the cgroup v2 hierarchy, every process of the node)`)
+	fs.StringVar(&o.cgroup, "cgroup", "", `with --data-plane ebpf: the cgroup v2 path (as /proc/PID/cgroup names it, e.g. /kubepods) whose processes' connects to Services are translated in BPF; svcnet mounts the cgroup2 hierarchy at /run/svcnet/cgroup2 if its mount namespace has none (default: /, every process of the node)`)
 	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd

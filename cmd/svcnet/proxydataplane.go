@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/conntrack"
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
@@ -31,12 +31,8 @@ func (o *proxyOptions) validateDataPlane() error {
 		if o.dataPlane != ebpfplane.Name {
 			return fmt.Errorf("--cgroup %s: only --data-plane %s attaches to a cgroup (this is --data-plane %s)", o.cgroup, ebpfplane.Name, o.dataPlane)
 		}
-		var st unix.Statfs_t
-		if err := unix.Statfs(o.cgroup, &st); err != nil {
-			return fmt.Errorf("--cgroup %s: %w", o.cgroup, err)
-		}
-		if st.Type != unix.CGROUP2_SUPER_MAGIC {
-			return fmt.Errorf("--cgroup %s: not a cgroup v2 directory", o.cgroup)
+		if err := cgroup.CheckPath(o.cgroup); err != nil {
+			return fmt.Errorf("--cgroup: %w", err)
 		}
 	}
 	return nil

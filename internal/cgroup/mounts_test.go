@@ -25,3 +25,30 @@ func TestPick(t *testing.T) {
 		t.Fatalf("no cgroup2 mount: v2 = %q", v2)
 	}
 }
+
+func TestCheckPath(t *testing.T) {
+	for _, ok := range []string{"/", "/kubepods", "/svcnet-lab-demo/node1"} {
+		if err := CheckPath(ok); err != nil {
+			t.Errorf("CheckPath(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "kubepods", "/a/../b", "/a/", "//a", "/a/./b", "/a\nb", "/sys/fs/cgroup/../../etc"} {
+		if err := CheckPath(bad); err == nil {
+			t.Errorf("CheckPath(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPath(t *testing.T) {
+	for _, tc := range []struct{ dir, want string }{
+		{"/sys/fs/cgroup/unified", "/"},
+		{"/sys/fs/cgroup/unified/svcnet-lab-x/node1", "/svcnet-lab-x/node1"},
+	} {
+		if got, err := Path("/sys/fs/cgroup/unified", tc.dir); err != nil || got != tc.want {
+			t.Errorf("Path(%q) = %q, %v; want %q", tc.dir, got, err, tc.want)
+		}
+	}
+	if got, err := Path("/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu"); err == nil {
+		t.Errorf("Path outside the root = %q, want an error", got)
+	}
+}

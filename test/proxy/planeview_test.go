@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	usplane "github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/ipfamily"
@@ -106,7 +108,10 @@ func (c *cluster) viewOf(p string) (planeView, error) {
 	defer c.mu.Unlock()
 	if c.view == nil {
 		switch p {
-		case "", "nftables":
+		case "", "nftables", ebpfplane.Name:
+			// The eBPF plane's rules are the nftables plane's; its socket
+			// load balancer serves only processes in the proxy's cgroup,
+			// and the traffic of these tests comes from this process.
 			c.view = &nftView{c: c}
 		case iptplane.Name:
 			// The variant the proxy chose by the same rule in the same

@@ -31,7 +31,11 @@ func (c *cluster) proxyArgs() []string {
 // proxyArgsFrom is proxyArgs with another source of state (e.g.
 // "--kubeconfig", path).
 func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
-	return append([]string{
+	var cg []string
+	if c.cgroup != "" {
+		cg = []string{"--cgroup", c.cgroup}
+	}
+	return append(append([]string{
 		"proxy",
 		sourceFlag, source,
 		"--hostname-override", nodeName,
@@ -41,7 +45,7 @@ func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
 		"--metrics-bind-address", "127.0.0.1:10249",
 		"--min-sync-period", "0",
 		"-v", "2",
-	}, testbin.DataPlaneArgs()...)
+	}, testbin.DataPlaneArgs()...), cg...)
 }
 
 // startProxy starts the proxy in the node namespace with proxyArgs plus

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
+	"github.com/svcnet/svcnet/internal/testbin"
+
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
-	"github.com/svcnet/svcnet/internal/testbin"
 )
 
 // Addresses of the test topology (docs/design.md, IP plan).
@@ -41,6 +44,9 @@ type cluster struct {
 	node   *netns.NS
 	client *netns.NS
 	dir    string // manifests (--state)
+	// cgroup is the eBPF plane's --cgroup, the path of a child cgroup of
+	// this test ("" on other planes): nothing attaches to the root.
+	cgroup string
 
 	mu      sync.Mutex
 	pods    []*pod
@@ -64,6 +70,9 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	needBinary(t)
 	c := &cluster{t: t, dir: t.TempDir()}
+	if testbin.DataPlane() == ebpfplane.Name {
+		c.cgroup = cgrouptest.Path(t, cgrouptest.New(t))
+	}
 	c.node = netnstest.New(t, "node")
 	c.client = netnstest.New(t, "client")
 	sysctls(t, c.client)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/ipfamily"
@@ -15,6 +17,7 @@ import (
 // fakeLB tracks what a socket load balancer's maps hold; failAt makes the
 // call of that number (1-based, over SetService and DeleteService) fail.
 type fakeLB struct {
+	mu      sync.Mutex // Reap runs on the plane's reaper goroutine
 	held    map[key][]netip.AddrPort
 	calls   int
 	failAt  int
@@ -34,6 +37,8 @@ func (f *fakeLB) call() error {
 }
 
 func (f *fakeLB) SetService(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.call(); err != nil {
 		return err
 	}
@@ -45,6 +50,8 @@ func (f *fakeLB) SetService(fe netip.AddrPort, p model.Protocol, bes []netip.Add
 }
 
 func (f *fakeLB) DeleteService(fe netip.AddrPort, p model.Protocol) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err := f.call(); err != nil {
 		return err
 	}
@@ -55,9 +62,37 @@ func (f *fakeLB) DeleteService(fe netip.AddrPort, p model.Protocol) error {
 	return nil
 }
 
-func (f *fakeLB) Reap() error { f.reaps++; f.retired = 0; return nil }
+func (f *fakeLB) Reap() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reaps++
+	f.retired = 0
+	return nil
+}
 
-func (f *fakeLB) Close() error { f.closed = true; return nil }
+func (f *fakeLB) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+// unreaped returns the sets not reaped yet once the plane's reaper is idle
+// (bounded wait).
+func (f *fakeLB) unreaped() int {
+	for range 100 {
+		f.mu.Lock()
+		n := f.retired
+		f.mu.Unlock()
+		if n == 0 {
+			return 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.retired
+}
 
 // fakeRules stands for the nftables plane: it counts syncs and fails when
 // told to.

@@ -42,7 +42,8 @@ type Plane struct {
 	open     func() (SocketLB, error)
 	families map[ipfamily.Family]bool
 
-	lb SocketLB
+	lb     SocketLB
+	reaper *reaper
 	// ports are the table entries last synced to the socket load balancer,
 	// and the keys of the entries each one set.
 	ports map[portKey]*servicetable.ServicePort
@@ -98,6 +99,7 @@ func (p *Plane) openLB() error {
 		return fmt.Errorf("ebpf: socket load balancer: %w", err)
 	}
 	p.lb = lb
+	p.reaper = startReaper(lb)
 	return nil
 }
 
@@ -172,7 +174,7 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 			return j.ops, errors.Join(fmt.Errorf("ebpf: sync: %w", err), j.undo())
 		}
 	}
-	if err := p.lb.Reap(); err != nil {
+	if err := p.reaper.kick(); err != nil {
 		return j.ops, fmt.Errorf("ebpf: sync: %w", err)
 	}
 	for pk := range p.ports {
@@ -208,7 +210,8 @@ func (p *Plane) Close() error {
 	if p.lb == nil {
 		return nil
 	}
+	p.reaper.stop()
 	err := p.lb.Close()
-	p.lb = nil
+	p.lb, p.reaper = nil, nil
 	return err
 }

@@ -83,7 +83,7 @@ func TestSyncProgramsChangesOnly(t *testing.T) {
 	if got := held(lb); !slices.Equal(got, want) {
 		t.Fatalf("after the change: holds %q, want %q", got, want)
 	}
-	if lb.calls-calls != 3 || st.Full || lb.retired != 0 {
+	if lb.calls-calls != 3 || st.Full || lb.unreaped() != 0 {
 		t.Fatalf("partial sync: %d map calls (want 3), full %v, %d sets left unreaped", lb.calls-calls, st.Full, lb.retired)
 	}
 

@@ -50,9 +50,9 @@ var all = []plane{
 type Options struct {
 	// Families are the IP families to program (both when empty).
 	Families []ipfamily.Family
-	// Cgroup is the cgroup v2 directory whose processes' connects the eBPF
-	// plane translates ("": the root of the cgroup v2 hierarchy, every
-	// process of the node).
+	// Cgroup is the cgroup v2 path (as /proc/PID/cgroup names it, e.g.
+	// /kubepods) whose processes' connects the eBPF plane translates ("":
+	// "/", every process of the node); cgroup.Dir finds its directory.
 	Cgroup string
 }
 
@@ -164,11 +164,13 @@ func openEBPF(opt Options) (dataplane.DataPlane, func() error, error) {
 		return nil, nil, fmt.Errorf("ebpf: %w", err)
 	}
 	open := func() (ebpfplane.SocketLB, error) {
-		dir := opt.Cgroup
-		if dir == "" {
-			if dir, err = cgroup.Root(); err != nil {
-				return nil, err
-			}
+		p := opt.Cgroup
+		if p == "" {
+			p = "/"
+		}
+		dir, err := cgroup.Dir(p)
+		if err != nil {
+			return nil, err
 		}
 		return socklb.Open(dir)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
@@ -74,4 +75,15 @@ func Open(t testing.TB, dir string) int {
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
+}
+
+// Path returns the cgroup v2 path of dir, a cgroup New made (/svcnet-test-…),
+// as svcnet proxy --cgroup takes it.
+func Path(t testing.TB, dir string) string {
+	t.Helper()
+	p, err := cgroup.Path(Root, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -22,6 +22,9 @@ type LB struct {
 	svcs    map[socklbSvcKey]svcState
 	retired []svcState // slot ranges no services entry points to, not yet deleted
 	grace   graceWaiter
+	// graceMu is held by a Reap's grace period wait and by Close around
+	// closing the grace maps, which lb.mu does not guard during the wait.
+	graceMu sync.Mutex
 	closed  bool
 }
 
@@ -160,15 +163,35 @@ func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 // 10 ms on a busy 2-core machine), once for all it deletes. Deleting at once
 // instead would let a connect racing a change find its slot gone and go
 // untranslated. Call it after a batch of changes; SetService also reaps when
-// the backends map is full.
+// the backends map is full. Reap does not hold the LB during the grace
+// period: changes go on meanwhile, and what they retire waits for the next
+// Reap.
 func (lb *LB) Reap() error {
 	lb.mu.Lock()
-	defer lb.mu.Unlock()
 	if lb.closed {
+		lb.mu.Unlock()
 		return fmt.Errorf("socklb: reap: closed")
 	}
-	if err := lb.reap(); err != nil {
+	batch := lb.retired
+	lb.retired = nil
+	lb.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	lb.graceMu.Lock()
+	err := lb.grace.wait()
+	lb.graceMu.Unlock()
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	switch {
+	case lb.closed:
+		return nil // the maps are gone, and the slots with them
+	case err != nil:
+		lb.retired = append(lb.retired, batch...)
 		return fmt.Errorf("socklb: reap: %w", err)
+	}
+	for _, s := range batch {
+		lb.dropSlots(s)
 	}
 	return nil
 }
@@ -222,6 +245,8 @@ func (lb *LB) Close() error {
 	if err := lb.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("socklb: close objects: %w", err))
 	}
+	lb.graceMu.Lock()
+	defer lb.graceMu.Unlock()
 	if err := lb.grace.close(); err != nil {
 		errs = append(errs, fmt.Errorf("socklb: %w", err))
 	}
