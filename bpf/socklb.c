@@ -12,15 +12,21 @@
 //   revnat:    socket cookie -> frontend and backend of a translated socket
 //              (LRU: an entry outlives its socket until evicted, and a live
 //              socket whose entry was evicted reports its backend)
+//   udp_revnat: socket cookie, backend address and port -> frontend, for each
+//              backend a UDP socket was sent to (connect or sendmsg), so
+//              recvmsg reports a datagram from that backend as from the
+//              frontend (LRU, as revnat)
 //
-// A frontend with no backends refuses the connect with ECONNREFUSED. A
-// destination that is no frontend passes untouched.
+// A frontend with no backends refuses the connect, or the sendmsg of an
+// unconnected UDP socket, with ECONNREFUSED. A destination that is no
+// frontend passes untouched.
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
 #define ECONNREFUSED 111
+#define IPPROTO_UDP 17
 
 #define SVC_MAX 65536
 #define BACKEND_MAX 262144
@@ -72,6 +78,19 @@ struct {
 	__type(value, struct revnat_value);
 } revnat SEC(".maps");
 
+struct udp_revnat_key {
+	__u64 cookie;
+	struct backend backend;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, REVNAT_MAX);
+	__type(key, struct udp_revnat_key);
+	__type(value, struct backend);
+} udp_revnat SEC(".maps");
+
 // Return values of cgroup sock_addr programs.
 #define SYS_PROCEED 1
 #define SYS_REJECT 0
@@ -107,6 +126,19 @@ static __always_inline int translate(const struct svc_key *key, struct backend *
 	return TRANSLATED;
 }
 
+// remember_udp records that the UDP socket of ctx sent to be for the
+// frontend of key.
+static __always_inline void remember_udp(void *ctx, const struct svc_key *key, const struct backend *be)
+{
+	struct udp_revnat_key rk = {};
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	rk.backend = *be;
+	struct backend fe = {};
+	__builtin_memcpy(fe.addr, key->addr, sizeof(fe.addr));
+	fe.port = key->port;
+	bpf_map_update_elem(&udp_revnat, &rk, &fe, BPF_ANY);
+}
+
 static __always_inline void remember(void *ctx, const struct svc_key *key, const struct backend *be)
 {
 	struct revnat_value rv = {};
@@ -115,6 +147,18 @@ static __always_inline void remember(void *ctx, const struct svc_key *key, const
 	rv.backend = *be;
 	__u64 cookie = bpf_get_socket_cookie(ctx);
 	bpf_map_update_elem(&revnat, &cookie, &rv, BPF_ANY);
+	if (key->proto == IPPROTO_UDP)
+		remember_udp(ctx, key, be);
+}
+
+// udp_frontend returns the frontend the UDP socket of ctx sent to, when be
+// is a backend it was translated to; NULL otherwise.
+static __always_inline struct backend *udp_frontend(void *ctx, const struct backend *be)
+{
+	struct udp_revnat_key rk = {};
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	rk.backend = *be;
+	return bpf_map_lookup_elem(&udp_revnat, &rk);
 }
 
 static __always_inline void forget(void *ctx)
@@ -212,6 +256,92 @@ int socklb_getpeername6(struct bpf_sock_addr *ctx)
 	ctx->user_ip6[2] = rv->frontend.addr[2];
 	ctx->user_ip6[3] = rv->frontend.addr[3];
 	ctx->user_port = rv->frontend.port;
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/sendmsg4")
+int socklb_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	struct svc_key key = {};
+	key.addr[2] = bpf_htonl(0x0000ffff);
+	key.addr[3] = ctx->user_ip4;
+	key.port = (__u16)ctx->user_port;
+	key.proto = IPPROTO_UDP;
+
+	struct backend be;
+	int r = translate(&key, &be);
+	if (r == NO_BACKENDS) {
+		bpf_set_retval(-ECONNREFUSED);
+		return SYS_REJECT;
+	}
+	if (r != TRANSLATED || !is_v4_mapped(be.addr))
+		return SYS_PROCEED;
+	ctx->user_ip4 = be.addr[3];
+	ctx->user_port = be.port;
+	remember_udp(ctx, &key, &be);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/recvmsg4")
+int socklb_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	struct backend be = {};
+	be.addr[2] = bpf_htonl(0x0000ffff);
+	be.addr[3] = ctx->user_ip4;
+	be.port = (__u16)ctx->user_port;
+	struct backend *fe = udp_frontend(ctx, &be);
+	if (fe) {
+		ctx->user_ip4 = fe->addr[3];
+		ctx->user_port = fe->port;
+	}
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/sendmsg6")
+int socklb_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	struct svc_key key = {};
+	key.addr[0] = ctx->user_ip6[0];
+	key.addr[1] = ctx->user_ip6[1];
+	key.addr[2] = ctx->user_ip6[2];
+	key.addr[3] = ctx->user_ip6[3];
+	key.port = (__u16)ctx->user_port;
+	key.proto = IPPROTO_UDP;
+
+	struct backend be;
+	int r = translate(&key, &be);
+	if (r == NO_BACKENDS) {
+		bpf_set_retval(-ECONNREFUSED);
+		return SYS_REJECT;
+	}
+	if (r != TRANSLATED)
+		return SYS_PROCEED;
+	ctx->user_ip6[0] = be.addr[0];
+	ctx->user_ip6[1] = be.addr[1];
+	ctx->user_ip6[2] = be.addr[2];
+	ctx->user_ip6[3] = be.addr[3];
+	ctx->user_port = be.port;
+	remember_udp(ctx, &key, &be);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/recvmsg6")
+int socklb_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	struct backend be = {};
+	be.addr[0] = ctx->user_ip6[0];
+	be.addr[1] = ctx->user_ip6[1];
+	be.addr[2] = ctx->user_ip6[2];
+	be.addr[3] = ctx->user_ip6[3];
+	be.port = (__u16)ctx->user_port;
+	struct backend *fe = udp_frontend(ctx, &be);
+	if (fe) {
+		ctx->user_ip6[0] = fe->addr[0];
+		ctx->user_ip6[1] = fe->addr[1];
+		ctx->user_ip6[2] = fe->addr[2];
+		ctx->user_ip6[3] = fe->addr[3];
+		ctx->user_port = fe->port;
+	}
 	return SYS_PROCEED;
 }
 

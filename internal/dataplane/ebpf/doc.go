@@ -9,8 +9,10 @@
 // chosen endpoint instead, once: the packets of the connection carry the
 // endpoint's address from the first, meet no DNAT and no reverse NAT, and
 // getpeername reports the frontend, so the application sees what it dialled.
-// A frontend with no usable endpoint in the cluster refuses the connect with
-// ECONNREFUSED at once. The endpoints are the service table's
+// A datagram of an unconnected UDP socket is translated likewise when it is
+// sent, and an answer from that endpoint is received as from the frontend.
+// A frontend with no usable endpoint in the cluster refuses the connect (or
+// the send) with ECONNREFUSED at once. The endpoints are the service table's
 // (socketEntries): the internal traffic policy's for a ClusterIP, the
 // cluster's for the other frontends (kube-proxy's short-circuit of traffic
 // from pods and the node), with ready/serving/terminating fallback and
@@ -20,8 +22,7 @@
 // socket load balancer does not see or leaves alone:
 //   - traffic from outside the node (NodePort, externalIPs, LB IPs), with
 //     its masquerade, externalTrafficPolicy Local and source ranges;
-//   - sockets of processes outside the cgroup, and unconnected UDP
-//     (sendmsg is not hooked yet);
+//   - sockets of processes outside the cgroup;
 //   - frontends socketEntries leaves out: ClientIP affinity, a traffic
 //     policy that drops (endpoints exist, none for this traffic),
 //     loadBalancerSourceRanges, SCTP.

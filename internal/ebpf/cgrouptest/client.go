@@ -72,6 +72,18 @@ func runClient(args []string) int {
 			}
 		}
 		return 0
+	case len(args) == 3 && args[0] == "sendto":
+		ap, err := netip.ParseAddrPort(args[1])
+		n, nerr := strconv.Atoi(args[2])
+		if err != nil || nerr != nil {
+			return fail(fmt.Errorf("sendto %q: bad address or count", args[1:]))
+		}
+		for range n {
+			if err := enc.Encode(sendTo(ap)); err != nil {
+				return fail(err)
+			}
+		}
+		return 0
 	case len(args) == 4 && args[0] == "bench":
 		a, aerr := netip.ParseAddrPort(args[1])
 		b, berr := netip.ParseAddrPort(args[2])
@@ -88,7 +100,7 @@ func runClient(args []string) int {
 		}
 		return 0
 	}
-	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
+	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | sendto ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
 }
 
 // socket opens a socket of network ("tcp" or "udp") in the family of to
@@ -153,12 +165,7 @@ func dial(network string, to netip.AddrPort) Attempt {
 		a.Err = "getpeername: " + err.Error()
 		return a
 	}
-	switch sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		a.Peer = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String()
-	case *unix.SockaddrInet6:
-		a.Peer = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String()
-	}
+	a.Peer = addrPortOf(sa)
 	if _, err := unix.Write(fd, []byte("ping\n")); err != nil {
 		a.Err = "write: " + err.Error()
 		return a
@@ -177,6 +184,49 @@ func dial(network string, to netip.AddrPort) Attempt {
 	name, rest, _ := strings.Cut(string(got), "\n")
 	a.Server, a.Echo = name, rest == "ping\n"
 	return a
+}
+
+// sendTo sends "ping\n" from an unconnected UDP socket with sendto, and
+// reads the answer with recvfrom: the server's name, then the echo.
+func sendTo(to netip.AddrPort) Attempt {
+	var a Attempt
+	fd, err := socket("udp", to)
+	if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	defer unix.Close(fd)
+	start := time.Now()
+	err = unix.Sendto(fd, []byte("ping\n"), 0, sockaddr(to))
+	a.Micros = time.Since(start).Microseconds()
+	if errno, ok := err.(unix.Errno); ok {
+		a.Errno = unix.ErrnoName(errno)
+		return a
+	} else if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	buf := make([]byte, 256)
+	n, from, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		a.Err = "recvfrom: " + err.Error()
+		return a
+	}
+	a.Peer = addrPortOf(from)
+	name, rest, _ := strings.Cut(string(buf[:n]), "\n")
+	a.Server, a.Echo = name, rest == "ping\n"
+	return a
+}
+
+// addrPortOf renders an IPv4 or IPv6 socket address ("" for others).
+func addrPortOf(sa unix.Sockaddr) string {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String()
+	}
+	return ""
 }
 
 // bench times n connects to each of to, in interleaved rounds so that both

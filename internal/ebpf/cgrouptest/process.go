@@ -44,7 +44,12 @@ func Client(t testing.TB, ns *netns.NS, cgfd int, args ...string) []byte {
 // (Client) and returns them.
 func Dial(t testing.TB, ns *netns.NS, cgfd int, network, addr string, n int) []Attempt {
 	t.Helper()
-	out := Client(t, ns, cgfd, "dial", network, addr, strconv.Itoa(n))
+	return attempts(t, Client(t, ns, cgfd, "dial", network, addr, strconv.Itoa(n)), n)
+}
+
+// attempts parses a client's n attempt lines.
+func attempts(t testing.TB, out []byte, n int) []Attempt {
+	t.Helper()
 	var as []Attempt
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -58,6 +63,13 @@ func Dial(t testing.TB, ns *netns.NS, cgfd int, network, addr string, n int) []A
 		t.Fatalf("client: %d attempts, want %d: %s", len(as), n, out)
 	}
 	return as
+}
+
+// SendTo sends n datagrams to addr, each from a fresh unconnected UDP
+// socket, in a client (Client) and returns them.
+func SendTo(t testing.TB, ns *netns.NS, cgfd int, addr string, n int) []Attempt {
+	t.Helper()
+	return attempts(t, Client(t, ns, cgfd, "sendto", addr, strconv.Itoa(n)), n)
 }
 
 // ServeTCP listens on addr inside ns; each connection gets name and a

@@ -11,10 +11,13 @@
 // connect. An IPv4 frontend is also translated for a dual-stack IPv6 socket
 // that dials its IPv4-mapped address. A frontend with no backends refuses the
 // connect at once with ECONNREFUSED; a destination that is no frontend passes
-// untouched. Only connect4/6 and getpeername4/6 are attached: sendmsg/recvmsg
-// (unconnected UDP) and every selection policy other than random are not here
-// yet, nothing is pinned, and svcnet proxy --data-plane does not use this
-// package yet.
+// untouched. An unconnected UDP socket is translated per datagram by sendmsg
+// (each datagram to a frontend goes to a backend chosen for it; none:
+// sendmsg fails with ECONNREFUSED), and recvmsg reports a datagram from a
+// backend the socket sent to as coming from the frontend, as it does for a
+// connected UDP socket. Every selection policy other than random is not here
+// yet, and nothing is pinned. svcnet proxy --data-plane ebpf
+// (internal/dataplane/ebpf) runs it.
 //
 // A change (SetService, DeleteService) is a few map updates, about 10 µs
 // among 10000 Services. The backends it replaces stay in the map until Reap,

@@ -33,8 +33,9 @@ type svcState struct {
 	base, count uint32
 }
 
-// Open loads the programs and their maps and attaches connect4/6 and
-// getpeername4/6 to the cgroup v2 directory cgroupPath: every socket of a
+// Open loads the programs and their maps and attaches connect4/6,
+// getpeername4/6, sendmsg4/6 and recvmsg4/6 to the cgroup v2 directory
+// cgroupPath: every socket of a
 // process in that cgroup or below it is translated from then on. Nothing is
 // pinned; Close removes it all.
 func Open(cgroupPath string) (*LB, error) {
@@ -53,6 +54,10 @@ func Open(cgroupPath string) (*LB, error) {
 		{lb.objs.SocklbGetpeername4, ebpf.AttachCgroupInet4GetPeername},
 		{lb.objs.SocklbConnect6, ebpf.AttachCGroupInet6Connect},
 		{lb.objs.SocklbGetpeername6, ebpf.AttachCgroupInet6GetPeername},
+		{lb.objs.SocklbSendmsg4, ebpf.AttachCGroupUDP4Sendmsg},
+		{lb.objs.SocklbRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
+		{lb.objs.SocklbSendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
+		{lb.objs.SocklbRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
 	} {
 		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
 		if err != nil {

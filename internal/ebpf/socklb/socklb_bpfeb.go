@@ -40,6 +40,13 @@ type socklbSvcValue struct {
 	Base  uint32
 }
 
+type socklbUdpRevnatKey struct {
+	_       structs.HostLayout
+	Cookie  uint64
+	Backend socklbBackend
+	Pad     uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -47,10 +54,15 @@ const (
 	socklbMapBackends            = "backends"
 	socklbMapRevnat              = "revnat"
 	socklbMapServices            = "services"
+	socklbMapUdpRevnat           = "udp_revnat"
 	socklbProgSocklbConnect4     = "socklb_connect4"
 	socklbProgSocklbConnect6     = "socklb_connect6"
 	socklbProgSocklbGetpeername4 = "socklb_getpeername4"
 	socklbProgSocklbGetpeername6 = "socklb_getpeername6"
+	socklbProgSocklbRecvmsg4     = "socklb_recvmsg4"
+	socklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
+	socklbProgSocklbSendmsg4     = "socklb_sendmsg4"
+	socklbProgSocklbSendmsg6     = "socklb_sendmsg6"
 )
 
 // loadSocklb returns the embedded CollectionSpec for socklb.
@@ -99,15 +111,20 @@ type socklbProgramSpecs struct {
 	SocklbConnect6     *ebpf.ProgramSpec `ebpf:"socklb_connect6"`
 	SocklbGetpeername4 *ebpf.ProgramSpec `ebpf:"socklb_getpeername4"`
 	SocklbGetpeername6 *ebpf.ProgramSpec `ebpf:"socklb_getpeername6"`
+	SocklbRecvmsg4     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg4"`
+	SocklbRecvmsg6     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg6"`
+	SocklbSendmsg4     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg4"`
+	SocklbSendmsg6     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg6"`
 }
 
 // socklbMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbMapSpecs struct {
-	Backends *ebpf.MapSpec `ebpf:"backends"`
-	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
-	Services *ebpf.MapSpec `ebpf:"services"`
+	Backends  *ebpf.MapSpec `ebpf:"backends"`
+	Revnat    *ebpf.MapSpec `ebpf:"revnat"`
+	Services  *ebpf.MapSpec `ebpf:"services"`
+	UdpRevnat *ebpf.MapSpec `ebpf:"udp_revnat"`
 }
 
 // socklbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -136,9 +153,10 @@ func (o *socklbObjects) Close() error {
 //
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbMaps struct {
-	Backends *ebpf.Map `ebpf:"backends"`
-	Revnat   *ebpf.Map `ebpf:"revnat"`
-	Services *ebpf.Map `ebpf:"services"`
+	Backends  *ebpf.Map `ebpf:"backends"`
+	Revnat    *ebpf.Map `ebpf:"revnat"`
+	Services  *ebpf.Map `ebpf:"services"`
+	UdpRevnat *ebpf.Map `ebpf:"udp_revnat"`
 }
 
 func (m *socklbMaps) Close() error {
@@ -146,6 +164,7 @@ func (m *socklbMaps) Close() error {
 		m.Backends,
 		m.Revnat,
 		m.Services,
+		m.UdpRevnat,
 	)
 }
 
@@ -163,6 +182,10 @@ type socklbPrograms struct {
 	SocklbConnect6     *ebpf.Program `ebpf:"socklb_connect6"`
 	SocklbGetpeername4 *ebpf.Program `ebpf:"socklb_getpeername4"`
 	SocklbGetpeername6 *ebpf.Program `ebpf:"socklb_getpeername6"`
+	SocklbRecvmsg4     *ebpf.Program `ebpf:"socklb_recvmsg4"`
+	SocklbRecvmsg6     *ebpf.Program `ebpf:"socklb_recvmsg6"`
+	SocklbSendmsg4     *ebpf.Program `ebpf:"socklb_sendmsg4"`
+	SocklbSendmsg6     *ebpf.Program `ebpf:"socklb_sendmsg6"`
 }
 
 func (p *socklbPrograms) Close() error {
@@ -171,6 +194,10 @@ func (p *socklbPrograms) Close() error {
 		p.SocklbConnect6,
 		p.SocklbGetpeername4,
 		p.SocklbGetpeername6,
+		p.SocklbRecvmsg4,
+		p.SocklbRecvmsg6,
+		p.SocklbSendmsg4,
+		p.SocklbSendmsg6,
 	)
 }
 
