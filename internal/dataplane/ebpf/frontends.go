@@ -105,3 +105,33 @@ func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOu
 	}
 	return entries, left
 }
+
+// Socket is what the socket load balancer does for a connect on the node to
+// one frontend: Held, it translates the connect to one of Backends chosen
+// uniformly at random, or refuses it with ECONNREFUSED when Backends is
+// empty; not Held, it leaves the connect untouched and Left says why the
+// nftables rules decide instead.
+type Socket struct {
+	Held     bool
+	Backends []netip.AddrPort
+	Left     string
+}
+
+// SocketFor returns what the socket load balancer of the node whose service
+// table holds sp does for a connect to frontend, one of sp's frontends (ok
+// false when it is none of them). It is socketEntries' answer, for readers
+// of the plane (the tracer).
+func SocketFor(sp *servicetable.ServicePort, frontend netip.AddrPort) (s Socket, ok bool) {
+	entries, left := socketEntries(sp)
+	for _, e := range entries {
+		if e.Frontend == frontend {
+			return Socket{Held: true, Backends: e.Backends}, true
+		}
+	}
+	for _, l := range left {
+		if netip.AddrPortFrom(l.Frontend.Addr, l.Frontend.Port) == frontend {
+			return Socket{Left: l.Reason}, true
+		}
+	}
+	return Socket{}, false
+}

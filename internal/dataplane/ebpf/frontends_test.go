@@ -99,6 +99,28 @@ func TestSocketEntries(t *testing.T) {
 			if !reflect.DeepEqual(left, tc.left) {
 				t.Errorf("left:\n got %v\nwant %v", left, tc.left)
 			}
+			checkSocketFor(t, tc.sp, tc.entries, tc.left)
 		})
+	}
+}
+
+// checkSocketFor: SocketFor answers for one frontend what socketEntries
+// says of it, and nothing for an address that is no frontend of the port.
+func checkSocketFor(t *testing.T, sp *servicetable.ServicePort, entries []entry, left []leftOut) {
+	t.Helper()
+	for _, e := range entries {
+		s, ok := SocketFor(sp, e.Frontend)
+		if !ok || !s.Held || !reflect.DeepEqual(s.Backends, e.Backends) || s.Left != "" {
+			t.Errorf("SocketFor(%v) = %+v, %v; want held with %v", e.Frontend, s, ok, e.Backends)
+		}
+	}
+	for _, l := range left {
+		fe := netip.AddrPortFrom(l.Frontend.Addr, l.Frontend.Port)
+		if s, ok := SocketFor(sp, fe); !ok || s.Held || s.Left != l.Reason {
+			t.Errorf("SocketFor(%v) = %+v, %v; want left: %s", fe, s, ok, l.Reason)
+		}
+	}
+	if s, ok := SocketFor(sp, ap("10.96.0.10:81")); ok {
+		t.Errorf("SocketFor(10.96.0.10:81), no frontend of the port = %+v, want none", s)
 	}
 }

@@ -82,3 +82,15 @@ func checkFrontend(frontend netip.AddrPort, backends []netip.AddrPort) error {
 	}
 	return nil
 }
+
+// backendAddrPort decodes a backends map value (backendValue's inverse): an
+// IPv4-mapped address is the IPv4 address it maps.
+func backendAddrPort(v socklbBackend) netip.AddrPort {
+	var b [16]byte
+	for i, w := range v.Addr {
+		binary.NativeEndian.PutUint32(b[4*i:], w)
+	}
+	var p [2]byte
+	binary.NativeEndian.PutUint16(p[:], v.Port)
+	return netip.AddrPortFrom(netip.AddrFrom16(b).Unmap(), binary.BigEndian.Uint16(p[:]))
+}

@@ -180,3 +180,13 @@ func TestSlotsNeverOverlap(t *testing.T) {
 		}
 	}
 }
+
+// backendAddrPort decodes what backendValue encodes, an IPv4 backend as IPv4.
+func TestBackendRoundTrip(t *testing.T) {
+	for _, s := range []string{"192.168.1.7:8080", "[fd00:192:168:1::7]:8080", "10.0.0.1:1", "[::1]:65535"} {
+		be := netip.MustParseAddrPort(s)
+		if got := backendAddrPort(backendValue(be)); got != be {
+			t.Errorf("backendAddrPort(backendValue(%v)) = %v", be, got)
+		}
+	}
+}
