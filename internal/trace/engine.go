@@ -32,6 +32,13 @@ type Engine struct {
 	// Rendered, when set, renders each node's ruleset from the cluster
 	// state (for Verify's check of rules it cannot trace in the kernel).
 	Rendered RulesFunc
+	// Sockets says what each node's socket load balancer does with a
+	// connect, for a plane that has one (nil: it is not consulted).
+	Sockets SocketsFunc
+	// SocketMaps opens a node's socket load balancer maps as the kernel
+	// holds them, for Verify (NewEngine: those attached to the node's
+	// cgroup, from Network.Cgroups or the node's running svcnet proxy).
+	SocketMaps SocketMapsFunc
 }
 
 // plane returns e.Plane, or the default one.
@@ -76,7 +83,17 @@ func (e *Engine) Trace(st Start, req Request) (*Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr.Hops, tr.Verdict, tr.Choice = hops, v, w.choice
+	tr.Hops, tr.Verdict, tr.Choice, tr.Socket = hops, v, w.choice, w.socket
+	if s := w.socket; s != nil && !s.Held {
+		tr.Request.Notes = append(tr.Request.Notes, socketNote(s))
+	}
+	// The packets carry the backend's address when the socket load
+	// balancer translated the connect; getpeername still reports the
+	// frontend to the sender.
+	sent := st.Packet
+	if w.socket.Translated() {
+		sent = *w.socket.Sent
+	}
 	if v.Kind == Delivered && v.Reason != reasonLeft {
 		back := Tuple{Proto: final.Proto, Src: final.Dst, Dst: final.Src}
 		rhops, rv, _, rfinal, err := w.path(recv, back, true)
@@ -86,8 +103,8 @@ func (e *Engine) Trace(st Start, req Request) (*Trace, error) {
 		tr.Reply = rhops
 		if rv.Kind != Delivered {
 			tr.Verdict = Verdict{Kind: rv.Kind, Place: rv.Place, Reason: "the reply is lost: " + rv.Reason}
-		} else if rfinal.Src != st.Packet.Dst || rfinal.Dst != st.Packet.Src {
-			tr.Verdict.Reason += fmt.Sprintf("; but the reply arrives as %s, not from %s: the sender's socket would not take it", rfinal, st.Packet.Dst)
+		} else if rfinal.Src != sent.Dst || rfinal.Dst != sent.Src {
+			tr.Verdict.Reason += fmt.Sprintf("; but the reply arrives as %s, not from %s: the sender's socket would not take it", rfinal, sent.Dst)
 		}
 	}
 	tr.Summary = summarize(tr)
@@ -101,6 +118,7 @@ type walk struct {
 	start  Start
 	sims   map[string]*sim.Simulator
 	choice *Choice
+	socket *SocketLB
 }
 
 func (w *walk) simulator(node string) (*sim.Simulator, error) {
@@ -121,6 +139,16 @@ func (w *walk) simulator(node string) (*sim.Simulator, error) {
 func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tuple, error) {
 	net := w.e.Net
 	var hops []Hop
+	if !reply {
+		var err error
+		if t, err = w.connect(from, t); err != nil {
+			return nil, Verdict{}, Place{}, Tuple{}, err
+		}
+		if w.socket.Refused() {
+			h, v := refusedHop(from, t, w.socket)
+			return []Hop{h}, v, Place{}, Tuple{}, nil
+		}
+	}
 	dst := t.Dst.Addr()
 	// in describes where the packet enters a node; iif is the interface
 	// name netfilter's iifname sees there (a pod's veth is a port of the

@@ -20,6 +20,10 @@ type Trace struct {
 	// Choice is the endpoint choice made on the way (nil when no Service
 	// chose an endpoint).
 	Choice *Choice `json:"choice,omitempty"`
+	// Socket is what the sender's socket load balancer did at connect(),
+	// before any packet existed (--data-plane ebpf; nil when the
+	// destination is no frontend it sees or the sender is off the nodes).
+	Socket *SocketLB `json:"socket,omitempty"`
 	// Verdict is how the packet ended.
 	Verdict Verdict `json:"verdict"`
 	// Summary counts the rewrites and hops.
@@ -187,7 +191,49 @@ type Choice struct {
 	Set        string      `json:"set,omitempty"`
 	Affinity   string      `json:"affinity,omitempty"`
 	Candidates []Candidate `json:"candidates"`
+	// Socket is set when the socket load balancer chose, at connect() on
+	// the sender (Node is the sender's node), not a rule.
+	Socket bool `json:"socket,omitempty"`
 }
+
+// SocketLB is what a node's socket load balancer (the cgroup connect
+// programs of --data-plane ebpf) does with one connect() to a Service
+// frontend: translate it to one backend, refuse it, or leave it to the
+// rules.
+type SocketLB struct {
+	// Hook is the program that decides: "cgroup connect4" or "cgroup
+	// connect6" of Node's cgroup.
+	Hook string `json:"hook"`
+	Node string `json:"node"`
+	// Frontend and Proto are the services map key the connect looks up.
+	Frontend netip.AddrPort `json:"frontend"`
+	Proto    string         `json:"proto"`
+	// Service is the Service port of the frontend ("ns/name:port/proto"),
+	// Kind which frontend it is ("ClusterIP", ...), Set whose endpoints the
+	// entry holds ("cluster" or "local").
+	Service string `json:"service"`
+	Kind    string `json:"kind"`
+	Set     string `json:"set,omitempty"`
+	// Held: the services map holds the frontend, with Backends (none: the
+	// connect is refused with ECONNREFUSED). Otherwise the map has no
+	// entry for it and Left says why the rules decide instead.
+	Held     bool             `json:"held"`
+	Backends []netip.AddrPort `json:"backends,omitempty"`
+	Left     string           `json:"left,omitempty"`
+	// Backend is the backend the trace follows, and Sent the first packet
+	// of the translated connection, to it: from the source address the
+	// kernel picks for the backend's route, which for a node's socket may
+	// not be the one towards the frontend (both set when translated).
+	Backend netip.AddrPort `json:"backend,omitzero"`
+	Sent    *Tuple         `json:"sent,omitempty"`
+}
+
+// Translated reports whether the connect goes to a backend instead of
+// the frontend.
+func (s *SocketLB) Translated() bool { return s != nil && s.Held && s.Sent != nil }
+
+// Refused reports whether the connect fails with ECONNREFUSED.
+func (s *SocketLB) Refused() bool { return s != nil && s.Held && len(s.Backends) == 0 }
 
 // Candidate is one possible fate of the first packet and its probability.
 type Candidate struct {

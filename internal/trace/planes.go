@@ -38,6 +38,10 @@ type Plane struct {
 	// the node, which chooses the endpoint in user space, so no rule makes
 	// an endpoint choice (the rewrite to the proxy port is not one).
 	proxied bool
+	// sockets: the plane's socket load balancer translates connects on
+	// every node before any rule sees a packet (Engine.Sockets says what it
+	// does; Verify reads its maps).
+	sockets bool
 }
 
 // Name is the plane's --data-plane value.

@@ -22,14 +22,20 @@ func RenderedRules(p *Plane, snap *model.Snapshot, net *Network, base servicetab
 		if nd == nil {
 			return nil, fmt.Errorf("node %s: not in the cluster state", node)
 		}
-		cfg := base
-		cfg.NodeName, cfg.Zone, cfg.NodePortAddresses = node, nd.Zone, nd.Addrs
-		tables, err := p.explain.Render(servicetable.Build(snap, cfg))
+		tables, err := p.explain.Render(servicetable.Build(snap, nodeConfig(base, nd)))
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %s rules: %w", node, p.name, err)
 		}
 		return tables, nil
 	}
+}
+
+// nodeConfig is base with node nd's own settings: its name, zone, and
+// NodePorts on its addresses.
+func nodeConfig(base servicetable.NodeConfig, nd *NodeNet) servicetable.NodeConfig {
+	cfg := base
+	cfg.NodeName, cfg.Zone, cfg.NodePortAddresses = nd.Name, nd.Zone, nd.Addrs
+	return cfg
 }
 
 // KernelTable reports whether the tracer reads a table back from a live

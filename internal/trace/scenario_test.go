@@ -104,6 +104,7 @@ type choiceWant struct {
 	set      string // "cluster" or "local" (a prefix of Choice.Set)
 	fallback bool   // the serving-and-terminating fallback
 	affinity bool   // sessionAffinity ClientIP recorded
+	socket   bool   // made by the socket load balancer at connect()
 	cands    []candWant
 }
 
@@ -601,6 +602,9 @@ func checkChoice(t *testing.T, sc scenario, tr *trace.Trace) {
 	if aff := strings.Contains(c.Affinity, "ClientIP"); aff != w.affinity {
 		t.Errorf("choice affinity %q, want recorded: %v", c.Affinity, w.affinity)
 	}
+	if c.Socket != w.socket {
+		t.Errorf("choice by the socket load balancer: %v, want %v", c.Socket, w.socket)
+	}
 	var got []candWant
 	chosen := ""
 	for _, cand := range c.Candidates {
@@ -651,7 +655,8 @@ func checkPodSource(t *testing.T, sc scenario, tr *trace.Trace) {
 	}
 }
 
-// checkReplyReturns: the reply ends at the sender, from the address it sent to.
+// checkReplyReturns: the reply ends at the sender, from the address it sent
+// to (the backend, when the socket load balancer translated the connect).
 func checkReplyReturns(t *testing.T, tr *trace.Trace) {
 	t.Helper()
 	if len(tr.Reply) == 0 {
@@ -669,6 +674,9 @@ func checkReplyReturns(t *testing.T, tr *trace.Trace) {
 		got = last.Rewrites[n-1].After
 	}
 	p := tr.Request.Packet
+	if tr.Socket.Translated() {
+		p = *tr.Socket.Sent
+	}
 	if got.Src != p.Dst || got.Dst != p.Src {
 		t.Errorf("the reply reaches the sender as %s, want %s → %s", got, p.Dst, p.Src)
 	}

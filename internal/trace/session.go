@@ -75,6 +75,10 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		return "", fmt.Errorf("node %s: its network namespace is unknown (the kernel's rules can be read in a lab, or on the node itself)", node)
 	})
 	e := &Engine{Net: net, Verbose: opts.Verbose, Plane: plane, Rendered: rendered}
+	if plane.sockets {
+		e.Sockets = RenderedSockets(snap, net, base)
+		e.SocketMaps = KernelSocketMaps(func(node string) (string, error) { return nodeCgroup(net, node) })
+	}
 	switch opts.Rules {
 	case RulesRendered:
 		e.Rules, e.RulesSource = rendered, renderedSource(plane)

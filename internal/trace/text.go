@@ -34,15 +34,23 @@ func WriteText(w io.Writer, tr *Trace) error {
 		fmt.Fprintf(b, "  note: %s\n", n)
 	}
 	n := 0
-	for _, h := range tr.Hops {
+	for i, h := range tr.Hops {
 		n++
-		writeHop(b, n, h, tr.Choice)
+		var socket *SocketLB
+		if i == 0 && tr.Socket != nil && tr.Socket.Held {
+			socket = tr.Socket
+		}
+		writeHop(b, n, h, tr.Choice, socket, r.Packet)
 	}
 	if len(tr.Reply) > 0 {
-		b.WriteString("\nreply (conntrack translates it back):\n")
+		if tr.Socket.Translated() && tr.Summary.ReplyRewrites == 0 {
+			b.WriteString("\nreply (nothing to translate back: the connect was translated at the socket):\n")
+		} else {
+			b.WriteString("\nreply (conntrack translates it back):\n")
+		}
 		for _, h := range tr.Reply {
 			n++
-			writeHop(b, n, h, nil)
+			writeHop(b, n, h, nil, nil, Tuple{})
 		}
 	}
 	fmt.Fprintf(b, "\nverdict: %s at %s: %s\n", tr.Verdict.Kind, tr.Verdict.Place, tr.Verdict.Reason)
@@ -51,7 +59,9 @@ func WriteText(w io.Writer, tr *Trace) error {
 	return err
 }
 
-func writeHop(b *strings.Builder, n int, h Hop, choice *Choice) {
+// writeHop prints one hop; socket, when set, is the socket load balancer's
+// work on the sender's connect of dialled, before the hop's first packet.
+func writeHop(b *strings.Builder, n int, h Hop, choice *Choice, socket *SocketLB, dialled Tuple) {
 	fmt.Fprintf(b, "\n%2d. %s", n, h.Place)
 	var attrs []string
 	if h.Place.Addr.IsValid() {
@@ -67,11 +77,16 @@ func writeHop(b *strings.Builder, n int, h Hop, choice *Choice) {
 		fmt.Fprintf(b, " (%s)", strings.Join(attrs, ", "))
 	}
 	b.WriteString("\n")
+	if socket != nil {
+		writeSocket(b, socket, choice, dialled)
+	}
 	verb := "arrives"
 	if h.In == "" {
 		verb = "sends"
 	}
-	fmt.Fprintf(b, "    %-9s %s\n", verb, h.Arrive)
+	if !socket.Refused() {
+		fmt.Fprintf(b, "    %-9s %s\n", verb, h.Arrive)
+	}
 	for _, s := range h.Steps {
 		writeStep(b, s)
 	}
@@ -83,7 +98,7 @@ func writeHop(b *strings.Builder, n int, h Hop, choice *Choice) {
 		}
 		b.WriteString("\n")
 	}
-	if choice != nil && h.Place.Kind == PlaceNode && h.Place.Name == choice.Node {
+	if choice != nil && !choice.Socket && h.Place.Kind == PlaceNode && h.Place.Name == choice.Node {
 		writeChoice(b, choice)
 	}
 	if h.Route != nil {
@@ -135,10 +150,35 @@ func writeStep(b *strings.Builder, s Step) {
 	}
 }
 
+// writeSocket prints the socket load balancer's work at connect(): the
+// hook, the services map entry, the endpoint choice (c) or the refusal, and
+// what getpeername reports.
+func writeSocket(b *strings.Builder, s *SocketLB, c *Choice, dialled Tuple) {
+	fmt.Fprintf(b, "    %-9s %s\n", "connect", dialled)
+	fmt.Fprintf(b, "              at %s of node %s's cgroup: the socket load balancer, before any packet exists\n", s.Hook, s.Node)
+	n := len(s.Backends)
+	entry := fmt.Sprintf("%d backend%s", n, plural(n))
+	if n == 0 {
+		entry = "no backends"
+	}
+	fmt.Fprintf(b, "    %-9s services map %s/%s → %s (%s, %s)\n", "entry", s.Frontend, s.Proto, entry, s.Service, s.Kind)
+	if n == 0 {
+		return // the hop's end says the connect is refused
+	}
+	if c != nil && c.Socket {
+		writeChoice(b, c)
+	}
+	fmt.Fprintf(b, "    %-9s connected to %s instead: its packets carry the backend's address, so no rule translates them (no DNAT, no conntrack NAT)\n", "backend", s.Backend)
+	fmt.Fprintf(b, "    %-9s reports %s (the reverse map), the address the sender dialled\n", "getpeer", s.Frontend)
+}
+
 func writeChoice(b *strings.Builder, c *Choice) {
 	fmt.Fprintf(b, "    %-9s %s, %s endpoints", "endpoint", c.Service, c.Set)
 	if c.Affinity != "" {
 		fmt.Fprintf(b, "; %s", c.Affinity)
+	}
+	if c.Socket {
+		fmt.Fprintf(b, "; one of %d backend%s, uniformly at random, per connect", len(c.Candidates), plural(len(c.Candidates)))
 	}
 	b.WriteString(":\n")
 	for _, cand := range c.Candidates {
@@ -165,7 +205,11 @@ func summaryText(tr *Trace) string {
 			kinds = append(kinds, fmt.Sprintf("%s at %s", rw.Kind, h.Place.Name))
 		}
 	}
-	s := fmt.Sprintf("%d rewrite%s on the way in", tr.Summary.Rewrites, plural(tr.Summary.Rewrites))
+	s := ""
+	if sk := tr.Socket; sk.Translated() {
+		s = fmt.Sprintf("connect() to %s translated to %s by the socket load balancer (%s of node %s); ", sk.Frontend, sk.Backend, sk.Hook, sk.Node)
+	}
+	s += fmt.Sprintf("%d rewrite%s on the way in", tr.Summary.Rewrites, plural(tr.Summary.Rewrites))
 	if len(kinds) > 0 {
 		s += " (" + strings.Join(kinds, ", ") + ")"
 	}

@@ -29,6 +29,10 @@ type Report struct {
 	// Unchecked says, per node, what the kernel could not show and what was
 	// checked instead (a plane whose rules nftrace does not see).
 	Unchecked []string `json:"unchecked,omitempty"`
+	// Socket says what the sender's socket load balancer maps hold for the
+	// traced frontend, when they agree with the trace (a disagreement is
+	// a difference).
+	Socket string `json:"socket,omitempty"`
 }
 
 // HopCheck compares one node pass of the packet or its reply.
@@ -66,6 +70,9 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	for _, d := range r.Differences {
 		fmt.Fprintf(b, "  difference: %s\n", d)
+	}
+	if r.Socket != "" {
+		fmt.Fprintf(b, "  socket:   %s\n", r.Socket)
 	}
 	for _, u := range r.Unchecked {
 		fmt.Fprintf(b, "  unchecked: %s\n", u)
@@ -144,8 +151,22 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 	if err != nil {
 		return nil, false, err
 	}
+	// The socket load balancer's decision is checked in its maps; its
+	// choice among the backends is random in the kernel, so the probe
+	// follows the traced one (the packets it sends are those of a
+	// translated connect, to that backend).
+	var socketDiffs []string
+	var socketOK string
+	if first.Socket != nil {
+		if e.SocketMaps == nil {
+			return nil, false, fmt.Errorf("verify: no reader of the socket load balancer's maps")
+		}
+		if socketDiffs, socketOK, err = checkSocket(first, e.SocketMaps); err != nil {
+			return nil, false, err
+		}
+	}
 	cands := []*Trace{first}
-	if first.Choice != nil && !opts.Endpoint.IsValid() {
+	if first.Choice != nil && !first.Choice.Socket && !opts.Endpoint.IsValid() {
 		for _, c := range first.Choice.Candidates[1:] {
 			ep, err := netip.ParseAddrPort(c.Endpoint)
 			if err != nil {
@@ -225,9 +246,11 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 		}
 	}
 
-	probed, err := probe(ctx, senderNS, st.Packet)
-	if err != nil {
-		return nil, false, err
+	probed := "not sent: the socket load balancer refuses the connect before any packet (its map entry has no backends)"
+	if !first.Socket.Refused() {
+		if probed, err = probe(ctx, senderNS, sentPacket(first)); err != nil {
+			return nil, false, err
+		}
 	}
 	events, err := collectAll(ctx, nodes, listeners)
 	if err != nil {
@@ -257,7 +280,7 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 		}
 		return e.plane().KernelTable(table)
 	}
-	rep = &Report{Probe: probed}
+	rep = &Report{Probe: probed, Socket: socketOK, Differences: socketDiffs}
 	// Where the endpoint choice is made on such a node, conntrack says which
 	// endpoint the kernel chose.
 	pinned := -1
@@ -317,7 +340,7 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 			rep.Differences = append(rep.Differences, fmt.Sprintf("node %s (%s): the kernel's chains, rules or verdicts differ from the simulation", c.Node, c.Direction))
 		}
 	}
-	if want := expectedProbe(rep.Trace); want != "" && !strings.HasPrefix(rep.Probe, want) {
+	if want := expectedProbe(rep.Trace); want != "" && !rep.Trace.Socket.Refused() && !strings.HasPrefix(rep.Probe, want) {
 		rep.Differences = append(rep.Differences, fmt.Sprintf("the probe %s, but the trace says %s", rep.Probe, rep.Trace.Verdict.Kind))
 	}
 	return rep, moved, nil
@@ -356,8 +379,20 @@ func collectAll(ctx context.Context, nodes []string, listeners map[string]*nftra
 	return out, errors.Join(errs...)
 }
 
+// sentPacket is the first packet the sender's socket sends: the traced
+// one, to the backend when the socket load balancer translated the connect.
+func sentPacket(tr *Trace) Tuple {
+	if tr.Socket.Translated() {
+		return *tr.Socket.Sent
+	}
+	return tr.Request.Packet
+}
+
 // chosenOf returns the endpoint the trace followed.
 func chosenOf(tr *Trace) string {
+	if tr.Socket.Translated() {
+		return tr.Socket.Backend.String()
+	}
 	for _, h := range tr.Hops {
 		for _, rw := range h.Rewrites {
 			if rw.Kind == RewriteDNAT {

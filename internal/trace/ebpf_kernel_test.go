@@ -1,0 +1,120 @@
+package trace_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/dataplane"
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/servicetable"
+	"github.com/svcnet/svcnet/internal/trace"
+)
+
+// noRules stands for the nftables rules under the ebpf plane: the kernel
+// test programs only the socket load balancer.
+type noRules struct{}
+
+func (noRules) Name() string                          { return "none" }
+func (noRules) Probe(context.Context) error           { return nil }
+func (noRules) Changed(context.Context) (bool, error) { return false, nil }
+func (noRules) Cleanup(context.Context) error         { return nil }
+func (noRules) Sync(context.Context, *servicetable.Table, bool) (dataplane.Stats, error) {
+	return dataplane.Stats{}, nil
+}
+
+// TestVerifySocketKernel: what the tracer explains for connects on node1
+// agrees with the maps the ebpf plane programs for node1's table into a
+// real socket load balancer (attached to a throwaway child cgroup), read
+// back through the cgroup as --verify reads them; a map that no longer
+// says what the trace says is a difference, and so is a cgroup with no
+// socket load balancer.
+func TestVerifySocketKernel(t *testing.T) {
+	cg := cgrouptest.New(t)
+	snap := loadScenario(t)
+	nd := scenarioNetwork(snap).Node("node1")
+	var lb *socklb.LB
+	plane := ebpfplane.New(noRules{}, func() (ebpfplane.SocketLB, error) {
+		var err error
+		lb, err = socklb.Open(cg)
+		return lb, err
+	})
+	t.Cleanup(func() {
+		if err := plane.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	table := servicetable.Build(snap, servicetable.NodeConfig{NodeName: nd.Name, Zone: nd.Zone, NodePortAddresses: nd.Addrs})
+	if _, err := plane.Sync(context.Background(), table, true); err != nil {
+		t.Fatalf("sync node1's table: %v", err)
+	}
+	maps := trace.KernelSocketMaps(func(node string) (string, error) {
+		if node != "node1" {
+			t.Errorf("maps of %s opened, want the sender's node1", node)
+		}
+		return cg, nil
+	})
+	check := func(t *testing.T, tr *trace.Trace, want string) {
+		t.Helper()
+		diffs, checked, err := trace.CheckSocket(tr, maps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case want == "" && (len(diffs) > 0 || checked == ""):
+			t.Errorf("differences %q (checked %q), want none", diffs, checked)
+		case want != "" && (len(diffs) != 1 || !strings.Contains(diffs[0], want)):
+			t.Errorf("differences %q, want one saying %q", diffs, want)
+		}
+	}
+	rows := map[string]*trace.Trace{}
+	for _, row := range []string{
+		"ClusterIP from a pod to an endpoint on its node",            // held
+		"ClusterIP from a node (host network) to an endpoint on it",  // held, from the node
+		"NodePort (Local) from a pod short-circuits to any endpoint", // a NodePort on node1's address
+		"no endpoints: TCP is reset",                                 // held, no backends
+		"no endpoints: UDP gets ICMP port unreachable",               // held, no backends, UDP
+		"sessionAffinity ClientIP records the client",                // left: affinity
+		"internalTrafficPolicy Local without a local endpoint drops", // left: policy drop
+	} {
+		tr := runScenario(t, snap, ebpfScenario(scenarioByName(t, row)))
+		if tr.Socket == nil || tr.Socket.Node != "node1" {
+			t.Fatalf("%s: socket load balancer decision %+v, want node1's", row, tr.Socket)
+		}
+		rows[row] = tr
+		t.Run(row, func(t *testing.T) { check(t, tr, "") })
+	}
+
+	web := rows["ClusterIP from a pod to an endpoint on its node"].Socket
+	if err := lb.SetService(web.Frontend, model.ProtocolTCP, web.Backends[1:]); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a backend gone from the map", func(t *testing.T) {
+		check(t, rows["ClusterIP from a pod to an endpoint on its node"], "has backends ["+web.Backends[1].String()+"], but the trace has it translate it to one of")
+	})
+	sticky := rows["sessionAffinity ClientIP records the client"].Socket
+	if err := lb.SetService(sticky.Frontend, model.ProtocolTCP, []netip.AddrPort{web.Backends[0]}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a frontend left to the rules is in the map", func(t *testing.T) {
+		check(t, rows["sessionAffinity ClientIP records the client"], "but the trace leaves it to the nftables rules")
+	})
+	empty := rows["no endpoints: TCP is reset"].Socket
+	if err := lb.DeleteService(empty.Frontend, model.ProtocolTCP); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a refused frontend gone from the map", func(t *testing.T) {
+		check(t, rows["no endpoints: TCP is reset"], "has no services map entry for "+empty.Frontend.String()+"/tcp")
+	})
+	t.Run("no socket load balancer attached", func(t *testing.T) {
+		other := cgrouptest.New(t)
+		diffs, _, err := trace.CheckSocket(rows["ClusterIP from a pod to an endpoint on its node"], trace.KernelSocketMaps(func(string) (string, error) { return other, nil }))
+		if err != nil || len(diffs) != 1 || !strings.Contains(diffs[0], "no socket load balancer attached") {
+			t.Errorf("differences %q, error %v; want one saying none is attached", diffs, err)
+		}
+	})
+}

@@ -1,0 +1,4 @@
+package trace
+
+// CheckSocket is checkSocket, for the kernel tests of package trace_test.
+var CheckSocket = checkSocket
