@@ -99,6 +99,7 @@ func newTraceCommand() *cobra.Command {
 		from   string
 		to     string
 		netnss []string
+		cgs    []string
 		cidrs  []string
 		egress egressOptions
 		plane  string
@@ -125,7 +126,10 @@ svcnet proxy's settings as given here (--cluster-cidr, --egress-masquerade,
 --service-cluster-ip-range with --state or when given). --data-plane names the
 data plane svcnet proxy runs on the nodes: with iptables, kube-proxy's chains
 are read back with iptables-save (of the variant the node uses) and explained
-rule by rule.`,
+rule by rule; with ebpf, a connect from a pod or node to a Service frontend is
+shown translated at the sender by the socket load balancer, and --verify reads
+its maps from the cgroup it is attached to (--cgroup NODE=DIR, else the one of
+the svcnet proxy running in the node's network namespace).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := src.validate(); err != nil {
@@ -152,6 +156,16 @@ rule by rule.`,
 				nsOf[k] = v
 			}
 			net := trace.NetworkFrom(snap, nil, netip.Addr{}, nsOf)
+			for _, kv := range cgs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" || v == "" {
+					return fmt.Errorf("--cgroup %q: want NODE=DIR", kv)
+				}
+				if net.Cgroups == nil {
+					net.Cgroups = map[string]string{}
+				}
+				net.Cgroups[k] = v
+			}
 			opts, err := f.options()
 			if err != nil {
 				return err
@@ -175,6 +189,7 @@ rule by rule.`,
 	cmd.Flags().StringVar(&from, "from", "", "the sender: a pod, a node, an external host or IP[:PORT]")
 	cmd.Flags().StringVar(&to, "to", "", "the destination: a Service, IP:PORT, NODE:NODEPORT or a pod")
 	cmd.Flags().StringArrayVar(&netnss, "netns", nil, "PLACE=NETNS: the network namespace of a node (its kernel rules are read there) or of a sender (for --verify); repeatable")
+	cmd.Flags().StringArrayVar(&cgs, "cgroup", nil, "NODE=DIR: with --data-plane ebpf and --verify, the cgroup v2 directory the node's socket load balancer is attached to (svcnet proxy --cgroup; default: read from the node's running svcnet proxy); repeatable")
 	cmd.Flags().StringVar(&plane, "data-plane", trace.DefaultPlane, "the nodes' svcnet proxy --data-plane, whose rules are rendered, read back and verified ("+strings.Join(trace.PlaneNames(), ", ")+")")
 	cmd.Flags().StringSliceVar(&cidrs, "cluster-cidr", nil, "pod network CIDRs, for rendered rulesets (as svcnet proxy --cluster-cidr; default: the nodes' pod CIDRs)")
 	egress.bind(cmd.Flags())

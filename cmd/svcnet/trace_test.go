@@ -92,6 +92,28 @@ func TestTraceCommandIPTables(t *testing.T) {
 	}
 }
 
+// TestTraceCommandEBPF: `svcnet trace --data-plane ebpf` shows a pod's
+// connect to a ClusterIP translated at the pod by the socket load
+// balancer: no DNAT on the way.
+func TestTraceCommandEBPF(t *testing.T) {
+	out, errOut, code := run(t, "trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108",
+		"--from", "default/client-1:40000", "--to", "default/web", "--data-plane", "ebpf", "--endpoint", "192.168.2.10:8080")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"(--data-plane ebpf)", "connect   tcp 192.168.1.20:40000 → 10.96.0.10:80",
+		"at cgroup connect4 of node node1's cgroup", "services map 10.96.0.10:80/tcp → 2 backends", "✓ 1/2    192.168.2.10:8080",
+		"sends     tcp 192.168.1.20:40000 → 192.168.2.10:8080", "verdict: delivered",
+		"summary: connect() to 10.96.0.10:80 translated to 192.168.2.10:8080 by the socket load balancer (cgroup connect4 of node node1); 0 rewrites on the way in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "DNAT ") {
+		t.Errorf("a DNAT on the way:\n%s", out)
+	}
+}
+
 func TestTraceCommandBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -101,7 +123,8 @@ func TestTraceCommandBadInput(t *testing.T) {
 		{[]string{"trace", "--state", traceState, "--from", "nowhere", "--to", "default/web"}, `from "nowhere"`},
 		{[]string{"trace", "--state", traceState, "--from", "client-1", "--to", "default/web", "-o", "png"}, `--output "png"`},
 		{[]string{"trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108", "--from", "client-1", "--to", "default/web", "--verify"}, "network namespace"},
-		{traceArgs("--data-plane", "ipvs"), `data plane "ipvs": the tracer explains iptables, nftables`},
+		{traceArgs("--data-plane", "ipvs"), `data plane "ipvs": the tracer explains ebpf, iptables, nftables`},
+		{traceArgs("--data-plane", "ebpf", "--cgroup", "node1"), `--cgroup "node1": want NODE=DIR`},
 	} {
 		_, errOut, code := run(t, tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

@@ -20,4 +20,17 @@
 // iptables-legacy nftrace sees none of them, and Verify checks instead that
 // the rules read back equal the rendered ones and that conntrack's DNAT goes
 // to a traced candidate, and reports the node as checked only in part.
+//
+// The ebpf plane (ebpf.go) is the nftables plane's tables with the socket
+// load balancer before them: a connect() from a pod or a node to a frontend
+// the node's service table holds is decided at the sender, before any
+// packet, by the plane's own decision (internal/dataplane/ebpf.SocketFor):
+// translated to one backend (the endpoint choice, each backend equally
+// likely), refused with ECONNREFUSED, or left to the rules (a note says
+// why). A translated connection's packets carry the backend's address and
+// meet the rules with no Service match. Verify reads the socket load
+// balancer's maps from the sender node's cgroup (internal/ebpf/socklb.View)
+// and compares the traced frontend's entry; its probe, sent from outside
+// that cgroup, carries the translated packet, whose way through the rules
+// nftrace then checks.
 package trace

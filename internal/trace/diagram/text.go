@@ -119,10 +119,16 @@ func reverse(rw trace.Rewrite) bool {
 // choiceHead names the endpoint choice.
 func choiceHead(c *trace.Choice) string {
 	s := "endpoint choice"
+	if c.Socket {
+		s = "socket load balancer's endpoint choice"
+	}
 	if c.Service != "" {
 		s += " for " + c.Service
 	}
-	if c.Node != "" {
+	switch {
+	case c.Socket && c.Node != "":
+		s += " at connect() on " + c.Node
+	case c.Node != "":
 		s += " at " + c.Node
 	}
 	return s
@@ -190,11 +196,15 @@ func plural(n int, what string) string {
 }
 
 // choiceHop is the index in hops where the endpoint choice is drawn: the
-// choosing node's hop, else the first hop with a DNAT, else the last hop;
-// -1 when there is no choice or no hop.
+// sender's for a choice made at connect() by the socket load balancer,
+// else the choosing node's hop, else the first hop with a DNAT, else the
+// last hop; -1 when there is no choice or no hop.
 func choiceHop(t *trace.Trace) int {
 	if t.Choice == nil || len(t.Hops) == 0 {
 		return -1
+	}
+	if t.Choice.Socket {
+		return 0
 	}
 	for i, h := range t.Hops {
 		if h.Place.Kind == trace.PlaceNode && h.Place.Name == t.Choice.Node {
