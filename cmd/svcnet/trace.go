@@ -128,7 +128,7 @@ data plane svcnet proxy runs on the nodes: with iptables, kube-proxy's chains
 are read back with iptables-save (of the variant the node uses) and explained
 rule by rule; with ebpf, a connect from a pod or node to a Service frontend is
 shown translated at the sender by the socket load balancer, and --verify reads
-its maps from the cgroup it is attached to (--cgroup NODE=DIR, else the one of
+its maps from the cgroup it is attached to (--cgroup NODE=PATH, else the one of
 the svcnet proxy running in the node's network namespace).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -159,7 +159,7 @@ the svcnet proxy running in the node's network namespace).`,
 			for _, kv := range cgs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" || v == "" {
-					return fmt.Errorf("--cgroup %q: want NODE=DIR", kv)
+					return fmt.Errorf("--cgroup %q: want NODE=PATH", kv)
 				}
 				if net.Cgroups == nil {
 					net.Cgroups = map[string]string{}
@@ -189,7 +189,7 @@ the svcnet proxy running in the node's network namespace).`,
 	cmd.Flags().StringVar(&from, "from", "", "the sender: a pod, a node, an external host or IP[:PORT]")
 	cmd.Flags().StringVar(&to, "to", "", "the destination: a Service, IP:PORT, NODE:NODEPORT or a pod")
 	cmd.Flags().StringArrayVar(&netnss, "netns", nil, "PLACE=NETNS: the network namespace of a node (its kernel rules are read there) or of a sender (for --verify); repeatable")
-	cmd.Flags().StringArrayVar(&cgs, "cgroup", nil, "NODE=DIR: with --data-plane ebpf and --verify, the cgroup v2 directory the node's socket load balancer is attached to (svcnet proxy --cgroup; default: read from the node's running svcnet proxy); repeatable")
+	cmd.Flags().StringArrayVar(&cgs, "cgroup", nil, "NODE=PATH: with --data-plane ebpf and --verify, the cgroup v2 path the node's socket load balancer is attached to (its svcnet proxy --cgroup, e.g. /kubepods; default: read from the node's running svcnet proxy); repeatable")
 	cmd.Flags().StringVar(&plane, "data-plane", trace.DefaultPlane, "the nodes' svcnet proxy --data-plane, whose rules are rendered, read back and verified ("+strings.Join(trace.PlaneNames(), ", ")+")")
 	cmd.Flags().StringSliceVar(&cidrs, "cluster-cidr", nil, "pod network CIDRs, for rendered rulesets (as svcnet proxy --cluster-cidr; default: the nodes' pod CIDRs)")
 	egress.bind(cmd.Flags())

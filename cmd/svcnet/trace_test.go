@@ -124,7 +124,7 @@ func TestTraceCommandBadInput(t *testing.T) {
 		{[]string{"trace", "--state", traceState, "--from", "client-1", "--to", "default/web", "-o", "png"}, `--output "png"`},
 		{[]string{"trace", "--state", traceState, "--service-cluster-ip-range", "10.96.0.0/12,fd00:96::/108", "--from", "client-1", "--to", "default/web", "--verify"}, "network namespace"},
 		{traceArgs("--data-plane", "ipvs"), `data plane "ipvs": the tracer explains ebpf, iptables, nftables`},
-		{traceArgs("--data-plane", "ebpf", "--cgroup", "node1"), `--cgroup "node1": want NODE=DIR`},
+		{traceArgs("--data-plane", "ebpf", "--cgroup", "node1"), `--cgroup "node1": want NODE=PATH`},
 	} {
 		_, errOut, code := run(t, tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

@@ -148,7 +148,11 @@ func (w *walk) socketChoice(s *SocketLB, pick int) *Choice {
 // connect: no packet is sent.
 func refusedHop(from Place, t Tuple, s *SocketLB) (Hop, Verdict) {
 	why := fmt.Sprintf("the socket load balancer (%s of node %s) refuses the connect with ECONNREFUSED: %s has no endpoints; no packet is sent", s.Hook, s.Node, s.Service)
-	h := Hop{Place: from, Arrive: t, End: "rejected: connect() fails with ECONNREFUSED (no backends); no packet is sent"}
+	end := "rejected: connect() fails with ECONNREFUSED (no backends); no packet is sent"
+	if s.Proto == "udp" {
+		end = "rejected: connect() (an unconnected socket: each sendmsg) fails with ECONNREFUSED (no backends); no packet is sent"
+	}
+	h := Hop{Place: from, Arrive: t, End: end}
 	return h, Verdict{Kind: Rejected, Place: from.String(), Reason: why}
 }
 

@@ -150,6 +150,16 @@ func TestScenarioTextEBPF(t *testing.T) {
 			"verdict: rejected at pod default/client-1 on node1: the socket load balancer (cgroup connect4 of node node1) refuses the connect with ECONNREFUSED",
 		},
 	}, {
+		row: "UDP",
+		want: []string{
+			"at cgroup connect4 of node node2's cgroup",
+			"(an unconnected UDP socket meets the same entry at cgroup sendmsg4, for each datagram)",
+			"(an unconnected socket: cgroup recvmsg4 reports the answer as from 10.96.0.53:53)",
+		},
+	}, {
+		row:  "no endpoints: UDP gets ICMP port unreachable",
+		want: []string{"end       rejected: connect() (an unconnected socket: each sendmsg) fails with ECONNREFUSED"},
+	}, {
 		row: "sessionAffinity ClientIP records the client",
 		want: []string{
 			"note: the socket load balancer (cgroup connect4 of node node1) leaves 10.96.0.60:80/tcp to the nftables rules: ClientIP affinity is kept by the nftables rules",

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/cgroup"
@@ -14,16 +13,34 @@ import (
 )
 
 // nodeCgroup returns the cgroup v2 directory node's socket load balancer is
-// attached to: Network.Cgroups' entry when given, else the one of the
-// svcnet proxy --data-plane ebpf running in the node's network namespace
-// (Network.NetNS), as its command line names it (proxyCgroup).
+// attached to: that of the cgroup path Network.Cgroups gives for it, else
+// of the --cgroup of the svcnet proxy --data-plane ebpf running in the
+// node's network namespace (Network.NetNS), in the cgroup2 hierarchy the
+// tracer's mount namespace has.
 func nodeCgroup(net *Network, node string) (string, error) {
-	if dir := net.Cgroups[node]; dir != "" {
-		return dir, nil
+	p, err := nodeCgroupPath(net, node)
+	if err != nil {
+		return "", err
+	}
+	root, err := cgroup.Root()
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", node, err)
+	}
+	return filepath.Join(root, p), nil
+}
+
+// nodeCgroupPath returns the cgroup v2 path of node's socket load
+// balancer.
+func nodeCgroupPath(net *Network, node string) (string, error) {
+	if p := net.Cgroups[node]; p != "" {
+		if err := cgroup.CheckPath(p); err != nil {
+			return "", fmt.Errorf("node %s: %w", node, err)
+		}
+		return p, nil
 	}
 	name := net.NetNS[node]
 	if name == "" {
-		return "", fmt.Errorf("node %s: its cgroup is unknown (give --cgroup %s=DIR) and so is its network namespace, where its svcnet proxy would say", node, node)
+		return "", fmt.Errorf("node %s: its cgroup is unknown (give --cgroup %s=PATH) and so is its network namespace, where its svcnet proxy would say", node, node)
 	}
 	pids, err := netns.PidsIn(filepath.Join(netns.RunDir, name))
 	if err != nil {
@@ -35,38 +52,30 @@ func nodeCgroup(net *Network, node string) (string, error) {
 		if err != nil {
 			continue // exited
 		}
-		dir, ok := proxyCgroup(pid, strings.Split(string(bytes.TrimRight(argv, "\x00")), "\x00"))
-		if !ok {
-			continue
+		if p, ok := proxyCgroup(strings.Split(string(bytes.TrimRight(argv, "\x00")), "\x00")); ok {
+			found = append(found, p)
 		}
-		if dir == "" {
-			if dir, err = cgroup.Root(); err != nil {
-				return "", fmt.Errorf("node %s: svcnet proxy (pid %d) attaches to the cgroup v2 root: %w", node, pid, err)
-			}
-		}
-		found = append(found, dir)
 	}
 	switch len(found) {
 	case 0:
-		return "", fmt.Errorf("node %s: no svcnet proxy --data-plane %s runs in its network namespace %s (give --cgroup %s=DIR)", node, ebpfplane.Name, name, node)
+		return "", fmt.Errorf("node %s: no svcnet proxy --data-plane %s runs in its network namespace %s (give --cgroup %s=PATH)", node, ebpfplane.Name, name, node)
 	case 1:
+		if err := cgroup.CheckPath(found[0]); err != nil {
+			return "", fmt.Errorf("node %s: svcnet proxy --cgroup: %w", node, err)
+		}
 		return found[0], nil
 	}
-	return "", fmt.Errorf("node %s: %d svcnet proxy --data-plane %s processes run in its network namespace %s (give --cgroup %s=DIR)", node, len(found), ebpfplane.Name, name, node)
+	return "", fmt.Errorf("node %s: %d svcnet proxy --data-plane %s processes run in its network namespace %s (give --cgroup %s=PATH)", node, len(found), ebpfplane.Name, name, node)
 }
 
-// proxyCgroup reads the command line argv of process pid: ok when it is
-// svcnet proxy running the eBPF plane, with the cgroup directory its
-// --cgroup names as the tracer can open it ("" when none is given: the
-// cgroup v2 root). A path under /proc/self/ is the proxy's own (a
-// descriptor it was handed), so it is read through /proc/PID/; a relative
-// one from its working directory, an absolute one in its mount namespace
-// (/proc/PID/root).
-func proxyCgroup(pid int, argv []string) (dir string, ok bool) {
+// proxyCgroup reads a process's command line argv: ok when it is svcnet
+// proxy running the eBPF plane, with the cgroup v2 path its --cgroup names
+// ("/", the root, when none is given).
+func proxyCgroup(argv []string) (path string, ok bool) {
 	if len(argv) < 2 || filepath.Base(argv[0]) != "svcnet" || argv[1] != "proxy" {
 		return "", false
 	}
-	plane, cg := "", ""
+	plane, cg := "", "/"
 	for i := 2; i < len(argv); i++ {
 		a := argv[i]
 		if a == "--" {
@@ -88,14 +97,5 @@ func proxyCgroup(pid int, argv []string) (dir string, ok bool) {
 	if plane != ebpfplane.Name {
 		return "", false
 	}
-	p := "/proc/" + strconv.Itoa(pid)
-	switch {
-	case cg == "":
-		return "", true
-	case strings.HasPrefix(cg, "/proc/self/"):
-		return p + strings.TrimPrefix(cg, "/proc/self"), true
-	case !filepath.IsAbs(cg):
-		return filepath.Join(p, "cwd", cg), true
-	}
-	return filepath.Join(p, "root", cg), true
+	return cg, true
 }

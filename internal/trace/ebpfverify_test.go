@@ -112,26 +112,40 @@ func TestCheckSocket(t *testing.T) {
 }
 
 // TestProxyCgroup: the cgroup of a node's socket load balancer is read from
-// its svcnet proxy's command line, as the tracer can open it.
+// its svcnet proxy's command line.
 func TestProxyCgroup(t *testing.T) {
 	for _, tc := range []struct {
 		argv []string
-		dir  string
+		path string
 		ok   bool
 	}{
-		{[]string{"/usr/bin/svcnet", "proxy", "--data-plane", "ebpf", "--cgroup", "/proc/self/fd/3"}, "/proc/42/fd/3", true},
-		{[]string{"svcnet", "proxy", "--cgroup=/sys/fs/cgroup/lab/node1", "--data-plane=ebpf"}, "/proc/42/root/sys/fs/cgroup/lab/node1", true},
-		{[]string{"svcnet", "proxy", "--data-plane", "ebpf", "--cgroup", "lab/node1"}, "/proc/42/cwd/lab/node1", true},
-		{[]string{"svcnet", "proxy", "--data-plane", "ebpf"}, "", true},
+		{[]string{"/usr/bin/svcnet", "proxy", "--data-plane", "ebpf", "--cgroup", "/svcnet-lab-x/node1"}, "/svcnet-lab-x/node1", true},
+		{[]string{"svcnet", "proxy", "--cgroup=/kubepods", "--data-plane=ebpf"}, "/kubepods", true},
+		{[]string{"svcnet", "proxy", "--data-plane", "ebpf"}, "/", true},
 		{[]string{"svcnet", "proxy", "--data-plane", "nftables"}, "", false},
 		{[]string{"svcnet", "proxy"}, "", false},
-		{[]string{"svcnet", "lab", "supervise", "--cgroup-fd", "3", "--", "svcnet", "proxy", "--data-plane", "ebpf"}, "", false},
+		{[]string{"svcnet", "lab", "supervise", "--", "svcnet", "proxy", "--data-plane", "ebpf"}, "", false},
 		{[]string{"kube-proxy", "--proxy-mode", "nftables"}, "", false},
 		{nil, "", false},
 	} {
-		dir, ok := proxyCgroup(42, tc.argv)
-		if dir != tc.dir || ok != tc.ok {
-			t.Errorf("proxyCgroup(%q) = %q, %v; want %q, %v", tc.argv, dir, ok, tc.dir, tc.ok)
+		p, ok := proxyCgroup(tc.argv)
+		if p != tc.path || ok != tc.ok {
+			t.Errorf("proxyCgroup(%q) = %q, %v; want %q, %v", tc.argv, p, ok, tc.path, tc.ok)
 		}
+	}
+}
+
+// TestNodeCgroupPath: a cgroup path given for the node is used as is, once
+// checked; a node with neither a path nor a namespace cannot be verified.
+func TestNodeCgroupPath(t *testing.T) {
+	net := &Network{Cgroups: map[string]string{"node1": "/svcnet-lab-x/node1", "node2": "svcnet-lab-x/node2"}}
+	if p, err := nodeCgroupPath(net, "node1"); err != nil || p != "/svcnet-lab-x/node1" {
+		t.Errorf("node1: %q, %v", p, err)
+	}
+	if _, err := nodeCgroupPath(net, "node2"); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("node2, a relative path: %v, want an error", err)
+	}
+	if _, err := nodeCgroupPath(net, "node3"); err == nil || !strings.Contains(err.Error(), "give --cgroup node3=PATH") {
+		t.Errorf("node3, unknown: %v, want an error naming --cgroup", err)
 	}
 }

@@ -32,9 +32,10 @@ type Network struct {
 	// NetNS names places' network namespaces when known (the lab): by node
 	// name, by "ns/name" of a pod, by external name.
 	NetNS map[string]string
-	// Cgroups names, by node, the cgroup v2 directory its svcnet proxy
-	// --data-plane ebpf attached the socket load balancer to, when known;
-	// Verify otherwise asks the proxy running in the node's NetNS.
+	// Cgroups names, by node, the cgroup v2 path (as /proc/PID/cgroup
+	// names it: /kubepods) its svcnet proxy --data-plane ebpf attached the
+	// socket load balancer to (its --cgroup), when known; Verify otherwise
+	// reads it from the proxy running in the node's NetNS.
 	Cgroups map[string]string
 }
 
