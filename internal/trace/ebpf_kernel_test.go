@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/dataplane"
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/servicetable"
 	"github.com/svcnet/svcnet/internal/trace"
 )
@@ -117,4 +119,68 @@ func TestVerifySocketKernel(t *testing.T) {
 			t.Errorf("differences %q, error %v; want one saying none is attached", diffs, err)
 		}
 	})
+}
+
+// TestVerifyRefusedKernel: --verify of a connect the socket load balancer
+// refuses, end to end: the sender's namespace is known, node1's socket load
+// balancer is found by its cgroup path, its map entry (no backends) agrees
+// with the trace and no probe is sent, for no packet would be; once the
+// entry is gone the report differs. No packet leaves the namespace.
+func TestVerifyRefusedKernel(t *testing.T) {
+	cg := cgrouptest.New(t)
+	sender := netnstest.New(t, "trace")
+	snap := loadScenario(t)
+	net := scenarioNetwork(snap)
+	nd := net.Node("node1")
+	root, err := cgroup.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := cgroup.Path(root, cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.NetNS = map[string]string{"default/client-1": sender.Name()}
+	net.Cgroups = map[string]string{"node1": path}
+	var lb *socklb.LB
+	plane := ebpfplane.New(noRules{}, func() (ebpfplane.SocketLB, error) {
+		var err error
+		lb, err = socklb.Open(cg)
+		return lb, err
+	})
+	t.Cleanup(func() {
+		if err := plane.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	table := servicetable.Build(snap, servicetable.NodeConfig{NodeName: nd.Name, Zone: nd.Zone, NodePortAddresses: nd.Addrs})
+	if _, err := plane.Sync(context.Background(), table, true); err != nil {
+		t.Fatalf("sync node1's table: %v", err)
+	}
+	ask := trace.Ask{From: "default/client-1:40000", To: "default/empty"}
+	opts := trace.Options{Rules: trace.RulesRendered, DataPlane: ebpfplane.Name}
+
+	rep, err := trace.Verify(context.Background(), snap, net, ask, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := rep.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || !strings.HasPrefix(rep.Probe, "not sent") || !strings.Contains(rep.Socket, "has backends [], as traced") ||
+		!rep.Trace.Socket.Refused() || len(rep.Checks) != 0 || !strings.Contains(b.String(), "verify: the socket load balancer's maps agree with the trace") {
+		t.Errorf("report: ok %v, probe %q, socket %q, %d node checks; want it to agree, unprobed, checked in the map:\n%s", rep.OK(), rep.Probe, rep.Socket, len(rep.Checks), b.String())
+	}
+
+	if err := lb.DeleteService(rep.Trace.Socket.Frontend, model.ProtocolTCP); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = trace.Verify(context.Background(), snap, net, ask, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || len(rep.Differences) != 1 || !strings.Contains(rep.Differences[0], "has no services map entry for 10.96.0.70:80/tcp, but the trace has it refuse the connect") {
+		t.Errorf("with the entry gone: differences %q, want the missing entry", rep.Differences)
+	}
 }

@@ -78,6 +78,8 @@ func (r *Report) Write(w io.Writer) error {
 		fmt.Fprintf(b, "  unchecked: %s\n", u)
 	}
 	switch {
+	case r.OK() && len(r.Checks) == 0 && r.Socket != "":
+		fmt.Fprintf(b, "verify: the socket load balancer's maps agree with the trace; no packet crossed a node to check\n")
 	case r.OK() && len(r.Unchecked) > 0:
 		fmt.Fprintf(b, "verify: the kernel agrees where it could be checked (%d node passes checked, %d node(s) only in part: see unchecked)\n", len(r.Checks), len(r.Unchecked))
 	case r.OK():
@@ -246,7 +248,7 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 		}
 	}
 
-	probed := "not sent: the socket load balancer refuses the connect before any packet (its map entry has no backends)"
+	probed := "not sent: the trace has the socket load balancer refuse the connect before any packet"
 	if !first.Socket.Refused() {
 		if probed, err = probe(ctx, senderNS, sentPacket(first)); err != nil {
 			return nil, false, err
