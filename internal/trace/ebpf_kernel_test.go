@@ -3,8 +3,11 @@ package trace_test
 import (
 	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/dataplane"
@@ -12,6 +15,7 @@ import (
 	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/servicetable"
 	"github.com/svcnet/svcnet/internal/trace"
@@ -182,5 +186,52 @@ func TestVerifyRefusedKernel(t *testing.T) {
 	}
 	if rep.OK() || len(rep.Differences) != 1 || !strings.Contains(rep.Differences[0], "has no services map entry for 10.96.0.70:80/tcp, but the trace has it refuse the connect") {
 		t.Errorf("with the entry gone: differences %q, want the missing entry", rep.Differences)
+	}
+}
+
+// TestNodeCgroupFromProxyKernel: without a cgroup path given, --verify
+// reads it from the command line of the svcnet proxy --data-plane ebpf that
+// runs in the node's network namespace, ignoring a proxy of another plane
+// there. The proxies are stand-ins (the test binary, named svcnet, waiting)
+// in a throwaway namespace.
+func TestNodeCgroupFromProxyKernel(t *testing.T) {
+	ns := netnstest.New(t, "trace")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcnet := filepath.Join(t.TempDir(), "svcnet")
+	if err := os.Symlink(bin, svcnet); err != nil {
+		t.Fatal(err)
+	}
+	for _, plane := range []string{"nftables", ebpfplane.Name} {
+		cmd := netns.CommandNetIn(context.Background(), ns.Name(), svcnet, "proxy", "--data-plane", plane, "--cgroup", "/svcnet-test/"+plane)
+		cmd.Env = append(os.Environ(), standInEnv+"=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	net := &trace.Network{NetNS: map[string]string{"node1": ns.Name()}}
+	root, err := cgroup.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(root, "/svcnet-test/"+ebpfplane.Name)
+	var got string
+	// nsenter execs the stand-in once it has entered the namespace.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got, err = trace.NodeCgroup(net, "node1"); err == nil {
+			break
+		}
+	}
+	if err != nil || got != want {
+		t.Errorf("NodeCgroup = %q, %v; want %q", got, err, want)
+	}
+	if _, err := trace.NodeCgroup(&trace.Network{NetNS: map[string]string{"node1": netnstest.New(t, "trace").Name()}}, "node1"); err == nil || !strings.Contains(err.Error(), "no svcnet proxy --data-plane ebpf runs") {
+		t.Errorf("a namespace without a proxy: %v, want an error saying so", err)
 	}
 }
