@@ -34,6 +34,8 @@ type Engine struct {
 	Rendered RulesFunc
 	// Sockets says what each node's socket load balancer does with a
 	// connect, for a plane that has one (nil: it is not consulted).
+	// NewEngine answers from the cluster state whatever the rules' source
+	// (RenderedSockets); Verify holds that answer against the maps.
 	Sockets SocketsFunc
 	// SocketMaps opens a node's socket load balancer maps as the kernel
 	// holds them, for Verify (NewEngine: those attached to the node's
