@@ -61,6 +61,7 @@ type proxyOptions struct {
 	podRoutes          bool
 	dataPlane          string
 	cgroup             string
+	bpfPinDir          string
 	announce           announceOptions
 	verbosity          int
 	// warnings are set by config: one line per setting of the --config
@@ -146,6 +147,7 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "iptables" in kube-proxy's iptables chains (iptables-restore); "userspace" proxies them in this process (kube-proxy's old userspace mode, with retries); "ebpf" translates connects of the processes in --cgroup to an endpoint in BPF, over the nftables rules for all other traffic; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
 	fs.StringVar(&o.cgroup, "cgroup", "", `with --data-plane ebpf: the cgroup v2 path (as /proc/PID/cgroup names it, e.g. /kubepods) whose processes' connects to Services are translated in BPF; svcnet mounts the cgroup2 hierarchy at /run/svcnet/cgroup2 if its mount namespace has none (default: /, every process of the node)`)
+	fs.StringVar(&o.bpfPinDir, "bpf-pin-dir", defaultBPFPinDir, `with --data-plane ebpf: the directory of a BPF filesystem where the socket load balancer is pinned, so that a restarted proxy adopts it and no connect goes untranslated in between ("" pins nothing; the default pins nothing when /sys/fs/bpf is no BPF filesystem)`)
 	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")
 	return cmd
@@ -158,7 +160,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	defer cancel()
 
 	if o.cleanup {
-		return runCleanup(ctx, log)
+		return runCleanup(ctx, o.planeOptions(log), log)
 	}
 	cfg, err := o.config(cmd.Flags())
 	if err != nil {
@@ -199,7 +201,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}}
 	if o.dataPlane != planes.None {
 		o.applySysctls(log)
-		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.cgroup, cfg, store, health, m, mem, log)
+		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.planeOptions(log), cfg, store, health, m, mem, log)
 		if err != nil {
 			return err
 		}
@@ -308,8 +310,8 @@ func (o *proxyOptions) runInitOnly(log klog.Logger) error {
 
 // runCleanup is --cleanup: it removes what every data plane programmed
 // (svcnet's nftables tables) and svcnet's pod routes.
-func runCleanup(ctx context.Context, log klog.Logger) error {
-	if err := planes.Cleanup(ctx); err != nil {
+func runCleanup(ctx context.Context, opt planes.Options, log klog.Logger) error {
+	if err := planes.Cleanup(ctx, opt); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	log.Info("removed what svcnet's data planes programmed")

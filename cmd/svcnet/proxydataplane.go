@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -38,13 +40,40 @@ func (o *proxyOptions) validateDataPlane() error {
 	return nil
 }
 
+// defaultBPFPinDir is --bpf-pin-dir's default, under the BPF filesystem
+// systemd mounts.
+const defaultBPFPinDir = "/sys/fs/bpf/svcnet"
+
+// planeOptions returns the options of opening the data plane from the
+// flags (--cleanup cleans every plane with them). An unchanged
+// --bpf-pin-dir whose BPF filesystem is not mounted (a proxy started by ip
+// netns exec sees a fresh /sys) pins nothing, and says so.
+func (o *proxyOptions) planeOptions(log klog.Logger) planes.Options {
+	opt := planes.Options{Cgroup: o.cgroup, PinDir: o.bpfPinDir}
+	if o.bpfPinDir == defaultBPFPinDir {
+		var st unix.Statfs_t
+		if err := unix.Statfs(filepath.Dir(defaultBPFPinDir), &st); err != nil || st.Type != unix.BPF_FS_MAGIC {
+			if o.dataPlane == ebpfplane.Name && !o.cleanup {
+				log.Info("No BPF filesystem at /sys/fs/bpf: the socket load balancer is not pinned, and a restart loads it again", "bpfPinDir", o.bpfPinDir)
+			}
+			opt.PinDir = ""
+		}
+	}
+	return opt
+}
+
+func withFamilies(opt planes.Options, fams []ipfamily.Family) planes.Options {
+	opt.Families = fams
+	return opt
+}
+
 // serviceDataPlane builds the Service data plane called name: the proxier
 // driving it and the healthCheckNodePort servers; mem applies --memory-limit
 // around the proxier's syncs. It returns their run functions (each returns
 // when ctx ends) and closeAll, which releases the kernel handles after they
 // have returned. Nothing is programmed before a run function runs.
-func serviceDataPlane(name, cgroup string, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
-	plane, closePlane, err := planes.Open(name, planes.Options{Families: cfg.Families, Cgroup: cgroup})
+func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+	plane, closePlane, err := planes.Open(name, withFamilies(opt, cfg.Families))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -48,7 +48,7 @@ func TestVerifySocketKernel(t *testing.T) {
 		var err error
 		lb, err = socklb.Open(cg)
 		return lb, err
-	})
+	}, nil)
 	t.Cleanup(func() {
 		if err := plane.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -151,7 +151,7 @@ func TestVerifyRefusedKernel(t *testing.T) {
 		var err error
 		lb, err = socklb.Open(cg)
 		return lb, err
-	})
+	}, nil)
 	t.Cleanup(func() {
 		if err := plane.Close(); err != nil {
 			t.Errorf("close: %v", err)

@@ -12,7 +12,8 @@ import (
 // it); `svcnet proxy --cleanup` removes all of it, leaves another agent's
 // state alone, exits 0, and does so again when there is nothing left. The
 // state is the plane's (planeView): nftables tables, or iptables chains and
-// the jumps to them.
+// the jumps to them, or the eBPF plane's tables and pins. --cleanup gets
+// the plane's flags, which name the eBPF plane's cgroup and pins.
 func TestCleanup(t *testing.T) {
 	c := newCluster(t)
 	a := c.addPod("pod-a", 11)
@@ -37,7 +38,7 @@ func TestCleanup(t *testing.T) {
 	}
 
 	for i := 1; i <= 2; i++ {
-		p := c.spawn("proxy", "--cleanup", "-v", "2")
+		p := c.spawn(append([]string{"proxy", "--cleanup", "-v", "2"}, c.planeArgs()...)...)
 		select {
 		case <-p.Done():
 		case <-time.After(15 * time.Second):

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"net/netip"
 
-	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	usplane "github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/testbin"
 )
@@ -73,11 +72,3 @@ func planeRetries() bool { return userspacePlane() }
 // a byte-stream splice would lose SCTP's message boundaries and streams
 // (internal/dataplane/userspace/doc.go, "SCTP").
 func sctpServed() bool { return !userspacePlane() }
-
-// restartAdoptsAll reports whether a restarted proxy's first sync finds
-// everything it programs already in the kernel (ops=0). The eBPF plane's
-// rules are adopted so, but its socket load balancer's maps are pinned
-// nowhere yet (internal/dataplane/ebpf/doc.go): they leave with the old
-// process and the first sync sets every frontend again, while connects in
-// between fall through to the rules, so no request fails.
-func restartAdoptsAll() bool { return testbin.DataPlane() != ebpfplane.Name }

@@ -3,13 +3,17 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	usplane "github.com/svcnet/svcnet/internal/dataplane/userspace"
@@ -108,11 +112,10 @@ func (c *cluster) viewOf(p string) (planeView, error) {
 	defer c.mu.Unlock()
 	if c.view == nil {
 		switch p {
-		case "", "nftables", ebpfplane.Name:
-			// The eBPF plane's rules are the nftables plane's; its socket
-			// load balancer serves only processes in the proxy's cgroup,
-			// and the traffic of these tests comes from this process.
+		case "", "nftables":
 			c.view = &nftView{c: c}
+		case ebpfplane.Name:
+			c.view = &ebpfView{nftView{c: c}}
 		case iptplane.Name:
 			// The variant the proxy chose by the same rule in the same
 			// namespace (iptables.Detect).
@@ -235,6 +238,35 @@ func (v *nftView) drift(name string) []string {
 func (v *nftView) dump() string {
 	out, _ := v.c.nodeRun("nft", "list", "ruleset")
 	return "node nft ruleset:\n" + tail(out, 300)
+}
+
+// ebpfView is the eBPF plane: the nftables plane's tables, which the
+// traffic of these tests meets (it comes from this process, outside the
+// proxy's cgroup), and the socket load balancer's pins in the test's BPF
+// filesystem (--bpf-pin-dir), by which it stays attached to the cgroup.
+type ebpfView struct{ nftView }
+
+func (v *ebpfView) objects() []string {
+	out := v.nftView.objects()
+	root := v.c.bpfPins
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(root, path)
+			out = append(out, "pin "+rel)
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out
+}
+
+func (v *ebpfView) wantRunning() []string {
+	dir, err := socklb.PinDir(v.c.bpfPins, filepath.Join(cgrouptest.Root, v.c.cgroup))
+	if err != nil {
+		v.c.t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(v.c.bpfPins, dir)
+	return append(v.nftView.wantRunning(), "pin "+rel+"/link-socklb_connect4", "pin "+rel+"/services")
 }
 
 // iptView is the iptables plane: kube-proxy's chains in the filter, nat

@@ -31,11 +31,7 @@ func (c *cluster) proxyArgs() []string {
 // proxyArgsFrom is proxyArgs with another source of state (e.g.
 // "--kubeconfig", path).
 func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
-	var cg []string
-	if c.cgroup != "" {
-		cg = []string{"--cgroup", c.cgroup}
-	}
-	return append(append([]string{
+	return append([]string{
 		"proxy",
 		sourceFlag, source,
 		"--hostname-override", nodeName,
@@ -45,7 +41,17 @@ func (c *cluster) proxyArgsFrom(sourceFlag, source string) []string {
 		"--metrics-bind-address", "127.0.0.1:10249",
 		"--min-sync-period", "0",
 		"-v", "2",
-	}, testbin.DataPlaneArgs()...), cg...)
+	}, c.planeArgs()...)
+}
+
+// planeArgs are the flags of the data plane under test: --data-plane, and
+// for the eBPF plane the test's cgroup and BPF filesystem.
+func (c *cluster) planeArgs() []string {
+	args := testbin.DataPlaneArgs()
+	if c.cgroup != "" {
+		args = append(args, "--cgroup", c.cgroup, "--bpf-pin-dir", c.bpfPins)
+	}
+	return args
 }
 
 // startProxy starts the proxy in the node namespace with proxyArgs plus

@@ -46,7 +46,8 @@ type cluster struct {
 	dir    string // manifests (--state)
 	// cgroup is the eBPF plane's --cgroup, the path of a child cgroup of
 	// this test ("" on other planes): nothing attaches to the root.
-	cgroup string
+	// bpfPins is its --bpf-pin-dir, on a BPF filesystem of this test.
+	cgroup, bpfPins string
 
 	mu      sync.Mutex
 	pods    []*pod
@@ -72,6 +73,7 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, dir: t.TempDir()}
 	if testbin.DataPlane() == ebpfplane.Name {
 		c.cgroup = cgrouptest.Path(t, cgrouptest.New(t))
+		c.bpfPins = filepath.Join(cgrouptest.BPFFS(t), "svcnet")
 	}
 	c.node = netnstest.New(t, "node")
 	c.client = netnstest.New(t, "client")

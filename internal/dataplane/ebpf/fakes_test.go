@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/dataplane"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -68,6 +69,16 @@ func (f *fakeLB) Reap() error {
 	f.reaps++
 	f.retired = 0
 	return nil
+}
+
+func (f *fakeLB) Held() ([]socklb.Held, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []socklb.Held
+	for k, bes := range f.held {
+		out = append(out, socklb.Held{Frontend: k.Frontend, Protocol: k.Protocol, Backends: slices.Clone(bes)})
+	}
+	return out, nil
 }
 
 func (f *fakeLB) Close() error {

@@ -83,7 +83,7 @@ func benchPlaneSync(b *testing.B, n int) {
 		lb, err := socklb.Open(cg)
 		tl.SocketLB = lb
 		return tl, err
-	}, ipfamily.IPv4)
+	}, nil, ipfamily.IPv4)
 	b.Cleanup(func() { _ = p.Close() })
 	ports := benchPorts(n)
 	start := time.Now()

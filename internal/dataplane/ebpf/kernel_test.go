@@ -2,6 +2,7 @@ package ebpf
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
@@ -20,10 +21,11 @@ import (
 // cgroup. Backends be1 and be2 serve on addresses of lo, which also routes
 // the Service range (so that connect finds a route before the rules' DNAT).
 type kernelPlane struct {
-	ns   *netns.NS
-	cgfd int
-	p    *Plane
-	ct   *conntrack.Netlink
+	ns        *netns.NS
+	cgroupDir string
+	cgfd      int
+	p         *Plane
+	ct        *conntrack.Netlink
 }
 
 const (
@@ -37,7 +39,7 @@ func newKernelPlane(t *testing.T) *kernelPlane {
 	t.Helper()
 	k := &kernelPlane{ns: netnstest.New(t, "ebpfplane")}
 	cg := cgrouptest.New(t)
-	k.cgfd = cgrouptest.Open(t, cg)
+	k.cgroupDir, k.cgfd = cg, cgrouptest.Open(t, cg)
 	for _, argv := range [][]string{
 		{"ip", "link", "set", "lo", "up"},
 		{"ip", "addr", "add", "192.168.1.2/32", "dev", "lo"},
@@ -55,7 +57,7 @@ func newKernelPlane(t *testing.T) *kernelPlane {
 		t.Fatal(err)
 	}
 	rules := nftables.New(conn, ipfamily.IPv4)
-	k.p = New(rules, func() (SocketLB, error) { return socklb.Open(cg) }, ipfamily.IPv4)
+	k.p = New(rules, func() (SocketLB, error) { return socklb.Open(cg) }, nil, ipfamily.IPv4)
 	if k.ct, err = conntrack.NewNetlinkIn(k.ns); err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +179,66 @@ func TestKernelLeftToRules(t *testing.T) {
 	}
 	if n := k.flowsTo(t, vip); n != len(as) {
 		t.Fatalf("%d conntrack flows to the ClusterIP, want %d: affinity is the rules' DNAT", n, len(as))
+	}
+}
+
+// TestKernelRestartAdopts: a plane pinned in a BPF filesystem leaves its
+// socket load balancer attached when closed (connects from the cgroup stay
+// translated with no NAT), the next plane's first sync adopts it with no
+// map change, and Cleanup detaches it.
+func TestKernelRestartAdopts(t *testing.T) {
+	k := newKernelPlane(t)
+	if err := k.p.Close(); err != nil { // the unpinned plane of newKernelPlane
+		t.Fatal(err)
+	}
+	root := cgrouptest.BPFFS(t)
+	cg := k.cgroupDir
+	newPlane := func() *Plane {
+		conn, err := netlink.New(k.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return New(nftables.New(conn, ipfamily.IPv4),
+			func() (SocketLB, error) { return socklb.OpenPinned(cg, root) },
+			func() error { return socklb.Unpin(root, cg) }, ipfamily.IPv4)
+	}
+	web := clusterIPPort("default/web:80/tcp", vip, ep(be1, true), ep(be2, true))
+	p1 := newPlane()
+	if _, err := p1.Sync(context.Background(), table(web), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, 5) {
+		if a.Peer != vip || a.Err != "" || a.Errno != "" {
+			t.Fatalf("connect %d between two planes: %+v, want it translated", i, a)
+		}
+	}
+	if n := k.flowsTo(t, vip); n != 0 {
+		t.Fatalf("%d conntrack flows to the ClusterIP between two planes, want none (the socket load balancer stayed)", n)
+	}
+
+	p2 := newPlane()
+	t.Cleanup(func() { p2.Close() })
+	st, err := p2.Sync(context.Background(), table(web), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Full || st.TotalOps() != 0 {
+		t.Fatalf("first sync of the next plane: %+v, want full with no operation (all adopted)", st)
+	}
+	if err := p2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := socklb.OpenAttached(cg); !errors.Is(err, socklb.ErrNotAttached) {
+		if v != nil {
+			v.Close()
+		}
+		t.Fatalf("after Cleanup: OpenAttached = %v, want nothing attached", err)
 	}
 }

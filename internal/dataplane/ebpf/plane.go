@@ -10,6 +10,7 @@ import (
 	cebpf "github.com/cilium/ebpf"
 
 	"github.com/svcnet/svcnet/internal/dataplane"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -26,6 +27,9 @@ type SocketLB interface {
 	// Reap frees what SetService and DeleteService replaced, once no
 	// connect in progress can still read it.
 	Reap() error
+	// Held returns every frontend held: at open, what an earlier load
+	// balancer left in pinned maps (adopted).
+	Held() ([]socklb.Held, error)
 	Close() error
 }
 
@@ -40,6 +44,7 @@ type portKey struct {
 type Plane struct {
 	rules    dataplane.DataPlane
 	open     func() (SocketLB, error)
+	unpin    func() error
 	families map[ipfamily.Family]bool
 
 	lb     SocketLB
@@ -61,13 +66,17 @@ var _ dataplane.DataPlane = (*Plane)(nil)
 // New returns the plane programming rules (the nftables plane, for the
 // traffic the socket load balancer does not see or leaves alone) and the
 // socket load balancer that open loads and attaches, at Probe or the first
-// Sync, whichever comes first. Only ports of families are programmed (both
-// when empty).
-func New(rules dataplane.DataPlane, open func() (SocketLB, error), families ...ipfamily.Family) *Plane {
+// Sync, whichever comes first; Cleanup calls unpin to remove what open
+// pinned (nil: nothing is pinned). Only ports of families are programmed
+// (both when empty).
+func New(rules dataplane.DataPlane, open func() (SocketLB, error), unpin func() error, families ...ipfamily.Family) *Plane {
 	if len(families) == 0 {
 		families = []ipfamily.Family{ipfamily.IPv4, ipfamily.IPv6}
 	}
-	p := &Plane{rules: rules, open: open, families: map[ipfamily.Family]bool{},
+	if unpin == nil {
+		unpin = func() error { return nil }
+	}
+	p := &Plane{rules: rules, open: open, unpin: unpin, families: map[ipfamily.Family]bool{},
 		ports: map[portKey]*servicetable.ServicePort{}, owned: map[portKey][]key{}, entries: map[key]entry{}}
 	for _, f := range families {
 		p.families[f] = true
@@ -97,6 +106,14 @@ func (p *Plane) openLB() error {
 		return dataplane.NotSupported(fmt.Errorf("ebpf: socket load balancer: %w", err))
 	} else if err != nil {
 		return fmt.Errorf("ebpf: socket load balancer: %w", err)
+	}
+	held, err := lb.Held()
+	if err != nil {
+		return errors.Join(fmt.Errorf("ebpf: socket load balancer: %w", err), lb.Close())
+	}
+	for _, h := range held {
+		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends}
+		p.entries[e.key()] = e
 	}
 	p.lb = lb
 	p.reaper = startReaper(lb)
@@ -157,10 +174,15 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 		}
 	}
 	// The keys whose entry may change: every key of a changed or removed
-	// port (whole: every key held).
+	// port (whole: every key held, adopted ones included).
 	var touched []key
+	if whole {
+		for k := range p.entries {
+			touched = append(touched, k)
+		}
+	}
 	for pk, keys := range p.owned {
-		if whole || !seen[pk] || changedPorts[pk] != nil {
+		if !whole && (!seen[pk] || changedPorts[pk] != nil) {
 			touched = append(touched, keys...)
 		}
 	}
@@ -199,13 +221,16 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 // belong to this process alone.
 func (p *Plane) Changed(ctx context.Context) (bool, error) { return p.rules.Changed(ctx) }
 
-// Cleanup removes the nftables rules. The socket load balancer pins nothing:
-// its programs are detached and its maps freed when the process that
-// attached them closes them or exits.
-func (p *Plane) Cleanup(ctx context.Context) error { return p.rules.Cleanup(ctx) }
+// Cleanup removes the nftables rules and the socket load balancer's pins:
+// its programs are detached and its maps freed once no process holds them
+// (unpinned, that is when the process that attached them exits).
+func (p *Plane) Cleanup(ctx context.Context) error {
+	return errors.Join(p.rules.Cleanup(ctx), p.unpin())
+}
 
-// Close detaches the socket load balancer (connects are then left to the
-// nftables rules, which stay) and releases its maps.
+// Close releases the socket load balancer: unpinned, it is detached
+// (connects are then left to the nftables rules, which stay) and its maps
+// freed; pinned, it stays attached for the next proxy to adopt.
 func (p *Plane) Close() error {
 	if p.lb == nil {
 		return nil

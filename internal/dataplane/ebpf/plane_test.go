@@ -18,7 +18,7 @@ import (
 func newTestPlane(t *testing.T) (*Plane, *fakeLB, *fakeRules) {
 	t.Helper()
 	lb, rules := newFakeLB(), &fakeRules{}
-	return New(rules, func() (SocketLB, error) { return lb, nil }), lb, rules
+	return New(rules, func() (SocketLB, error) { return lb, nil }, nil), lb, rules
 }
 
 func table(ports ...*servicetable.ServicePort) *servicetable.Table {
@@ -137,7 +137,7 @@ func TestSyncRulesFailureLeavesSockets(t *testing.T) {
 
 func TestFamiliesFilter(t *testing.T) {
 	lb := newFakeLB()
-	p := New(&fakeRules{}, func() (SocketLB, error) { return lb, nil }, ipfamily.IPv6)
+	p := New(&fakeRules{}, func() (SocketLB, error) { return lb, nil }, nil, ipfamily.IPv6)
 	mustSync(t, p, table(clusterIPPort("default/a:80/tcp", "10.96.0.1:80"), clusterIPPort("default/a:80/tcp", "[fd00:96::1]:80")), false)
 	if got := slices.Collect(maps.Keys(lb.held)); len(got) != 1 || !got[0].Frontend.Addr().Is6() {
 		t.Fatalf("IPv6-only plane holds %v", got)
@@ -147,7 +147,7 @@ func TestFamiliesFilter(t *testing.T) {
 func TestProbeNotSupported(t *testing.T) {
 	p := New(&fakeRules{}, func() (SocketLB, error) {
 		return nil, fmt.Errorf("attach connect4: %w", cebpf.ErrNotSupported)
-	})
+	}, nil)
 	if err := p.Probe(context.Background()); !errors.Is(err, dataplane.ErrNotSupported) {
 		t.Fatalf("Probe = %v, want an error wrapping dataplane.ErrNotSupported", err)
 	}

@@ -54,6 +54,10 @@ type Options struct {
 	// /kubepods) whose processes' connects the eBPF plane translates ("":
 	// "/", every process of the node); cgroup.Dir finds its directory.
 	Cgroup string
+	// PinDir is the directory of a BPF filesystem where the eBPF plane pins
+	// its maps and attachments, so that a restarted proxy adopts them ("":
+	// nothing pinned). --cleanup removes the pins of Cgroup there.
+	PinDir string
 }
 
 // Names returns the accepted --data-plane values: every plane, then None.
@@ -99,10 +103,10 @@ func Open(name string, opt Options) (p dataplane.DataPlane, close func() error, 
 // network namespace (svcnet proxy --cleanup, as kube-proxy's cleans up every
 // mode). A plane that cannot be opened or cleaned is reported and the others
 // are still cleaned.
-func Cleanup(ctx context.Context) error {
+func Cleanup(ctx context.Context, opt Options) error {
 	var errs []error
 	for _, pl := range all {
-		p, closeFn, err := pl.open(Options{})
+		p, closeFn, err := pl.open(opt)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cleanup %s: %w", pl.name, err))
 			continue
@@ -157,24 +161,41 @@ func openUserspace(opt Options) (dataplane.DataPlane, func() error, error) {
 
 // openEBPF opens the eBPF plane: the nftables plane's rules, and the socket
 // load balancer attached to opt.Cgroup (else the cgroup v2 root) at the
-// plane's Probe or first Sync, so that --cleanup attaches nothing.
+// plane's Probe or first Sync, so that --cleanup attaches nothing; pinned in
+// opt.PinDir when set.
 func openEBPF(opt Options) (dataplane.DataPlane, func() error, error) {
 	c, err := netlink.New()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ebpf: %w", err)
 	}
-	open := func() (ebpfplane.SocketLB, error) {
+	dir := func() (string, error) {
 		p := opt.Cgroup
 		if p == "" {
 			p = "/"
 		}
-		dir, err := cgroup.Dir(p)
+		return cgroup.Dir(p)
+	}
+	open := func() (ebpfplane.SocketLB, error) {
+		d, err := dir()
 		if err != nil {
 			return nil, err
 		}
-		return socklb.Open(dir)
+		if opt.PinDir == "" {
+			return socklb.Open(d)
+		}
+		return socklb.OpenPinned(d, opt.PinDir)
 	}
-	p := ebpfplane.New(nftables.New(c, opt.Families...), open, opt.Families...)
+	unpin := func() error {
+		if opt.PinDir == "" {
+			return nil
+		}
+		d, err := dir()
+		if err != nil {
+			return err
+		}
+		return socklb.Unpin(opt.PinDir, d)
+	}
+	p := ebpfplane.New(nftables.New(c, opt.Families...), open, unpin, opt.Families...)
 	return p, func() error { return errors.Join(p.Close(), c.Close()) }, nil
 }
 

@@ -102,7 +102,7 @@ func TestOpenSyncCleanup(t *testing.T) {
 	if moved, err := plane.Changed(ctx); err != nil || !moved {
 		t.Errorf("Changed after a foreign commit = %v, %v; want true", moved, err)
 	}
-	run(t, ns, func() error { return Cleanup(ctx) })
+	run(t, ns, func() error { return Cleanup(ctx, Options{}) })
 	if got := nftList(t, ns); got != "table ip other" {
 		t.Errorf("after Cleanup:\n%s\nwant only the foreign table", got)
 	}
@@ -182,7 +182,7 @@ func TestOpenUserspace(t *testing.T) {
 	if got := nftList(t, ns); got != "table ip svcnet-userspace\ntable ip6 svcnet-userspace" {
 		t.Errorf("after Sync:\n%s", got)
 	}
-	run(t, ns, func() error { return Cleanup(ctx) })
+	run(t, ns, func() error { return Cleanup(ctx, Options{}) })
 	if got := nftList(t, ns); got != "" {
 		t.Errorf("after Cleanup:\n%s", got)
 	}

@@ -87,3 +87,26 @@ func Path(t testing.TB, dir string) string {
 	}
 	return p
 }
+
+// BPFFS mounts a BPF filesystem on a fresh directory for the test and
+// unmounts it when the test ends (after the cleanups registered later), so
+// pins never outlive the test.
+func BPFFS(t testing.TB) string {
+	t.Helper()
+	netnstest.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "svcnet-bpffs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		os.Remove(dir)
+		t.Fatalf("mount bpf on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+		os.Remove(dir)
+	})
+	return dir
+}

@@ -94,3 +94,26 @@ func backendAddrPort(v socklbBackend) netip.AddrPort {
 	binary.NativeEndian.PutUint16(p[:], v.Port)
 	return netip.AddrPortFrom(netip.AddrFrom16(b).Unmap(), binary.BigEndian.Uint16(p[:]))
 }
+
+// heldOf decodes a services map key (serviceKey's inverse) into a Held
+// without backends.
+func heldOf(k socklbSvcKey) (Held, error) {
+	var b [16]byte
+	for i, w := range k.Addr {
+		binary.NativeEndian.PutUint32(b[4*i:], w)
+	}
+	var p [2]byte
+	binary.NativeEndian.PutUint16(p[:], k.Port)
+	h := Held{Frontend: netip.AddrPortFrom(netip.AddrFrom16(b).Unmap(), binary.BigEndian.Uint16(p[:]))}
+	switch k.Proto {
+	case ipprotoTCP:
+		h.Protocol = model.ProtocolTCP
+	case ipprotoUDP:
+		h.Protocol = model.ProtocolUDP
+	case ipprotoSCTP:
+		h.Protocol = model.ProtocolSCTP
+	default:
+		return h, fmt.Errorf("socklb: services entry %v: IP protocol %d", h.Frontend, k.Proto)
+	}
+	return h, nil
+}

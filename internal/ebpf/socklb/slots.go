@@ -63,3 +63,23 @@ func (s *slots) overlap(base, n uint32) (uint64, bool) {
 
 // free releases the range at base.
 func (s *slots) free(base uint32) { delete(s.live, base) }
+
+// adopt marks the range of n slots at base live, as an earlier allocator
+// left it (a load balancer adopting pinned maps); cursorAfter must follow.
+func (s *slots) adopt(base, n uint32) {
+	if s.live == nil {
+		s.live = map[uint32]uint32{}
+	}
+	s.live[base] = n
+}
+
+// cursorAfter puts the cursor at end, the end of the highest adopted range,
+// so that every live range lies below it; an end at the top of the slot
+// space wraps it, and allocations then scan the live ranges.
+func (s *slots) cursorAfter(end uint64) {
+	if end > math.MaxUint32 {
+		s.next, s.wrapped = 0, true
+		return
+	}
+	s.next = uint32(end)
+}

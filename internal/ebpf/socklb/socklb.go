@@ -35,21 +35,44 @@ type svcState struct {
 
 // Open loads the programs and their maps and attaches connect4/6,
 // getpeername4/6, sendmsg4/6 and recvmsg4/6 to the cgroup v2 directory
-// cgroupPath: every socket of a
-// process in that cgroup or below it is translated from then on. Nothing is
-// pinned; Close removes it all.
-func Open(cgroupPath string) (*LB, error) {
+// cgroupPath: every socket of a process in that cgroup or below it is
+// translated from then on. Nothing is pinned; Close removes it all.
+func Open(cgroupPath string) (*LB, error) { return open(cgroupPath, "") }
+
+// open is Open, with the maps and attachments pinned in pins when it is not
+// "" (OpenPinned).
+func open(cgroupPath, pins string) (*LB, error) {
 	lb := &LB{svcs: map[socklbSvcKey]svcState{}}
-	if err := loadSocklbObjects(&lb.objs, nil); err != nil {
-		return nil, fmt.Errorf("socklb: load: %w", err)
+	if err := lb.load(pins); err != nil {
+		return nil, err
 	}
 	if err := lb.grace.open(); err != nil {
 		return nil, errors.Join(fmt.Errorf("socklb: %w", err), lb.Close())
 	}
-	for _, a := range []struct {
-		prog *ebpf.Program
-		typ  ebpf.AttachType
-	}{
+	for _, a := range lb.attachments() {
+		l, err := attach(cgroupPath, pins, a.prog, a.typ)
+		if err != nil {
+			err = fmt.Errorf("socklb: attach %v to %s: %w", a.prog, cgroupPath, err)
+			return nil, errors.Join(err, lb.Close())
+		}
+		lb.links = append(lb.links, l)
+	}
+	if pins != "" {
+		if err := lb.adopt(); err != nil {
+			return nil, errors.Join(fmt.Errorf("socklb: adopt %s: %w", pins, err), lb.Close())
+		}
+	}
+	return lb, nil
+}
+
+// attachment is one program and the cgroup hook it attaches to.
+type attachment struct {
+	prog *ebpf.Program
+	typ  ebpf.AttachType
+}
+
+func (lb *LB) attachments() []attachment {
+	return []attachment{
 		{lb.objs.SocklbConnect4, ebpf.AttachCGroupInet4Connect},
 		{lb.objs.SocklbGetpeername4, ebpf.AttachCgroupInet4GetPeername},
 		{lb.objs.SocklbConnect6, ebpf.AttachCGroupInet6Connect},
@@ -58,15 +81,7 @@ func Open(cgroupPath string) (*LB, error) {
 		{lb.objs.SocklbRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
 		{lb.objs.SocklbSendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
 		{lb.objs.SocklbRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
-	} {
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: a.typ, Program: a.prog})
-		if err != nil {
-			err = fmt.Errorf("socklb: attach %v to %s: %w", a.prog, cgroupPath, err)
-			return nil, errors.Join(err, lb.Close())
-		}
-		lb.links = append(lb.links, l)
 	}
-	return lb, nil
 }
 
 // SetService makes frontend (an IPv4 or IPv6 address and port) of protocol
@@ -231,8 +246,9 @@ func (lb *LB) dropSlots(s svcState) {
 	lb.slots.free(s.base)
 }
 
-// Close detaches the programs from the cgroup and releases the programs and
-// maps, which the kernel then frees. Close is idempotent.
+// Close releases the programs and maps. Unpinned, they are detached from
+// the cgroup and freed; pinned (OpenPinned), they stay attached and held,
+// for the next OpenPinned to adopt, until Unpin. Close is idempotent.
 func (lb *LB) Close() error {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()

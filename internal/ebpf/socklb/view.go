@@ -154,14 +154,8 @@ func (v *View) Lookup(frontend netip.AddrPort, proto model.Protocol) (backends [
 	} else if err != nil {
 		return nil, false, fmt.Errorf("socklb: lookup %v/%s: %w", frontend, proto, err)
 	}
-	backends = make([]netip.AddrPort, 0, sv.Count)
-	for i := range sv.Count {
-		slot := sv.Base + i
-		var be socklbBackend
-		if err := v.backends.Lookup(&slot, &be); err != nil {
-			return nil, true, fmt.Errorf("socklb: lookup %v/%s: backend slot %d: %w", frontend, proto, slot, err)
-		}
-		backends = append(backends, backendAddrPort(be))
+	if backends, err = readBackends(v.backends, sv.Base, sv.Count); err != nil {
+		return nil, true, fmt.Errorf("socklb: lookup %v/%s: %w", frontend, proto, err)
 	}
 	return backends, true, nil
 }
@@ -175,4 +169,22 @@ func (v *View) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readBackends reads the count backends from slot base on in the backends
+// map m, in slot order (nil for none).
+func readBackends(m *ebpf.Map, base, count uint32) ([]netip.AddrPort, error) {
+	if count == 0 {
+		return nil, nil
+	}
+	out := make([]netip.AddrPort, 0, count)
+	for i := range count {
+		slot := base + i
+		var be socklbBackend
+		if err := m.Lookup(&slot, &be); err != nil {
+			return nil, fmt.Errorf("backend slot %d: %w", slot, err)
+		}
+		out = append(out, backendAddrPort(be))
+	}
+	return out, nil
 }

@@ -44,7 +44,7 @@ func TestViewReadsAttached(t *testing.T) {
 		{vip, model.ProtocolTCP, true, bes},
 		{vip, model.ProtocolUDP, false, nil},
 		{vipUDP, model.ProtocolUDP, true, bes[:1]},
-		{empty, model.ProtocolTCP, true, []netip.AddrPort{}},
+		{empty, model.ProtocolTCP, true, nil},
 		{"[fd00:96::10]:80", model.ProtocolTCP, true, bes6},
 		{"10.96.0.99:80", model.ProtocolTCP, false, nil},
 	} {
