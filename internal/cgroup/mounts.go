@@ -1,5 +1,3 @@
-// Package cgroup finds the cgroup hierarchies of the caller's mount
-// namespace: where cgroup v2 directories are made and BPF programs attached.
 package cgroup
 
 import (
@@ -15,6 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrNoCgroup2 is Mounts' and Root's error when no cgroup2 hierarchy is
+// mounted in the caller's mount namespace.
+var ErrNoCgroup2 = errors.New("cgroup hierarchies: no cgroup2 hierarchy mounted (on a hybrid host, /sys/fs/cgroup/unified)")
+
 // Mounts returns the mount points of the cgroup hierarchies (v1 and v2) of
 // the caller's mount namespace, sorted, and which one is the cgroup2
 // hierarchy (/sys/fs/cgroup on a unified host, /sys/fs/cgroup/unified on a
@@ -26,7 +28,7 @@ func Mounts() (all []string, v2 string, err error) {
 	}
 	all, v2 = pick(ms)
 	if v2 == "" {
-		return nil, "", errors.New("cgroup hierarchies: no cgroup2 hierarchy mounted (on a hybrid host, /sys/fs/cgroup/unified)")
+		return nil, "", ErrNoCgroup2
 	}
 	return all, v2, nil
 }

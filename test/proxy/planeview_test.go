@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
-	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
@@ -261,7 +260,7 @@ func (v *ebpfView) objects() []string {
 }
 
 func (v *ebpfView) wantRunning() []string {
-	dir, err := socklb.PinDir(v.c.bpfPins, filepath.Join(cgrouptest.Root, v.c.cgroup))
+	dir, err := socklb.PinDir(v.c.bpfPins, v.c.cgroupDir)
 	if err != nil {
 		v.c.t.Fatal(err)
 	}

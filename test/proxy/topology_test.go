@@ -47,7 +47,7 @@ type cluster struct {
 	// cgroup is the eBPF plane's --cgroup, the path of a child cgroup of
 	// this test ("" on other planes): nothing attaches to the root.
 	// bpfPins is its --bpf-pin-dir, on a BPF filesystem of this test.
-	cgroup, bpfPins string
+	cgroup, cgroupDir, bpfPins string
 
 	mu      sync.Mutex
 	pods    []*pod
@@ -72,7 +72,8 @@ func newCluster(t *testing.T) *cluster {
 	needBinary(t)
 	c := &cluster{t: t, dir: t.TempDir()}
 	if testbin.DataPlane() == ebpfplane.Name {
-		c.cgroup = cgrouptest.Path(t, cgrouptest.New(t))
+		c.cgroupDir = cgrouptest.New(t)
+		c.cgroup = cgrouptest.Path(t, c.cgroupDir)
 		c.bpfPins = filepath.Join(cgrouptest.BPFFS(t), "svcnet")
 	}
 	c.node = netnstest.New(t, "node")

@@ -4,10 +4,8 @@
 package cgrouptest
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,50 +16,34 @@ import (
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
-// Root is the cgroup v2 mount under which test cgroups are made.
-const Root = "/sys/fs/cgroup/unified"
-
 var seq atomic.Uint64
 
-// New creates Root/svcnet-test-<pid>-<n> and removes it when the test ends
-// (after the cleanups registered later, such as detaching programs; the
-// processes put in it must have exited by then). It skips or fails as
-// netnstest.RequireRoot does, and fails when Root is no cgroup2 mount.
+// New creates <cgroup v2 root>/svcnet-test-<pid>-<n> (the root found by
+// cgroup.Root) and removes it when the test ends (after the cleanups
+// registered later, such as detaching programs; the processes put in it must
+// have exited by then, within a second). It skips or fails as
+// netnstest.RequireRoot does, and fails when no cgroup2 file system is
+// mounted.
 func New(t testing.TB) string {
 	t.Helper()
 	netnstest.RequireRoot(t)
-	var st unix.Statfs_t
-	if err := unix.Statfs(Root, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
-		t.Fatalf("cgroup: %s is no cgroup2 mount (statfs: %v)", Root, err)
+	root, err := cgroup.Root()
+	if err != nil {
+		t.Fatal(err)
 	}
-	dir := filepath.Join(Root, fmt.Sprintf("svcnet-test-%d-%d", os.Getpid(), seq.Add(1)))
+	dir, err := cgroup.Child(root, fmt.Sprintf("svcnet-test-%d-%d", os.Getpid(), seq.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatalf("cgroup: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := remove(dir); err != nil {
+		if err := cgroup.Remove(dir, time.Second); err != nil {
 			t.Errorf("cgroup cleanup: %v", err)
 		}
 	})
 	return dir
-}
-
-// remove deletes the cgroup dir, waiting a bounded time for exiting processes
-// to leave it.
-func remove(dir string) error {
-	var err error
-	for range 50 {
-		err = os.Remove(dir)
-		if err == nil || errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	return fmt.Errorf("remove %s: %w (processes: %q)", dir, err, procs)
 }
 
 // Open returns a descriptor of the cgroup dir for SysProcAttr.CgroupFD, so a
@@ -81,7 +63,11 @@ func Open(t testing.TB, dir string) int {
 // as svcnet proxy --cgroup takes it.
 func Path(t testing.TB, dir string) string {
 	t.Helper()
-	p, err := cgroup.Path(Root, dir)
+	root, err := cgroup.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cgroup.Path(root, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
