@@ -12,6 +12,9 @@
 //   revnat:    socket cookie -> frontend and backend of a translated socket
 //              (LRU: an entry outlives its socket until evicted, and a live
 //              socket whose entry was evicted reports its backend)
+//   affinity:  client (network namespace cookie) and frontend -> its backend
+//              and when it last connected, for frontends with ClientIP
+//              affinity (LRU)
 //   udp_revnat: socket cookie, backend address and port -> frontend, for each
 //              backend a UDP socket was sent to (connect or sendmsg), so
 //              recvmsg reports a datagram from that backend as from the
@@ -31,6 +34,7 @@
 #define SVC_MAX 65536
 #define BACKEND_MAX 262144
 #define REVNAT_MAX 262144
+#define AFFINITY_MAX 262144
 
 // Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order.
 // Ports are in network order.
@@ -44,6 +48,11 @@ struct svc_key {
 struct svc_value {
 	__u32 count;
 	__u32 base;
+	// affinity_sec > 0: ClientIP affinity, a client (the socket's network
+	// namespace: a pod, or the node) keeps the backend it was sent to while
+	// it connects again within affinity_sec seconds and the backend stays.
+	__u32 affinity_sec;
+	__u32 pad;
 };
 
 struct backend {
@@ -78,6 +87,27 @@ struct {
 	__type(value, struct revnat_value);
 } revnat SEC(".maps");
 
+struct affinity_key {
+	__u64 netns;
+	struct svc_key svc;
+	__u32 pad;
+};
+
+struct affinity_value {
+	struct backend backend;
+	__u32 pad;
+	__u64 last_ns;
+};
+
+// affinity: a client's backend per frontend, for frontends with affinity
+// (LRU: a client gone idle is forgotten first).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AFFINITY_MAX);
+	__type(key, struct affinity_key);
+	__type(value, struct affinity_value);
+} affinity SEC(".maps");
+
 struct udp_revnat_key {
 	__u64 cookie;
 	struct backend backend;
@@ -105,8 +135,46 @@ static __always_inline int is_v4_mapped(const __u32 addr[4])
 #define NOT_FRONTEND 0
 #define NO_BACKENDS -1
 
-// translate looks key up and, for a frontend, picks a backend into *out.
-static __always_inline int translate(const struct svc_key *key, struct backend *out)
+static __always_inline int same_backend(const struct backend *a, const struct backend *b)
+{
+	return a->addr[0] == b->addr[0] && a->addr[1] == b->addr[1] && a->addr[2] == b->addr[2] &&
+	       a->addr[3] == b->addr[3] && a->port == b->port;
+}
+
+struct find_ctx {
+	__u32 base;
+	__u32 found;
+	struct backend want;
+};
+
+static long find_backend(__u32 i, void *data)
+{
+	struct find_ctx *c = data;
+	__u32 slot = c->base + i;
+	struct backend *be = bpf_map_lookup_elem(&backends, &slot);
+	if (!be)
+		return 1;
+	if (same_backend(be, &c->want)) {
+		c->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+// has_backend reports whether be is one of svc's backends.
+static __always_inline int has_backend(const struct svc_value *svc, const struct backend *be)
+{
+	struct find_ctx c = {};
+	c.base = svc->base;
+	c.want = *be;
+	bpf_loop(svc->count, find_backend, &c, 0);
+	return c.found;
+}
+
+// translate looks key up and, for a frontend, picks a backend into *out: at
+// random, or under affinity the client's backend while it is fresh and
+// still a backend.
+static __always_inline int translate(void *ctx, const struct svc_key *key, struct backend *out)
 {
 	struct svc_value *svc = bpf_map_lookup_elem(&services, key);
 	if (!svc)
@@ -114,6 +182,19 @@ static __always_inline int translate(const struct svc_key *key, struct backend *
 	__u32 count = svc->count;
 	if (count == 0)
 		return NO_BACKENDS;
+	struct affinity_key ak = {};
+	__u64 now = 0;
+	if (svc->affinity_sec) {
+		ak.netns = bpf_get_netns_cookie(ctx);
+		ak.svc = *key;
+		now = bpf_ktime_get_ns();
+		struct affinity_value *av = bpf_map_lookup_elem(&affinity, &ak);
+		if (av && now - av->last_ns <= (__u64)svc->affinity_sec * 1000000000ULL && has_backend(svc, &av->backend)) {
+			av->last_ns = now;
+			*out = av->backend;
+			return TRANSLATED;
+		}
+	}
 	__u32 slot = svc->base + bpf_get_prandom_u32() % count;
 	struct backend *be = bpf_map_lookup_elem(&backends, &slot);
 	if (!be)
@@ -123,6 +204,12 @@ static __always_inline int translate(const struct svc_key *key, struct backend *
 		// connect goes untranslated rather than to a wrong place.
 		return NOT_FRONTEND;
 	*out = *be;
+	if (svc->affinity_sec) {
+		struct affinity_value av = {};
+		av.backend = *be;
+		av.last_ns = now;
+		bpf_map_update_elem(&affinity, &ak, &av, BPF_ANY);
+	}
 	return TRANSLATED;
 }
 
@@ -177,7 +264,7 @@ int socklb_connect4(struct bpf_sock_addr *ctx)
 	key.proto = (__u8)ctx->protocol;
 
 	struct backend be;
-	int r = translate(&key, &be);
+	int r = translate(ctx, &key, &be);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -222,7 +309,7 @@ int socklb_connect6(struct bpf_sock_addr *ctx)
 	key.proto = (__u8)ctx->protocol;
 
 	struct backend be;
-	int r = translate(&key, &be);
+	int r = translate(ctx, &key, &be);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -269,7 +356,7 @@ int socklb_sendmsg4(struct bpf_sock_addr *ctx)
 	key.proto = IPPROTO_UDP;
 
 	struct backend be;
-	int r = translate(&key, &be);
+	int r = translate(ctx, &key, &be);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -309,7 +396,7 @@ int socklb_sendmsg6(struct bpf_sock_addr *ctx)
 	key.proto = IPPROTO_UDP;
 
 	struct backend be;
-	int r = translate(&key, &be);
+	int r = translate(ctx, &key, &be);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;

@@ -63,7 +63,7 @@ func socketOf(t *servicetable.Table, node string, dst netip.AddrPort, proto stri
 			continue
 		}
 		s := &SocketLB{Hook: "cgroup connect4", Node: node, Frontend: dst, Proto: proto, Service: sp.ID,
-			Held: d.Held, Backends: d.Backends, Left: d.Left, Set: "cluster"}
+			Held: d.Held, Backends: d.Backends, Affinity: d.Affinity, Left: d.Left, Set: "cluster"}
 		if dst.Addr().Is6() {
 			s.Hook = "cgroup connect6"
 		}
@@ -134,6 +134,9 @@ func (w *walk) socketChoice(s *SocketLB, pick int) *Choice {
 			cand.Pod, cand.Node, cand.Terminating = pod.Key, pod.Node, pod.Terminating
 		}
 		c.Candidates = append(c.Candidates, cand)
+	}
+	if s.Affinity > 0 {
+		c.Affinity = fmt.Sprintf("sessionAffinity ClientIP: the socket load balancer keeps this client (its network namespace) on the backend of its last connect for %s", s.Affinity)
 	}
 	for _, cand := range c.Candidates {
 		if cand.Terminating {

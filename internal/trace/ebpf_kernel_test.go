@@ -84,7 +84,7 @@ func TestVerifySocketKernel(t *testing.T) {
 		"NodePort (Local) from a pod short-circuits to any endpoint", // a NodePort on node1's address
 		"no endpoints: TCP is reset",                                 // held, no backends
 		"no endpoints: UDP gets ICMP port unreachable",               // held, no backends, UDP
-		"sessionAffinity ClientIP records the client",                // left: affinity
+		"sessionAffinity ClientIP records the client",                // held, with affinity
 		"internalTrafficPolicy Local without a local endpoint drops", // left: policy drop
 	} {
 		tr := runScenario(t, snap, ebpfScenario(scenarioByName(t, row)))
@@ -102,12 +102,12 @@ func TestVerifySocketKernel(t *testing.T) {
 	t.Run("a backend gone from the map", func(t *testing.T) {
 		check(t, rows["ClusterIP from a pod to an endpoint on its node"], "has backends ["+web.Backends[1].String()+"], but the trace has it translate it to one of")
 	})
-	sticky := rows["sessionAffinity ClientIP records the client"].Socket
-	if err := lb.SetService(sticky.Frontend, model.ProtocolTCP, []netip.AddrPort{web.Backends[0]}); err != nil {
+	dropped := rows["internalTrafficPolicy Local without a local endpoint drops"].Socket
+	if err := lb.SetService(dropped.Frontend, model.ProtocolTCP, []netip.AddrPort{web.Backends[0]}); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("a frontend left to the rules is in the map", func(t *testing.T) {
-		check(t, rows["sessionAffinity ClientIP records the client"], "but the trace leaves it to the nftables rules")
+		check(t, rows["internalTrafficPolicy Local without a local endpoint drops"], "but the trace leaves it to the nftables rules")
 	})
 	empty := rows["no endpoints: TCP is reset"].Socket
 	if err := lb.DeleteService(empty.Frontend, model.ProtocolTCP); err != nil {

@@ -31,8 +31,8 @@ func socketRefused(sc *scenario) {
 // ebpfDifferences are the scenario rows where the ebpf plane differs from
 // the nftables plane: senders on a node connecting to a frontend the socket
 // load balancer holds. Every other row (senders off the nodes; frontends it
-// leaves to the rules: a policy drop, ClientIP affinity, source ranges,
-// SCTP; destinations that are no frontend) is the nftables plane's path.
+// leaves to the rules: a policy drop, source ranges, SCTP; destinations that
+// are no frontend) is the nftables plane's path.
 var ebpfDifferences = map[string]func(sc *scenario){
 	"ClusterIP from a pod to an endpoint on its node":                     socketTranslated,
 	"ClusterIP from a pod to an endpoint on another node":                 socketTranslated,
@@ -47,9 +47,10 @@ var ebpfDifferences = map[string]func(sc *scenario){
 	"all endpoints terminating: serving ones are the fallback":          socketTranslated,
 	"topology hints: zone-b keeps to zone-b endpoints":                  socketTranslated,
 	"topology hints: zone-a keeps to its one endpoint":                  socketTranslated,
-	"UDP":                        socketTranslated,
-	"IPv6 ClusterIP":             socketTranslated,
-	"no endpoints: TCP is reset": socketRefused,
+	"UDP": socketTranslated,
+	"sessionAffinity ClientIP records the client": socketTranslated,
+	"IPv6 ClusterIP":                               socketTranslated,
+	"no endpoints: TCP is reset":                   socketRefused,
 	"no endpoints: UDP gets ICMP port unreachable": socketRefused,
 	// The endpoint is the pod itself: its connect goes to its own address,
 	// over loopback, and meets no node.
@@ -162,8 +163,8 @@ func TestScenarioTextEBPF(t *testing.T) {
 	}, {
 		row: "sessionAffinity ClientIP records the client",
 		want: []string{
-			"note: the socket load balancer (cgroup connect4 of node node1) leaves 10.96.0.60:80/tcp to the nftables rules: ClientIP affinity is kept by the nftables rules",
-			"DNAT      tcp 192.168.1.20:33768 → 10.96.0.60:80  ⇒  tcp 192.168.1.20:33768 → 192.168.2.10:8080",
+			"sessionAffinity ClientIP: the socket load balancer keeps this client (its network namespace) on the backend of its last connect for 3h0m0s",
+			"sends     tcp 192.168.1.20:33768 → 192.168.2.10:8080",
 		},
 	}} {
 		t.Run(tc.row, func(t *testing.T) {

@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Trace is the whole story of one packet through the cluster and of its reply:
@@ -219,7 +220,11 @@ type SocketLB struct {
 	// entry for it and Left says why the rules decide instead.
 	Held     bool             `json:"held"`
 	Backends []netip.AddrPort `json:"backends,omitempty"`
-	Left     string           `json:"left,omitempty"`
+	// Affinity is the entry's ClientIP affinity timeout (0: none): a
+	// client (its socket's network namespace) keeps the backend of its
+	// last connect while it connects again within it.
+	Affinity time.Duration `json:"affinity,omitempty"`
+	Left     string        `json:"left,omitempty"`
 	// Backend is the backend the trace follows, and Sent the first packet
 	// of the translated connection, to it: from the source address the
 	// kernel picks for the backend's route, which for a node's socket may

@@ -23,18 +23,21 @@
 //   - traffic from outside the node (NodePort, externalIPs, LB IPs), with
 //     its masquerade, externalTrafficPolicy Local and source ranges;
 //   - sockets of processes outside the cgroup;
-//   - frontends socketEntries leaves out: ClientIP affinity, a traffic
-//     policy that drops (endpoints exist, none for this traffic),
-//     loadBalancerSourceRanges, SCTP.
+//   - frontends socketEntries leaves out: a traffic policy that drops
+//     (endpoints exist, none for this traffic), loadBalancerSourceRanges,
+//     SCTP.
 //
 // So the plane is never less than the nftables plane, and while the socket
 // load balancer is detached (the proxy restarting) connects fall through to
 // the rules and still reach an endpoint. Established connections never
 // depend on the plane: nothing rewrites their packets.
 //
-// Selection is uniform random per connect. The programs and maps are
-// pinned nowhere: they live as long as the proxy's handles, and a
-// restarted proxy loads fresh ones (the getpeername answer of a connection
-// made before the restart is then the endpoint's address). A Service change
-// is a few map updates; no program is reloaded.
+// Selection is uniform random per connect; under ClientIP affinity a
+// client (a socket's network namespace: a pod, or the node, where
+// kube-proxy keys on the source address, which a connect does not have
+// yet) keeps the endpoint of its last connect for the timeout, while that
+// endpoint stays. Pinned (--bpf-pin-dir), the socket load balancer outlives
+// the proxy and the next one adopts it; unpinned, it leaves with the proxy
+// and the next one loads it afresh (connects meanwhile meet the rules). A
+// Service change is a few map updates; no program is reloaded.
 package ebpf

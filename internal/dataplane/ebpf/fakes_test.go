@@ -18,16 +18,19 @@ import (
 // fakeLB tracks what a socket load balancer's maps hold; failAt makes the
 // call of that number (1-based, over SetService and DeleteService) fail.
 type fakeLB struct {
-	mu      sync.Mutex // Reap runs on the plane's reaper goroutine
-	held    map[key][]netip.AddrPort
-	calls   int
-	failAt  int
-	reaps   int
-	retired int // replaced or deleted sets not reaped yet
-	closed  bool
+	mu       sync.Mutex // Reap runs on the plane's reaper goroutine
+	held     map[key][]netip.AddrPort
+	affinity map[key]time.Duration
+	calls    int
+	failAt   int
+	reaps    int
+	retired  int // replaced or deleted sets not reaped yet
+	closed   bool
 }
 
-func newFakeLB() *fakeLB { return &fakeLB{held: map[key][]netip.AddrPort{}} }
+func newFakeLB() *fakeLB {
+	return &fakeLB{held: map[key][]netip.AddrPort{}, affinity: map[key]time.Duration{}}
+}
 
 func (f *fakeLB) call() error {
 	f.calls++
@@ -37,7 +40,7 @@ func (f *fakeLB) call() error {
 	return nil
 }
 
-func (f *fakeLB) SetService(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort) error {
+func (f *fakeLB) SetServiceAffinity(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort, aff time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call(); err != nil {
@@ -47,6 +50,7 @@ func (f *fakeLB) SetService(fe netip.AddrPort, p model.Protocol, bes []netip.Add
 		f.retired++
 	}
 	f.held[key{fe, p}] = slices.Clone(bes)
+	f.affinity[key{fe, p}] = aff
 	return nil
 }
 
@@ -60,6 +64,7 @@ func (f *fakeLB) DeleteService(fe netip.AddrPort, p model.Protocol) error {
 		f.retired++
 	}
 	delete(f.held, key{fe, p})
+	delete(f.affinity, key{fe, p})
 	return nil
 }
 
@@ -76,7 +81,7 @@ func (f *fakeLB) Held() ([]socklb.Held, error) {
 	defer f.mu.Unlock()
 	var out []socklb.Held
 	for k, bes := range f.held {
-		out = append(out, socklb.Held{Frontend: k.Frontend, Protocol: k.Protocol, Backends: slices.Clone(bes)})
+		out = append(out, socklb.Held{Frontend: k.Frontend, Protocol: k.Protocol, Backends: slices.Clone(bes), Affinity: f.affinity[k]})
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package ebpf
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -13,6 +14,8 @@ type entry struct {
 	Frontend netip.AddrPort
 	Protocol model.Protocol
 	Backends []netip.AddrPort
+	// Affinity is the ClientIP affinity timeout (0: none).
+	Affinity time.Duration
 }
 
 // key identifies an entry in the socket load balancer.
@@ -25,7 +28,7 @@ func (e entry) key() key { return key{e.Frontend, e.Protocol} }
 
 // equal reports whether e and o do the same.
 func (e entry) equal(o entry) bool {
-	if e.key() != o.key() || len(e.Backends) != len(o.Backends) {
+	if e.key() != o.key() || e.Affinity != o.Affinity || len(e.Backends) != len(o.Backends) {
 		return false
 	}
 	for i := range e.Backends {
@@ -40,9 +43,6 @@ func (e entry) equal(o entry) bool {
 // socket load balancer, so that a connect to them meets the nftables rules
 // (which then decide) instead.
 const (
-	// leftAffinity: ClientIP affinity is per client address over time, a
-	// state the connect programs do not keep.
-	leftAffinity = "ClientIP affinity is kept by the nftables rules"
 	// leftDrop: the port has endpoints, but none for this traffic's
 	// policy: kube-proxy drops such traffic (the client times out), which a
 	// connect program cannot do but the nftables rules do.
@@ -72,7 +72,9 @@ type leftOut struct {
 // IP or this node's NodePort it goes to ClusterEndpoints whatever the
 // external policy, as kube-proxy short-circuits traffic from pods and from
 // the node itself. With no usable endpoint anywhere the connect is refused
-// (kube-proxy's reject). NodePort frontends are served only on the node's
+// (kube-proxy's reject). ClientIP affinity keeps a client (a pod, or the
+// node: a socket's network namespace, where kube-proxy keys on the source
+// address) on its endpoint for the port's timeout. NodePort frontends are served only on the node's
 // NodePort addresses (never loopback), as in the nftables rules.
 func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOut) {
 	for _, f := range sp.Frontends {
@@ -84,9 +86,6 @@ func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOu
 		case sp.Protocol == model.ProtocolSCTP:
 			left = append(left, leftOut{f, leftSCTP})
 			continue
-		case sp.AffinityTimeout > 0:
-			left = append(left, leftOut{f, leftAffinity})
-			continue
 		case sp.HasEndpoints && len(eps) == 0:
 			left = append(left, leftOut{f, leftDrop})
 			continue
@@ -94,7 +93,7 @@ func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOu
 			left = append(left, leftOut{f, leftSourceRanges})
 			continue
 		}
-		e := entry{Frontend: netip.AddrPortFrom(f.Addr, f.Port), Protocol: sp.Protocol}
+		e := entry{Frontend: netip.AddrPortFrom(f.Addr, f.Port), Protocol: sp.Protocol, Affinity: sp.AffinityTimeout}
 		if sp.HasEndpoints {
 			e.Backends = make([]netip.AddrPort, len(eps))
 			for i, ep := range eps {
@@ -108,12 +107,14 @@ func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOu
 
 // Socket is what the socket load balancer does for a connect on the node to
 // one frontend: Held, it translates the connect to one of Backends chosen
-// uniformly at random, or refuses it with ECONNREFUSED when Backends is
+// uniformly at random (under Affinity, a client's connects within it keep
+// their first one's), or refuses it with ECONNREFUSED when Backends is
 // empty; not Held, it leaves the connect untouched and Left says why the
 // nftables rules decide instead.
 type Socket struct {
 	Held     bool
 	Backends []netip.AddrPort
+	Affinity time.Duration
 	Left     string
 }
 
@@ -125,7 +126,7 @@ func SocketFor(sp *servicetable.ServicePort, frontend netip.AddrPort) (s Socket,
 	entries, left := socketEntries(sp)
 	for _, e := range entries {
 		if e.Frontend == frontend {
-			return Socket{Held: true, Backends: e.Backends}, true
+			return Socket{Held: true, Backends: e.Backends, Affinity: e.Affinity}, true
 		}
 	}
 	for _, l := range left {

@@ -72,11 +72,17 @@ func TestSocketEntries(t *testing.T) {
 		}),
 		entries: all(both),
 	}, {
-		name: "ClientIP affinity: all left to the rules",
+		name: "ClientIP affinity: every frontend with its timeout",
 		sp: base(func(sp *servicetable.ServicePort) {
 			sp.AffinityTimeout = 3 * time.Hour
 		}),
-		left: []leftOut{{fes[0], leftAffinity}, {fes[1], leftAffinity}, {fes[2], leftAffinity}},
+		entries: func() []entry {
+			es := all(both)
+			for i := range es {
+				es[i].Affinity = 3 * time.Hour
+			}
+			return es
+		}(),
 	}, {
 		name: "source ranges: the LB IP left to the firewall",
 		sp: base(func(sp *servicetable.ServicePort) {

@@ -57,10 +57,10 @@ type timedLB struct {
 	spent time.Duration
 }
 
-func (l *timedLB) SetService(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort) error {
+func (l *timedLB) SetServiceAffinity(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort, aff time.Duration) error {
 	start := time.Now()
 	defer func() { l.spent += time.Since(start) }()
-	return l.SocketLB.SetService(fe, p, bes)
+	return l.SocketLB.SetServiceAffinity(fe, p, bes, aff)
 }
 
 func (l *timedLB) DeleteService(fe netip.AddrPort, p model.Protocol) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
@@ -164,21 +165,21 @@ func TestKernelSocketsSkipNAT(t *testing.T) {
 	}
 }
 
-// TestKernelLeftToRules: a port with ClientIP affinity is left to the
-// nftables rules, whose DNAT then serves connects from the cgroup too.
-func TestKernelLeftToRules(t *testing.T) {
+// TestKernelAffinity: a port with ClientIP affinity keeps a client's
+// connects on one endpoint, in the socket load balancer (no NAT).
+func TestKernelAffinity(t *testing.T) {
 	k := newKernelPlane(t)
 	web := clusterIPPort("default/web:80/tcp", vip, ep(be1, true), ep(be2, true))
-	web.AffinityTimeout = 10800e9
+	web.AffinityTimeout = 3 * time.Hour
 	k.sync(t, web)
-	as := cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, 5)
+	as := cgrouptest.Dial(t, k.ns, k.cgfd, "tcp", vip, 10)
 	for i, a := range as {
 		if a.Server != as[0].Server || a.Peer != vip {
 			t.Fatalf("connect %d: %+v; want the same endpoint as the first (%s) as %s", i, a, as[0].Server, vip)
 		}
 	}
-	if n := k.flowsTo(t, vip); n != len(as) {
-		t.Fatalf("%d conntrack flows to the ClusterIP, want %d: affinity is the rules' DNAT", n, len(as))
+	if n := k.flowsTo(t, vip); n != 0 {
+		t.Fatalf("%d conntrack flows to the ClusterIP, want none: affinity is the socket load balancer's", n)
 	}
 }
 

@@ -22,7 +22,7 @@ const Name = "ebpf"
 // SocketLB is the kernel boundary of the socket load balancer
 // (internal/ebpf/socklb.LB): frontends set and deleted in BPF maps.
 type SocketLB interface {
-	SetService(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort) error
+	SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, affinity time.Duration) error
 	DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 	// Reap frees what SetService and DeleteService replaced, once no
 	// connect in progress can still read it.
@@ -112,7 +112,7 @@ func (p *Plane) openLB() error {
 		return errors.Join(fmt.Errorf("ebpf: socket load balancer: %w", err), lb.Close())
 	}
 	for _, h := range held {
-		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends}
+		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends, Affinity: h.Affinity}
 		p.entries[e.key()] = e
 	}
 	p.lb = lb

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/model"
 )
@@ -116,4 +117,17 @@ func heldOf(k socklbSvcKey) (Held, error) {
 		return h, fmt.Errorf("socklb: services entry %v: IP protocol %d", h.Frontend, k.Proto)
 	}
 	return h, nil
+}
+
+// maxAffinity is kube-proxy's bound on sessionAffinityConfig.clientIP's
+// timeoutSeconds (a day).
+const maxAffinity = 86400 * time.Second
+
+// affinitySeconds is an affinity timeout in whole seconds, rounded up; 0
+// for none.
+func affinitySeconds(d time.Duration) (uint32, error) {
+	if d < 0 || d > maxAffinity {
+		return 0, fmt.Errorf("affinity timeout %v: not within 0 and %v", d, maxAffinity)
+	}
+	return uint32((d + time.Second - 1) / time.Second), nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -163,7 +164,7 @@ func (lb *LB) adopt() error {
 	)
 	it := lb.objs.Services.Iterate()
 	for it.Next(&k, &v) {
-		lb.svcs[k] = svcState{base: v.Base, count: v.Count}
+		lb.svcs[k] = svcState{base: v.Base, count: v.Count, affinitySec: v.AffinitySec}
 		if v.Count == 0 {
 			continue
 		}
@@ -195,12 +196,13 @@ func (lb *LB) adopt() error {
 	return nil
 }
 
-// Held is one frontend a load balancer holds: its protocol and backends
-// (empty: connects are refused).
+// Held is one frontend a load balancer holds: its protocol, backends
+// (empty: connects are refused) and ClientIP affinity timeout (0: none).
 type Held struct {
 	Frontend netip.AddrPort
 	Protocol model.Protocol
 	Backends []netip.AddrPort
+	Affinity time.Duration
 }
 
 // Held returns every frontend the load balancer holds (for an adopted one,
@@ -215,6 +217,7 @@ func (lb *LB) Held() ([]Held, error) {
 		if err != nil {
 			return nil, err
 		}
+		h.Affinity = time.Duration(s.affinitySec) * time.Second
 		if h.Backends, err = readBackends(lb.objs.Backends, s.base, s.count); err != nil {
 			return nil, fmt.Errorf("socklb: held %v/%s: %w", h.Frontend, h.Protocol, err)
 		}

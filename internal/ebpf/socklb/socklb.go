@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -31,6 +32,7 @@ type LB struct {
 // svcState is what the maps hold for one frontend.
 type svcState struct {
 	base, count uint32
+	affinitySec uint32
 }
 
 // Open loads the programs and their maps and attaches connect4/6,
@@ -91,12 +93,26 @@ func (lb *LB) attachments() []attachment {
 // sees the old set or the new one. The old set's slots stay in the backends
 // map, retired, until Reap.
 func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort) error {
+	return lb.SetServiceAffinity(frontend, proto, backends, 0)
+}
+
+// SetServiceAffinity is SetService with ClientIP affinity when affinity >
+// 0: a client (a socket's network namespace: a pod, or the node itself)
+// that connects again within affinity of its last connect gets the same
+// backend while that backend is still one of backends, as kube-proxy's
+// sessionAffinity ClientIP (refreshed by every connect). affinity is
+// rounded up to whole seconds.
+func (lb *LB) SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, affinity time.Duration) error {
 	if err := checkFrontend(frontend, backends); err != nil {
 		return fmt.Errorf("socklb: set service: %w", err)
 	}
 	p, err := protoNumber(proto)
 	if err != nil {
 		return fmt.Errorf("socklb: set service %v: %w", frontend, err)
+	}
+	sec, err := affinitySeconds(affinity)
+	if err != nil {
+		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
 	}
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
@@ -115,7 +131,7 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 	if err != nil {
 		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
 	}
-	v := socklbSvcValue{Count: next.count, Base: next.base}
+	v := socklbSvcValue{Count: next.count, Base: next.base, AffinitySec: sec}
 	if err := lb.objs.Services.Put(&key, &v); err != nil {
 		lb.dropSlots(next)
 		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
@@ -123,6 +139,7 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 	if prev, had := lb.svcs[key]; had && prev.count > 0 {
 		lb.retired = append(lb.retired, prev)
 	}
+	next.affinitySec = sec
 	lb.svcs[key] = next
 	return nil
 }

@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type socklbAffinityKey struct {
+	_     structs.HostLayout
+	Netns uint64
+	Svc   socklbSvcKey
+	Pad   uint32
+}
+
+type socklbAffinityValue struct {
+	_       structs.HostLayout
+	Backend socklbBackend
+	Pad     uint32
+	LastNs  uint64
+}
+
 type socklbBackend struct {
 	_    structs.HostLayout
 	Addr [4]uint32
@@ -35,9 +49,11 @@ type socklbSvcKey struct {
 }
 
 type socklbSvcValue struct {
-	_     structs.HostLayout
-	Count uint32
-	Base  uint32
+	_           structs.HostLayout
+	Count       uint32
+	Base        uint32
+	AffinitySec uint32
+	Pad         uint32
 }
 
 type socklbUdpRevnatKey struct {
@@ -51,6 +67,7 @@ type socklbUdpRevnatKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	socklbMapAffinity            = "affinity"
 	socklbMapBackends            = "backends"
 	socklbMapRevnat              = "revnat"
 	socklbMapServices            = "services"
@@ -121,6 +138,7 @@ type socklbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type socklbMapSpecs struct {
+	Affinity  *ebpf.MapSpec `ebpf:"affinity"`
 	Backends  *ebpf.MapSpec `ebpf:"backends"`
 	Revnat    *ebpf.MapSpec `ebpf:"revnat"`
 	Services  *ebpf.MapSpec `ebpf:"services"`
@@ -153,6 +171,7 @@ func (o *socklbObjects) Close() error {
 //
 // It can be passed to loadSocklbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type socklbMaps struct {
+	Affinity  *ebpf.Map `ebpf:"affinity"`
 	Backends  *ebpf.Map `ebpf:"backends"`
 	Revnat    *ebpf.Map `ebpf:"revnat"`
 	Services  *ebpf.Map `ebpf:"services"`
@@ -161,6 +180,7 @@ type socklbMaps struct {
 
 func (m *socklbMaps) Close() error {
 	return _SocklbClose(
+		m.Affinity,
 		m.Backends,
 		m.Revnat,
 		m.Services,
