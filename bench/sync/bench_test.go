@@ -82,6 +82,8 @@ func TestBenchSync(t *testing.T) {
 			tools = append(tools, SvcnetIPTables(benchenv.SvcnetBinary(t)))
 		case ToolKubeProxyIPTables:
 			tools = append(tools, KubeProxyIPTables(k8sBinary(t, "kube-proxy")))
+		case ToolSvcnetEBPF:
+			tools = append(tools, SvcnetEBPF(benchenv.SvcnetBinary(t)))
 		default:
 			t.Fatalf("%s: unknown tool %q", EnvTools, name)
 		}
@@ -185,8 +187,8 @@ watch event at the bench (a watcher of the same apiserver, as the proxy is) to i
 the kernel; below zero when the kernel had it first.
 RSS: VmRSS after the first full sync; RSS end: after the last change; peak: VmHWM at the end.
 The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet, each svcnet
-tool against the kube-proxy mode of its layout (svcnet against kube-proxy, svcnet-iptables
-against kube-proxy-iptables); ratio(RSS): RSS after the full sync.
+tool against the kube-proxy mode of its layout (svcnet and svcnet-ebpf against kube-proxy,
+svcnet-iptables against kube-proxy-iptables); ratio(RSS): RSS after the full sync.
 `)
 	fmt.Fprintf(&b, "changes wanted per run: %d\n\n", changes)
 	b.WriteString(Summary(rs))

@@ -8,6 +8,13 @@
 //
 //   - svcnet (svcnet proxy, nftables plane) against kube-proxy
 //     (--proxy-mode nftables): the default pair;
+//   - svcnet-ebpf (svcnet proxy --data-plane ebpf: the socket load balancer
+//     over the nftables plane's rules, attached to a child cgroup the run
+//     makes) against kube-proxy too: its change is in the kernel when its
+//     ClusterIP is in the rules' map and in the socket load balancer's
+//     services map (SocketWait polls it after the rules' event; the plane
+//     writes it right after the rules' commit). Not in the default:
+//     SVCNET_BENCH_TOOLS=svcnet,svcnet-ebpf,kube-proxy;
 //   - svcnet-iptables (svcnet proxy --data-plane iptables) against
 //     kube-proxy-iptables (--proxy-mode iptables, the same binary), both
 //     through iptables-nft-restore, the host's iptables being the nf_tables

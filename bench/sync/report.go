@@ -16,11 +16,14 @@ const (
 	ToolKubeProxy         = "kube-proxy"
 	ToolSvcnetIPTables    = "svcnet-iptables"
 	ToolKubeProxyIPTables = "kube-proxy-iptables"
+	ToolSvcnetEBPF        = "svcnet-ebpf"
 )
 
 // Baseline names the kube-proxy mode each svcnet tool is compared with: the
 // same rule layout (nftables maps, or iptables chains).
-var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables}
+// The eBPF plane (its socket load balancer over the nftables plane's
+// rules) is compared with kube-proxy's nftables mode.
+var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables, ToolSvcnetEBPF: ToolKubeProxy}
 
 // Result is what one (tool, N) run measured.
 type Result struct {

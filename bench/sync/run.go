@@ -34,6 +34,10 @@ type Tool struct {
 	MinSyncPeriod time.Duration
 	// Argv returns the command line, given the kubeconfig path.
 	Argv func(kubeconfig string) []string
+	// Sockets: the tool is svcnet's eBPF plane. Its run makes a child cgroup
+	// for it (--cgroup), and a change counts as programmed once its frontend
+	// is in the socket load balancer's services map too (SocketWait).
+	Sockets bool
 }
 
 // ServiceIPsMap is the verdict map both proxies keep ClusterIPs in.
@@ -126,8 +130,24 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("pre-create change slices: %v", err)
 	}
 
+	argv := tool.Argv(kc)
+	var sockets *SocketWait
+	if tool.Sockets {
+		cg, err := newBenchCgroup(name)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer func() {
+			if err := cg.remove(); err != nil {
+				res.Err = strings.TrimPrefix(res.Err+"; ", "; ") + err.Error()
+			}
+		}()
+		argv = append(argv, "--cgroup", cg.path)
+		sockets = &SocketWait{Dir: cg.dir}
+		defer sockets.Close()
+	}
 	logPath := filepath.Join(b.Dir, fmt.Sprintf("%s-%d.log", tool.Short, n))
-	p, err := StartProc(ns, tool.Name, logPath, tool.Argv(kc)...)
+	p, err := StartProc(ns, tool.Name, logPath, argv...)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -178,7 +198,7 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 	}()
 	// Like every later change, the first finds the min-sync-period gate open:
 	// it comes a spacing after the full sync's log line.
-	if err := b.changes(ctx, tool, p, m, wc, chg, first.At, &res); err != nil {
+	if err := b.changes(ctx, tool, p, m, sockets, wc, chg, first.At, &res); err != nil {
 		return fail("%v", err)
 	}
 	if res.RSSEnd, res.HWM, err = p.Memory(); err != nil {
@@ -190,7 +210,7 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 // changes creates the change Services one at a time, the first a spacing
 // after lastSync, and records each one's create-to-kernel latency and, as
 // the watch clock saw the Service, its programming latency.
-func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, wc *WatchClock, names []string, lastSync time.Time, res *Result) error {
+func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, sockets *SocketWait, wc *WatchClock, names []string, lastSync time.Time, res *Result) error {
 	spacing := tool.MinSyncPeriod + 200*time.Millisecond
 	select {
 	case <-ctx.Done():
@@ -227,6 +247,9 @@ func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, wc 
 		}
 		wctx, cancel := context.WithTimeout(ctx, changeTimeout)
 		at, err := m.Wait(wctx, ip)
+		if err == nil && sockets != nil {
+			at, err = sockets.Wait(wctx, netip.AddrPortFrom(ip, servicePort))
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

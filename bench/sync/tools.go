@@ -35,6 +35,17 @@ func SvcnetIPTables(bin string) Tool {
 	return svcnetTool(bin, ToolSvcnetIPTables, "si", IPTablesFrontends, "--data-plane", "iptables")
 }
 
+// SvcnetEBPF runs `svcnet proxy --data-plane ebpf` from bin, as Svcnet
+// otherwise, its socket load balancer attached to a child cgroup of the
+// benchmark's (Tool.Sockets). A change is in the kernel when its ClusterIP is
+// in the nftables rules' map and in the socket load balancer's services map
+// (which the plane writes after the rules).
+func SvcnetEBPF(bin string) Tool {
+	t := svcnetTool(bin, ToolSvcnetEBPF, "se", svcnetFrontends, "--data-plane", "ebpf")
+	t.Sockets = true
+	return t
+}
+
 // ToolSvcnetB is a second svcnet build (EnvSvcnetB), for A/B comparisons of
 // two builds on one population: list the tools alternately
 // (svcnet,svcnet-b,svcnet,svcnet-b) to spread the drift of a shared machine.
