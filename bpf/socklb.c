@@ -52,8 +52,16 @@ struct svc_value {
 	// namespace: a pod, or the node) keeps the backend it was sent to while
 	// it connects again within affinity_sec seconds and the backend stays.
 	__u32 affinity_sec;
-	__u32 pad;
+	// sched chooses among the backends: SCHED_RANDOM, SCHED_RR (the next
+	// one per connect, counted in rr) or SCHED_SH (by a hash of the
+	// client, its socket's network namespace).
+	__u32 sched;
+	__u32 rr;
 };
+
+#define SCHED_RANDOM 0
+#define SCHED_RR 1
+#define SCHED_SH 2
 
 struct backend {
 	__u32 addr[4];
@@ -171,9 +179,20 @@ static __always_inline int has_backend(const struct svc_value *svc, const struct
 	return c.found;
 }
 
-// translate looks key up and, for a frontend, picks a backend into *out: at
-// random, or under affinity the client's backend while it is fresh and
-// still a backend.
+// mix spreads a 64-bit key over 32 bits (the finalizer of MurmurHash3).
+static __always_inline __u32 mix(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return (__u32)x;
+}
+
+// translate looks key up and, for a frontend, picks a backend into *out by
+// its scheduler, or under affinity the client's backend while it is fresh
+// and still a backend.
 static __always_inline int translate(void *ctx, const struct svc_key *key, struct backend *out)
 {
 	struct svc_value *svc = bpf_map_lookup_elem(&services, key);
@@ -195,7 +214,18 @@ static __always_inline int translate(void *ctx, const struct svc_key *key, struc
 			return TRANSLATED;
 		}
 	}
-	__u32 slot = svc->base + bpf_get_prandom_u32() % count;
+	__u32 pick;
+	switch (svc->sched) {
+	case SCHED_RR:
+		pick = __sync_fetch_and_add(&svc->rr, 1) % count;
+		break;
+	case SCHED_SH:
+		pick = mix(bpf_get_netns_cookie(ctx)) % count;
+		break;
+	default:
+		pick = bpf_get_prandom_u32() % count;
+	}
+	__u32 slot = svc->base + pick;
 	struct backend *be = bpf_map_lookup_elem(&backends, &slot);
 	if (!be)
 		// User space writes a frontend's backends before its services

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
@@ -62,6 +64,7 @@ type proxyOptions struct {
 	dataPlane          string
 	cgroup             string
 	bpfPinDir          string
+	ebpfScheduler      string
 	announce           announceOptions
 	verbosity          int
 	// warnings are set by config: one line per setting of the --config
@@ -147,6 +150,7 @@ synced and the Node known and eligible.`,
 	fs.BoolVar(&o.podRoutes, "pod-routes", false, "route other nodes' pod CIDRs via their InternalIPs (host-gw; routes of protocol 154 in the main table)")
 	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "iptables" in kube-proxy's iptables chains (iptables-restore); "userspace" proxies them in this process (kube-proxy's old userspace mode, with retries); "ebpf" translates connects of the processes in --cgroup to an endpoint in BPF, over the nftables rules for all other traffic; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
 	fs.StringVar(&o.cgroup, "cgroup", "", `with --data-plane ebpf: the cgroup v2 path (as /proc/PID/cgroup names it, e.g. /kubepods) whose processes' connects to Services are translated in BPF; svcnet mounts the cgroup2 hierarchy at /run/svcnet/cgroup2 if its mount namespace has none (default: /, every process of the node)`)
+	fs.StringVar(&o.ebpfScheduler, "ebpf-scheduler", string(socklb.Random), `with --data-plane ebpf: how an endpoint is chosen per connect for Services without the svcnet.io/scheduler annotation: "random", "rr" (round robin) or "sh" (source hash: by the client's network namespace)`)
 	fs.StringVar(&o.bpfPinDir, "bpf-pin-dir", defaultBPFPinDir, `with --data-plane ebpf: the directory of a BPF filesystem where the socket load balancer is pinned, so that a restarted proxy adopts it and no connect goes untranslated in between ("" pins nothing; the default pins nothing when /sys/fs/bpf is no BPF filesystem)`)
 	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/healthcheck"
 	"github.com/svcnet/svcnet/internal/proxy/metrics"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // validateDataPlane checks --data-plane: a known value (planes.Names), and
@@ -28,6 +31,9 @@ func (o *proxyOptions) validateDataPlane() error {
 	}
 	if o.dataPlane == planes.None && !o.podRoutes && o.announce.mode == "" {
 		return fmt.Errorf("--data-plane %s: nothing to do without --pod-routes or --announce", planes.None)
+	}
+	if !slices.Contains(servicetable.Schedulers, o.ebpfScheduler) {
+		return fmt.Errorf("--ebpf-scheduler %q: want %s", o.ebpfScheduler, strings.Join(servicetable.Schedulers, ", "))
 	}
 	if o.cgroup != "" {
 		if o.dataPlane != ebpfplane.Name {
@@ -49,7 +55,7 @@ const defaultBPFPinDir = "/sys/fs/bpf/svcnet"
 // --bpf-pin-dir whose BPF filesystem is not mounted (a proxy started by ip
 // netns exec sees a fresh /sys) pins nothing, and says so.
 func (o *proxyOptions) planeOptions(log klog.Logger) planes.Options {
-	opt := planes.Options{Cgroup: o.cgroup, PinDir: o.bpfPinDir}
+	opt := planes.Options{Cgroup: o.cgroup, PinDir: o.bpfPinDir, Scheduler: o.ebpfScheduler}
 	if o.bpfPinDir == defaultBPFPinDir {
 		var st unix.Statfs_t
 		if err := unix.Statfs(filepath.Dir(defaultBPFPinDir), &st); err != nil || st.Type != unix.BPF_FS_MAGIC {

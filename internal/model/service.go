@@ -59,6 +59,11 @@ const (
 	LabelTopologyZone     = "topology.kubernetes.io/zone"
 )
 
+// SchedulerAnnotation on a Service chooses how svcnet's eBPF data plane picks
+// an endpoint per connect: "random", "rr" (round robin) or "sh" (source
+// hash); unset, the plane's --ebpf-scheduler. Other planes ignore it.
+const SchedulerAnnotation = "svcnet.io/scheduler"
+
 // DefaultAffinityTimeout is the ClientIP affinity timeout when none is given (3 hours).
 const DefaultAffinityTimeout = 10800 * time.Second
 

@@ -103,6 +103,7 @@ func buildPort(svc *model.Service, p *model.ServicePort, fam ipfamily.Family, cl
 	if svc.Type == model.ServiceTypeLoadBalancer && externalPolicyLocal(svc) {
 		sp.HealthCheckNodePort = uint16(svc.HealthCheckNodePort)
 	}
+	sp.Scheduler = svc.Annotations[model.SchedulerAnnotation]
 	if svc.AffinityClientIP {
 		sp.AffinityTimeout = svc.AffinityTimeout
 		if sp.AffinityTimeout <= 0 {
@@ -155,6 +156,9 @@ func validateService(svc *model.Service) string {
 			return fmt.Sprintf("spec.ports[%d] duplicates spec.ports[%d] (%s)", i, j, tok)
 		}
 		ids[tok] = i
+	}
+	if v, ok := svc.Annotations[model.SchedulerAnnotation]; ok && !slices.Contains(Schedulers, v) {
+		return fmt.Sprintf("annotation %s: %q: want %s", model.SchedulerAnnotation, v, strings.Join(Schedulers, ", "))
 	}
 	if svc.HealthCheckNodePort < 0 || svc.HealthCheckNodePort > 65535 {
 		return fmt.Sprintf("spec.healthCheckNodePort %d out of range", svc.HealthCheckNodePort)

@@ -323,6 +323,9 @@ func TestBuildServiceInvalid(t *testing.T) {
 		{"loopback clusterIP", svc("web", withClusterIPs("127.0.0.5")), "spec.clusterIPs[0] 127.0.0.5"},
 		{"unspecified externalIP", svc("web", func(s *model.Service) { s.ExternalIPs = ips("0.0.0.0") }), "spec.externalIPs[0] 0.0.0.0"},
 		{"loopback externalIP", svc("web", func(s *model.Service) { s.ExternalIPs = ips("172.26.236.200", "::1") }), "spec.externalIPs[1] ::1"},
+		{"unknown scheduler", svc("web", func(s *model.Service) {
+			s.Annotations = map[string]string{model.SchedulerAnnotation: "lc"}
+		}), `annotation svcnet.io/scheduler: "lc": want random, rr, sh`},
 		{"link-local LB IP", svc("web", func(s *model.Service) {
 			s.LoadBalancerIngress = []model.LoadBalancerIngress{{IP: ip("169.254.1.1"), IPMode: model.IPModeVIP}}
 		}), "status.loadBalancer.ingress[0].ip 169.254.1.1"},
@@ -337,6 +340,20 @@ func TestBuildServiceInvalid(t *testing.T) {
 				t.Fatalf("error = %v, want whole-Service skip with %q", err, tc.reason)
 			}
 		})
+	}
+}
+
+// The scheduler annotation reaches every entry of the Service.
+func TestBuildServiceScheduler(t *testing.T) {
+	s := svc("web", func(s *model.Service) { s.Annotations = map[string]string{model.SchedulerAnnotation: "sh"} })
+	got, err := BuildService(state(s), testNode())
+	if err != nil || len(got) == 0 {
+		t.Fatalf("BuildService = %d entries, %v", len(got), err)
+	}
+	for _, sp := range got {
+		if sp.Scheduler != "sh" {
+			t.Errorf("%s (%s): scheduler %q, want sh", sp.ID, sp.Family, sp.Scheduler)
+		}
 	}
 }
 

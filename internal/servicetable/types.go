@@ -83,6 +83,9 @@ func (e EgressMasquerade) clone() EgressMasquerade {
 	return e
 }
 
+// Schedulers are the values model.SchedulerAnnotation accepts.
+var Schedulers = []string{"random", "rr", "sh"}
+
 // DefaultMasqueradeMark is kube-proxy's: masqueradeBit 14.
 const DefaultMasqueradeMark = 1 << 14
 
@@ -217,6 +220,9 @@ type ServicePort struct {
 	HealthCheckNodePort uint16
 	// AffinityTimeout is the ClientIP affinity timeout; 0 means no affinity.
 	AffinityTimeout time.Duration
+	// Scheduler is the Service's model.SchedulerAnnotation, one of
+	// Schedulers ("": the plane's default).
+	Scheduler string
 
 	// ClusterEndpoints are the endpoints for traffic under the Cluster policy:
 	// ready ones, narrowed by topology hints when those apply, else (no ready

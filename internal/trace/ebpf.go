@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
+
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/model"
@@ -63,7 +65,8 @@ func socketOf(t *servicetable.Table, node string, dst netip.AddrPort, proto stri
 			continue
 		}
 		s := &SocketLB{Hook: "cgroup connect4", Node: node, Frontend: dst, Proto: proto, Service: sp.ID,
-			Held: d.Held, Backends: d.Backends, Affinity: d.Affinity, Left: d.Left, Set: "cluster"}
+			Held: d.Held, Backends: d.Backends, Affinity: d.Policy.Affinity,
+			Scheduler: string(d.Policy.Scheduler), Left: d.Left, Set: "cluster"}
 		if dst.Addr().Is6() {
 			s.Hook = "cgroup connect6"
 		}
@@ -125,7 +128,7 @@ func (w *walk) connect(from Place, t Tuple) (Tuple, error) {
 // socketChoice is the socket load balancer's endpoint choice: each backend
 // of the entry with the same probability, the followed one chosen.
 func (w *walk) socketChoice(s *SocketLB, pick int) *Choice {
-	c := &Choice{Node: s.Node, Service: s.Service, Set: s.Set, Socket: true}
+	c := &Choice{Node: s.Node, Service: s.Service, Set: s.Set, Socket: true, Scheduler: schedulerText(s.Scheduler)}
 	p := big.NewRat(1, int64(len(s.Backends)))
 	for i, be := range s.Backends {
 		cand := Candidate{Endpoint: be.String(), Probability: p.RatString(), Chosen: i == pick}
@@ -163,4 +166,18 @@ func refusedHop(from Place, t Tuple, s *SocketLB) (Hop, Verdict) {
 // rules.
 func socketNote(s *SocketLB) string {
 	return fmt.Sprintf("the socket load balancer (%s of node %s) leaves %s/%s to the nftables rules: %s", s.Hook, s.Node, s.Frontend, s.Proto, s.Left)
+}
+
+// schedulerText says how a socket load balancer entry of scheduler s
+// chooses.
+func schedulerText(s string) string {
+	switch socklb.Scheduler(s) {
+	case socklb.RoundRobin:
+		return "in turn per connect (round robin, svcnet.io/scheduler)"
+	case socklb.SourceHash:
+		return "by a hash of the client, its network namespace (source hash, svcnet.io/scheduler)"
+	case socklb.Random:
+		return "uniformly at random, per connect (svcnet.io/scheduler)"
+	}
+	return "uniformly at random, per connect (unless the proxy's --ebpf-scheduler says otherwise)"
 }

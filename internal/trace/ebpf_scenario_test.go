@@ -121,7 +121,7 @@ func TestScenarioTextEBPF(t *testing.T) {
 			"rules: rendered from the cluster state as svcnet proxy renders them (--data-plane ebpf)",
 			"connect   tcp 192.168.3.20:40000 → 10.96.0.10:80\n              at cgroup connect4 of node node3's cgroup: the socket load balancer, before any packet exists",
 			"entry     services map 10.96.0.10:80/tcp → 2 backends (default/web:http/tcp, ClusterIP)",
-			"endpoint  default/web:http/tcp, cluster endpoints; one of 2 backends, uniformly at random, per connect:",
+			"endpoint  default/web:http/tcp, cluster endpoints; one of 2 backends, uniformly at random, per connect (unless the proxy's --ebpf-scheduler says otherwise):",
 			"✓ 1/2    192.168.1.10:8080        pod default/web-1 on node1",
 			"  1/2    192.168.2.10:8080        pod default/web-2 on node2",
 			"backend   connected to 192.168.1.10:8080 instead",

@@ -195,6 +195,8 @@ type Choice struct {
 	// Socket is set when the socket load balancer chose, at connect() on
 	// the sender (Node is the sender's node), not a rule.
 	Socket bool `json:"socket,omitempty"`
+	// Scheduler says how the socket load balancer chooses (Socket only).
+	Scheduler string `json:"scheduler,omitempty"`
 }
 
 // SocketLB is what a node's socket load balancer (the cgroup connect
@@ -222,9 +224,12 @@ type SocketLB struct {
 	Backends []netip.AddrPort `json:"backends,omitempty"`
 	// Affinity is the entry's ClientIP affinity timeout (0: none): a
 	// client (its socket's network namespace) keeps the backend of its
-	// last connect while it connects again within it.
-	Affinity time.Duration `json:"affinity,omitempty"`
-	Left     string        `json:"left,omitempty"`
+	// last connect while it connects again within it. Scheduler is how the
+	// entry chooses otherwise (the Service's svcnet.io/scheduler; "": the
+	// proxy's --ebpf-scheduler).
+	Affinity  time.Duration `json:"affinity,omitempty"`
+	Scheduler string        `json:"scheduler,omitempty"`
+	Left      string        `json:"left,omitempty"`
 	// Backend is the backend the trace follows, and Sent the first packet
 	// of the translated connection, to it: from the source address the
 	// kernel picks for the backend's route, which for a node's socket may

@@ -185,7 +185,7 @@ func writeChoice(b *strings.Builder, c *Choice) {
 		fmt.Fprintf(b, "; %s", c.Affinity)
 	}
 	if c.Socket {
-		fmt.Fprintf(b, "; one of %d backend%s, uniformly at random, per connect", len(c.Candidates), plural(len(c.Candidates)))
+		fmt.Fprintf(b, "; one of %d backend%s, %s", len(c.Candidates), plural(len(c.Candidates)), c.Scheduler)
 	}
 	b.WriteString(":\n")
 	for _, cand := range c.Candidates {

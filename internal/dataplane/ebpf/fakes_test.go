@@ -18,18 +18,18 @@ import (
 // fakeLB tracks what a socket load balancer's maps hold; failAt makes the
 // call of that number (1-based, over SetService and DeleteService) fail.
 type fakeLB struct {
-	mu       sync.Mutex // Reap runs on the plane's reaper goroutine
-	held     map[key][]netip.AddrPort
-	affinity map[key]time.Duration
-	calls    int
-	failAt   int
-	reaps    int
-	retired  int // replaced or deleted sets not reaped yet
-	closed   bool
+	mu      sync.Mutex // Reap runs on the plane's reaper goroutine
+	held    map[key][]netip.AddrPort
+	policy  map[key]socklb.Policy
+	calls   int
+	failAt  int
+	reaps   int
+	retired int // replaced or deleted sets not reaped yet
+	closed  bool
 }
 
 func newFakeLB() *fakeLB {
-	return &fakeLB{held: map[key][]netip.AddrPort{}, affinity: map[key]time.Duration{}}
+	return &fakeLB{held: map[key][]netip.AddrPort{}, policy: map[key]socklb.Policy{}}
 }
 
 func (f *fakeLB) call() error {
@@ -40,7 +40,7 @@ func (f *fakeLB) call() error {
 	return nil
 }
 
-func (f *fakeLB) SetServiceAffinity(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort, aff time.Duration) error {
+func (f *fakeLB) SetServicePolicy(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort, pol socklb.Policy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.call(); err != nil {
@@ -50,7 +50,7 @@ func (f *fakeLB) SetServiceAffinity(fe netip.AddrPort, p model.Protocol, bes []n
 		f.retired++
 	}
 	f.held[key{fe, p}] = slices.Clone(bes)
-	f.affinity[key{fe, p}] = aff
+	f.policy[key{fe, p}] = pol
 	return nil
 }
 
@@ -64,7 +64,7 @@ func (f *fakeLB) DeleteService(fe netip.AddrPort, p model.Protocol) error {
 		f.retired++
 	}
 	delete(f.held, key{fe, p})
-	delete(f.affinity, key{fe, p})
+	delete(f.policy, key{fe, p})
 	return nil
 }
 
@@ -81,7 +81,7 @@ func (f *fakeLB) Held() ([]socklb.Held, error) {
 	defer f.mu.Unlock()
 	var out []socklb.Held
 	for k, bes := range f.held {
-		out = append(out, socklb.Held{Frontend: k.Frontend, Protocol: k.Protocol, Backends: slices.Clone(bes), Affinity: f.affinity[k]})
+		out = append(out, socklb.Held{Frontend: k.Frontend, Protocol: k.Protocol, Backends: slices.Clone(bes), Policy: f.policy[k]})
 	}
 	return out, nil
 }

@@ -2,8 +2,8 @@ package ebpf
 
 import (
 	"net/netip"
-	"time"
 
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
@@ -14,8 +14,9 @@ type entry struct {
 	Frontend netip.AddrPort
 	Protocol model.Protocol
 	Backends []netip.AddrPort
-	// Affinity is the ClientIP affinity timeout (0: none).
-	Affinity time.Duration
+	// Policy is how a backend is chosen: the port's affinity, and its
+	// scheduler ("" until the plane applies its default).
+	Policy socklb.Policy
 }
 
 // key identifies an entry in the socket load balancer.
@@ -28,7 +29,7 @@ func (e entry) key() key { return key{e.Frontend, e.Protocol} }
 
 // equal reports whether e and o do the same.
 func (e entry) equal(o entry) bool {
-	if e.key() != o.key() || e.Affinity != o.Affinity || len(e.Backends) != len(o.Backends) {
+	if e.key() != o.key() || e.Policy != o.Policy || len(e.Backends) != len(o.Backends) {
 		return false
 	}
 	for i := range e.Backends {
@@ -93,7 +94,8 @@ func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOu
 			left = append(left, leftOut{f, leftSourceRanges})
 			continue
 		}
-		e := entry{Frontend: netip.AddrPortFrom(f.Addr, f.Port), Protocol: sp.Protocol, Affinity: sp.AffinityTimeout}
+		e := entry{Frontend: netip.AddrPortFrom(f.Addr, f.Port), Protocol: sp.Protocol,
+			Policy: socklb.Policy{Scheduler: socklb.Scheduler(sp.Scheduler), Affinity: sp.AffinityTimeout}}
 		if sp.HasEndpoints {
 			e.Backends = make([]netip.AddrPort, len(eps))
 			for i, ep := range eps {
@@ -107,15 +109,17 @@ func socketEntries(sp *servicetable.ServicePort) (entries []entry, left []leftOu
 
 // Socket is what the socket load balancer does for a connect on the node to
 // one frontend: Held, it translates the connect to one of Backends chosen
-// uniformly at random (under Affinity, a client's connects within it keep
-// their first one's), or refuses it with ECONNREFUSED when Backends is
+// by Policy (under affinity, a client's connects within its timeout keep
+// the last one's), or refuses it with ECONNREFUSED when Backends is
 // empty; not Held, it leaves the connect untouched and Left says why the
 // nftables rules decide instead.
 type Socket struct {
 	Held     bool
 	Backends []netip.AddrPort
-	Affinity time.Duration
-	Left     string
+	// Policy is the port's: its scheduler ("": the proxy's
+	// --ebpf-scheduler) and affinity.
+	Policy socklb.Policy
+	Left   string
 }
 
 // SocketFor returns what the socket load balancer of the node whose service
@@ -126,7 +130,7 @@ func SocketFor(sp *servicetable.ServicePort, frontend netip.AddrPort) (s Socket,
 	entries, left := socketEntries(sp)
 	for _, e := range entries {
 		if e.Frontend == frontend {
-			return Socket{Held: true, Backends: e.Backends, Affinity: e.Affinity}, true
+			return Socket{Held: true, Backends: e.Backends, Policy: e.Policy}, true
 		}
 	}
 	for _, l := range left {

@@ -79,7 +79,7 @@ func TestSocketEntries(t *testing.T) {
 		entries: func() []entry {
 			es := all(both)
 			for i := range es {
-				es[i].Affinity = 3 * time.Hour
+				es[i].Policy.Affinity = 3 * time.Hour
 			}
 			return es
 		}(),

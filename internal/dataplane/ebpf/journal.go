@@ -32,7 +32,7 @@ func (j *journal) apply(k key, w entry, ok bool) error {
 	case ok && had && prev.equal(w):
 		return nil
 	case ok:
-		if err := j.lb.SetServiceAffinity(k.Frontend, k.Protocol, w.Backends, w.Affinity); err != nil {
+		if err := j.lb.SetServicePolicy(k.Frontend, k.Protocol, w.Backends, w.Policy); err != nil {
 			return err
 		}
 		j.entries[k] = w
@@ -57,7 +57,7 @@ func (j *journal) undo() error {
 		u := j.undos[i]
 		var err error
 		if u.had {
-			if err = j.lb.SetServiceAffinity(u.key.Frontend, u.key.Protocol, u.prev.Backends, u.prev.Affinity); err == nil {
+			if err = j.lb.SetServicePolicy(u.key.Frontend, u.key.Protocol, u.prev.Backends, u.prev.Policy); err == nil {
 				j.entries[u.key] = u.prev
 			}
 		} else if err = j.lb.DeleteService(u.key.Frontend, u.key.Protocol); err == nil {

@@ -57,10 +57,10 @@ type timedLB struct {
 	spent time.Duration
 }
 
-func (l *timedLB) SetServiceAffinity(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort, aff time.Duration) error {
+func (l *timedLB) SetServicePolicy(fe netip.AddrPort, p model.Protocol, bes []netip.AddrPort, pol socklb.Policy) error {
 	start := time.Now()
 	defer func() { l.spent += time.Since(start) }()
-	return l.SocketLB.SetServiceAffinity(fe, p, bes, aff)
+	return l.SocketLB.SetServicePolicy(fe, p, bes, pol)
 }
 
 func (l *timedLB) DeleteService(fe netip.AddrPort, p model.Protocol) error {

@@ -22,7 +22,7 @@ const Name = "ebpf"
 // SocketLB is the kernel boundary of the socket load balancer
 // (internal/ebpf/socklb.LB): frontends set and deleted in BPF maps.
 type SocketLB interface {
-	SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, affinity time.Duration) error
+	SetServicePolicy(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, pol socklb.Policy) error
 	DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 	// Reap frees what SetService and DeleteService replaced, once no
 	// connect in progress can still read it.
@@ -42,10 +42,12 @@ type portKey struct {
 // Plane is the eBPF data plane: the socket load balancer for connects on the
 // node, over the nftables rules for everything else (see the package doc).
 type Plane struct {
-	rules    dataplane.DataPlane
-	open     func() (SocketLB, error)
-	unpin    func() error
-	families map[ipfamily.Family]bool
+	rules dataplane.DataPlane
+	open  func() (SocketLB, error)
+	unpin func() error
+	// scheduler is for ports without one of their own.
+	scheduler socklb.Scheduler
+	families  map[ipfamily.Family]bool
 
 	lb     SocketLB
 	reaper *reaper
@@ -84,6 +86,22 @@ func New(rules dataplane.DataPlane, open func() (SocketLB, error), unpin func() 
 	return p
 }
 
+// SetScheduler makes s the scheduler of Service ports without one of their
+// own (model.SchedulerAnnotation); socklb.Random unless set. Call it before
+// the first Sync.
+func (p *Plane) SetScheduler(s socklb.Scheduler) { p.scheduler = s }
+
+// policy is e's policy with the plane's default scheduler applied.
+func (p *Plane) policy(e entry) entry {
+	if e.Policy.Scheduler == "" {
+		e.Policy.Scheduler = p.scheduler
+		if e.Policy.Scheduler == "" {
+			e.Policy.Scheduler = socklb.Random
+		}
+	}
+	return e
+}
+
 // Name returns "ebpf".
 func (p *Plane) Name() string { return Name }
 
@@ -112,7 +130,7 @@ func (p *Plane) openLB() error {
 		return errors.Join(fmt.Errorf("ebpf: socket load balancer: %w", err), lb.Close())
 	}
 	for _, h := range held {
-		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends, Affinity: h.Affinity}
+		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends, Policy: h.Policy}
 		p.entries[e.key()] = e
 	}
 	p.lb = lb
@@ -170,7 +188,7 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 		changedPorts[pk] = sp
 		es, _ := socketEntries(sp)
 		for _, e := range es {
-			want[e.key()] = e
+			want[e.key()] = p.policy(e)
 		}
 	}
 	// The keys whose entry may change: every key of a changed or removed

@@ -11,7 +11,9 @@ import (
 	cebpf "github.com/cilium/ebpf"
 
 	"github.com/svcnet/svcnet/internal/dataplane"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/ipfamily"
+	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
@@ -157,5 +159,20 @@ func TestProbeNotSupported(t *testing.T) {
 	}
 	if err := p.Close(); err != nil || !lb.closed {
 		t.Fatalf("Close = %v, load balancer closed %v", err, lb.closed)
+	}
+}
+
+// The plane's scheduler applies to ports without one; a port's own wins.
+func TestSchedulerDefault(t *testing.T) {
+	p, lb, _ := newTestPlane(t)
+	p.SetScheduler(socklb.RoundRobin)
+	a := clusterIPPort("default/a:80/tcp", "10.96.0.1:80", ep("192.168.1.2:8080", true))
+	b := clusterIPPort("default/b:80/tcp", "10.96.0.2:80", ep("192.168.1.3:8080", true))
+	b.Scheduler = "sh"
+	mustSync(t, p, table(a, b), false)
+	for fe, want := range map[string]socklb.Scheduler{"10.96.0.1:80": socklb.RoundRobin, "10.96.0.2:80": socklb.SourceHash} {
+		if got := lb.policy[key{ap(fe), model.ProtocolTCP}].Scheduler; got != want {
+			t.Errorf("%s: scheduler %q, want %q", fe, got, want)
+		}
 	}
 }

@@ -54,6 +54,9 @@ type Options struct {
 	// /kubepods) whose processes' connects the eBPF plane translates ("":
 	// "/", every process of the node); cgroup.Dir finds its directory.
 	Cgroup string
+	// Scheduler is the eBPF plane's scheduler for Services without
+	// svcnet.io/scheduler ("": random).
+	Scheduler string
 	// PinDir is the directory of a BPF filesystem where the eBPF plane pins
 	// its maps and attachments, so that a restarted proxy adopts them ("":
 	// nothing pinned). --cleanup removes the pins of Cgroup there.
@@ -196,6 +199,7 @@ func openEBPF(opt Options) (dataplane.DataPlane, func() error, error) {
 		return socklb.Unpin(opt.PinDir, d)
 	}
 	p := ebpfplane.New(nftables.New(c, opt.Families...), open, unpin, opt.Families...)
+	p.SetScheduler(socklb.Scheduler(opt.Scheduler))
 	return p, func() error { return errors.Join(p.Close(), c.Close()) }, nil
 }
 

@@ -17,7 +17,7 @@ func TestAffinity(t *testing.T) {
 	h.serveTCP(t, be1, "be1")
 	h.serveTCP(t, be2, "be2")
 	both := []netip.AddrPort{mustAP(be1), mustAP(be2)}
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, both, 3*time.Hour); err != nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: 3 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	as := h.dial(t, "tcp", vip, 20)
@@ -33,22 +33,22 @@ func TestAffinity(t *testing.T) {
 	if first == "be2" {
 		other, rest = "be1", []netip.AddrPort{mustAP(be1)}
 	}
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, rest, 3*time.Hour); err != nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, rest, Policy{Affinity: 3 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, both, 3*time.Hour); err != nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: 3 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if a := h.dial(t, "tcp", vip, 1)[0]; a.Server != first {
 		t.Fatalf("the backend set back to both: %+v, want %s still (its entry was never used meanwhile)", a, first)
 	}
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, rest, 3*time.Hour); err != nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, rest, Policy{Affinity: 3 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if a := h.dial(t, "tcp", vip, 1)[0]; a.Server != other {
 		t.Fatalf("the client's backend gone: %+v, want %s", a, other)
 	}
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, both, 3*time.Hour); err != nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: 3 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for i, a := range h.dial(t, "tcp", vip, 10) {
@@ -59,7 +59,7 @@ func TestAffinity(t *testing.T) {
 
 	// Expired before every connect: a fresh random choice each time. (The
 	// kernel's clock counts from boot: a 1s timeout is past for time 0.)
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, both, time.Second); err != nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
@@ -72,10 +72,10 @@ func TestAffinity(t *testing.T) {
 	}
 
 	held, err := h.lb.Held()
-	if err != nil || len(held) != 1 || held[0].Affinity != time.Second {
+	if err != nil || len(held) != 1 || held[0].Policy.Affinity != time.Second {
 		t.Fatalf("Held = %+v, %v; want the frontend with a 1s affinity", held, err)
 	}
-	if err := h.lb.SetServiceAffinity(mustAP(vip), model.ProtocolTCP, both, 86401*time.Second); err == nil {
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: 86401 * time.Second}); err == nil {
 		t.Fatal("an affinity over a day was accepted")
 	}
 }

@@ -131,3 +131,55 @@ func affinitySeconds(d time.Duration) (uint32, error) {
 	}
 	return uint32((d + time.Second - 1) / time.Second), nil
 }
+
+// Scheduler is how a frontend's backend is chosen per connect (the IPVS
+// schedulers that make sense per connection).
+type Scheduler string
+
+const (
+	// Random chooses uniformly at random (the default).
+	Random Scheduler = "random"
+	// RoundRobin chooses the next backend in turn (IPVS rr).
+	RoundRobin Scheduler = "rr"
+	// SourceHash chooses by a hash of the client, its socket's network
+	// namespace (a pod, or the node), so a client keeps its backend while
+	// the set stays the same (IPVS sh).
+	SourceHash Scheduler = "sh"
+)
+
+// Schedulers are the accepted schedulers, the default first.
+var Schedulers = []Scheduler{Random, RoundRobin, SourceHash}
+
+// Policy is how a frontend chooses among its backends.
+type Policy struct {
+	// Scheduler chooses per connect ("": Random).
+	Scheduler Scheduler
+	// Affinity > 0 is ClientIP affinity: a client (a socket's network
+	// namespace: a pod, or the node itself) that connects again within
+	// Affinity of its last connect gets the same backend while that backend
+	// is still one of the frontend's, as kube-proxy's sessionAffinity
+	// ClientIP (refreshed by every connect); rounded up to whole seconds. It
+	// overrides the scheduler for a client it remembers.
+	Affinity time.Duration
+}
+
+// schedNumber maps a scheduler to the programs' SCHED_ value.
+func schedNumber(s Scheduler) (uint32, error) {
+	switch s {
+	case "", Random:
+		return 0, nil
+	case RoundRobin:
+		return 1, nil
+	case SourceHash:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("scheduler %q: want random, rr or sh", s)
+}
+
+// schedOf is schedNumber's inverse.
+func schedOf(n uint32) Scheduler {
+	if n > 0 && int(n) < len(Schedulers) {
+		return Schedulers[n]
+	}
+	return Random
+}

@@ -164,7 +164,7 @@ func (lb *LB) adopt() error {
 	)
 	it := lb.objs.Services.Iterate()
 	for it.Next(&k, &v) {
-		lb.svcs[k] = svcState{base: v.Base, count: v.Count, affinitySec: v.AffinitySec}
+		lb.svcs[k] = svcState{base: v.Base, count: v.Count, affinitySec: v.AffinitySec, sched: v.Sched}
 		if v.Count == 0 {
 			continue
 		}
@@ -197,12 +197,12 @@ func (lb *LB) adopt() error {
 }
 
 // Held is one frontend a load balancer holds: its protocol, backends
-// (empty: connects are refused) and ClientIP affinity timeout (0: none).
+// (empty: connects are refused) and policy (its Scheduler always set).
 type Held struct {
 	Frontend netip.AddrPort
 	Protocol model.Protocol
 	Backends []netip.AddrPort
-	Affinity time.Duration
+	Policy   Policy
 }
 
 // Held returns every frontend the load balancer holds (for an adopted one,
@@ -217,7 +217,7 @@ func (lb *LB) Held() ([]Held, error) {
 		if err != nil {
 			return nil, err
 		}
-		h.Affinity = time.Duration(s.affinitySec) * time.Second
+		h.Policy = Policy{Scheduler: schedOf(s.sched), Affinity: time.Duration(s.affinitySec) * time.Second}
 		if h.Backends, err = readBackends(lb.objs.Backends, s.base, s.count); err != nil {
 			return nil, fmt.Errorf("socklb: held %v/%s: %w", h.Frontend, h.Protocol, err)
 		}

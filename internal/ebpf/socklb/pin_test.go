@@ -55,8 +55,8 @@ func TestPinnedAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Held{
-		{Frontend: mustAP(vip), Protocol: model.ProtocolTCP, Backends: []netip.AddrPort{mustAP(be1), mustAP(be2)}},
-		{Frontend: mustAP(empty), Protocol: model.ProtocolTCP},
+		{Frontend: mustAP(vip), Protocol: model.ProtocolTCP, Backends: []netip.AddrPort{mustAP(be1), mustAP(be2)}, Policy: Policy{Scheduler: Random}},
+		{Frontend: mustAP(empty), Protocol: model.ProtocolTCP, Policy: Policy{Scheduler: Random}},
 	}
 	if !reflect.DeepEqual(held, want) {
 		t.Fatalf("adopted load balancer holds %+v, want %+v", held, want)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -33,6 +32,7 @@ type LB struct {
 type svcState struct {
 	base, count uint32
 	affinitySec uint32
+	sched       uint32
 }
 
 // Open loads the programs and their maps and attaches connect4/6,
@@ -93,16 +93,11 @@ func (lb *LB) attachments() []attachment {
 // sees the old set or the new one. The old set's slots stay in the backends
 // map, retired, until Reap.
 func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort) error {
-	return lb.SetServiceAffinity(frontend, proto, backends, 0)
+	return lb.SetServicePolicy(frontend, proto, backends, Policy{})
 }
 
-// SetServiceAffinity is SetService with ClientIP affinity when affinity >
-// 0: a client (a socket's network namespace: a pod, or the node itself)
-// that connects again within affinity of its last connect gets the same
-// backend while that backend is still one of backends, as kube-proxy's
-// sessionAffinity ClientIP (refreshed by every connect). affinity is
-// rounded up to whole seconds.
-func (lb *LB) SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, affinity time.Duration) error {
+// SetServicePolicy is SetService choosing the backend by pol.
+func (lb *LB) SetServicePolicy(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, pol Policy) error {
 	if err := checkFrontend(frontend, backends); err != nil {
 		return fmt.Errorf("socklb: set service: %w", err)
 	}
@@ -110,7 +105,11 @@ func (lb *LB) SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, 
 	if err != nil {
 		return fmt.Errorf("socklb: set service %v: %w", frontend, err)
 	}
-	sec, err := affinitySeconds(affinity)
+	sec, err := affinitySeconds(pol.Affinity)
+	if err != nil {
+		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
+	}
+	sched, err := schedNumber(pol.Scheduler)
 	if err != nil {
 		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
 	}
@@ -131,7 +130,7 @@ func (lb *LB) SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, 
 	if err != nil {
 		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
 	}
-	v := socklbSvcValue{Count: next.count, Base: next.base, AffinitySec: sec}
+	v := socklbSvcValue{Count: next.count, Base: next.base, AffinitySec: sec, Sched: sched}
 	if err := lb.objs.Services.Put(&key, &v); err != nil {
 		lb.dropSlots(next)
 		return fmt.Errorf("socklb: set service %v/%s: %w", frontend, proto, err)
@@ -139,7 +138,7 @@ func (lb *LB) SetServiceAffinity(frontend netip.AddrPort, proto model.Protocol, 
 	if prev, had := lb.svcs[key]; had && prev.count > 0 {
 		lb.retired = append(lb.retired, prev)
 	}
-	next.affinitySec = sec
+	next.affinitySec, next.sched = sec, sched
 	lb.svcs[key] = next
 	return nil
 }

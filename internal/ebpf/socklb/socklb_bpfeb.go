@@ -53,7 +53,8 @@ type socklbSvcValue struct {
 	Count       uint32
 	Base        uint32
 	AffinitySec uint32
-	Pad         uint32
+	Sched       uint32
+	Rr          uint32
 }
 
 type socklbUdpRevnatKey struct {
