@@ -10,8 +10,10 @@
 //              -> backend count and the first slot of its backends
 //   backends:  slot -> backend address and port
 //   revnat:    socket cookie -> frontend and backend of a translated socket
-//              (LRU: an entry outlives its socket until evicted, and a live
+//              (deleted when the socket is released; LRU besides: a live
 //              socket whose entry was evicted reports its backend)
+//   lc_conns:  frontend and backend -> sockets connected and not released,
+//              for least-connection
 //   affinity:  client (network namespace cookie) and frontend -> its backend
 //              and when it last connected, for frontends with ClientIP
 //              affinity (LRU)
@@ -53,8 +55,9 @@ struct svc_value {
 	// it connects again within affinity_sec seconds and the backend stays.
 	__u32 affinity_sec;
 	// sched chooses among the backends: SCHED_RANDOM, SCHED_RR (the next
-	// one per connect, counted in rr) or SCHED_SH (by a hash of the
-	// client, its socket's network namespace).
+	// one per connect, counted in rr), SCHED_SH (by a hash of the client,
+	// its socket's network namespace) or SCHED_LC (the one with the fewest
+	// connected sockets of this frontend, lc_conns; sendmsg: at random).
 	__u32 sched;
 	__u32 rr;
 };
@@ -62,6 +65,7 @@ struct svc_value {
 #define SCHED_RANDOM 0
 #define SCHED_RR 1
 #define SCHED_SH 2
+#define SCHED_LC 3
 
 struct backend {
 	__u32 addr[4];
@@ -71,6 +75,17 @@ struct backend {
 
 struct revnat_value {
 	struct backend frontend;
+	struct backend backend;
+	__u8 proto;
+	// counted: the connect was counted in lc_conns (SCHED_LC), and its
+	// release uncounts it.
+	__u8 counted;
+	__u16 pad;
+};
+
+// lc_key is a backend of a frontend, as least-connection counts it.
+struct lc_key {
+	struct svc_key svc;
 	struct backend backend;
 };
 
@@ -106,6 +121,15 @@ struct affinity_value {
 	__u32 pad;
 	__u64 last_ns;
 };
+
+// lc_conns: the sockets connected to each backend of each frontend with
+// SCHED_LC and not released yet.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BACKEND_MAX);
+	__type(key, struct lc_key);
+	__type(value, __u64);
+} lc_conns SEC(".maps");
 
 // affinity: a client's backend per frontend, for frontends with affinity
 // (LRU: a client gone idle is forgotten first).
@@ -179,6 +203,71 @@ static __always_inline int has_backend(const struct svc_value *svc, const struct
 	return c.found;
 }
 
+struct lc_ctx {
+	struct svc_key svc;
+	__u32 base;
+	__u32 count;
+	__u32 start;
+	__u32 best;
+	__u64 best_n;
+};
+
+static long lc_visit(__u32 i, void *data)
+{
+	struct lc_ctx *c = data;
+	__u32 k = c->start + i;
+	if (k >= c->count)
+		k -= c->count;
+	__u32 slot = c->base + k;
+	struct backend *be = bpf_map_lookup_elem(&backends, &slot);
+	if (!be)
+		return 0;
+	struct lc_key lk = {};
+	lk.svc = c->svc;
+	lk.backend = *be;
+	__u64 *n = bpf_map_lookup_elem(&lc_conns, &lk);
+	__u64 v = n ? *n : 0;
+	if (v < c->best_n) {
+		c->best_n = v;
+		c->best = k;
+	}
+	return 0;
+}
+
+// least_conn returns the index of the backend of svc with the fewest
+// counted sockets, ties broken from a random start.
+static __always_inline __u32 least_conn(const struct svc_key *key, const struct svc_value *svc)
+{
+	struct lc_ctx c = {};
+	c.svc = *key;
+	c.base = svc->base;
+	c.count = svc->count;
+	c.start = bpf_get_prandom_u32() % svc->count;
+	c.best = c.start;
+	c.best_n = ~0ULL;
+	bpf_loop(svc->count, lc_visit, &c, 0);
+	return c.best < svc->count ? c.best : 0;
+}
+
+// count_conn counts a socket connected to be for the frontend of key.
+static __always_inline void count_conn(const struct svc_key *key, const struct backend *be)
+{
+	struct lc_key lk = {};
+	lk.svc = *key;
+	lk.backend = *be;
+	__u64 *n = bpf_map_lookup_elem(&lc_conns, &lk);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&lc_conns, &lk, &one, BPF_NOEXIST) != 0) {
+		n = bpf_map_lookup_elem(&lc_conns, &lk);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+	}
+}
+
 // mix spreads a 64-bit key over 32 bits (the finalizer of MurmurHash3).
 static __always_inline __u32 mix(__u64 x)
 {
@@ -193,7 +282,7 @@ static __always_inline __u32 mix(__u64 x)
 // translate looks key up and, for a frontend, picks a backend into *out by
 // its scheduler, or under affinity the client's backend while it is fresh
 // and still a backend.
-static __always_inline int translate(void *ctx, const struct svc_key *key, struct backend *out)
+static __always_inline int translate(void *ctx, const struct svc_key *key, struct backend *out, int connect, int *counted)
 {
 	struct svc_value *svc = bpf_map_lookup_elem(&services, key);
 	if (!svc)
@@ -211,6 +300,10 @@ static __always_inline int translate(void *ctx, const struct svc_key *key, struc
 		if (av && now - av->last_ns <= (__u64)svc->affinity_sec * 1000000000ULL && has_backend(svc, &av->backend)) {
 			av->last_ns = now;
 			*out = av->backend;
+			if (svc->sched == SCHED_LC && connect) {
+				count_conn(key, out);
+				*counted = 1;
+			}
 			return TRANSLATED;
 		}
 	}
@@ -221,6 +314,13 @@ static __always_inline int translate(void *ctx, const struct svc_key *key, struc
 		break;
 	case SCHED_SH:
 		pick = mix(bpf_get_netns_cookie(ctx)) % count;
+		break;
+	case SCHED_LC:
+		if (connect) {
+			pick = least_conn(key, svc);
+			break;
+		}
+		pick = bpf_get_prandom_u32() % count;
 		break;
 	default:
 		pick = bpf_get_prandom_u32() % count;
@@ -234,6 +334,10 @@ static __always_inline int translate(void *ctx, const struct svc_key *key, struc
 		// connect goes untranslated rather than to a wrong place.
 		return NOT_FRONTEND;
 	*out = *be;
+	if (svc->sched == SCHED_LC && connect) {
+		count_conn(key, be);
+		*counted = 1;
+	}
 	if (svc->affinity_sec) {
 		struct affinity_value av = {};
 		av.backend = *be;
@@ -256,13 +360,42 @@ static __always_inline void remember_udp(void *ctx, const struct svc_key *key, c
 	bpf_map_update_elem(&udp_revnat, &rk, &fe, BPF_ANY);
 }
 
-static __always_inline void remember(void *ctx, const struct svc_key *key, const struct backend *be)
+// release forgets the socket of cookie: its reverse translations, and its
+// count in lc_conns when it was counted.
+static __always_inline void release(__u64 cookie)
 {
+	struct revnat_value *rv = bpf_map_lookup_elem(&revnat, &cookie);
+	if (!rv)
+		return;
+	if (rv->counted) {
+		struct lc_key lk = {};
+		__builtin_memcpy(lk.svc.addr, rv->frontend.addr, sizeof(lk.svc.addr));
+		lk.svc.port = rv->frontend.port;
+		lk.svc.proto = rv->proto;
+		lk.backend = rv->backend;
+		__u64 *n = bpf_map_lookup_elem(&lc_conns, &lk);
+		if (n && *n > 0)
+			__sync_fetch_and_add(n, -1);
+	}
+	if (rv->proto == IPPROTO_UDP) {
+		struct udp_revnat_key rk = {};
+		rk.cookie = cookie;
+		rk.backend = rv->backend;
+		bpf_map_delete_elem(&udp_revnat, &rk);
+	}
+	bpf_map_delete_elem(&revnat, &cookie);
+}
+
+static __always_inline void remember(void *ctx, const struct svc_key *key, const struct backend *be, int counted)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+	release(cookie); // a socket connected before (UDP reconnects)
 	struct revnat_value rv = {};
 	__builtin_memcpy(rv.frontend.addr, key->addr, sizeof(rv.frontend.addr));
 	rv.frontend.port = key->port;
 	rv.backend = *be;
-	__u64 cookie = bpf_get_socket_cookie(ctx);
+	rv.proto = key->proto;
+	rv.counted = counted;
 	bpf_map_update_elem(&revnat, &cookie, &rv, BPF_ANY);
 	if (key->proto == IPPROTO_UDP)
 		remember_udp(ctx, key, be);
@@ -280,8 +413,7 @@ static __always_inline struct backend *udp_frontend(void *ctx, const struct back
 
 static __always_inline void forget(void *ctx)
 {
-	__u64 cookie = bpf_get_socket_cookie(ctx);
-	bpf_map_delete_elem(&revnat, &cookie);
+	release(bpf_get_socket_cookie(ctx));
 }
 
 SEC("cgroup/connect4")
@@ -294,7 +426,8 @@ int socklb_connect4(struct bpf_sock_addr *ctx)
 	key.proto = (__u8)ctx->protocol;
 
 	struct backend be;
-	int r = translate(ctx, &key, &be);
+	int counted = 0;
+	int r = translate(ctx, &key, &be, 1, &counted);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -305,7 +438,7 @@ int socklb_connect4(struct bpf_sock_addr *ctx)
 	}
 	ctx->user_ip4 = be.addr[3];
 	ctx->user_port = be.port;
-	remember(ctx, &key, &be);
+	remember(ctx, &key, &be, counted);
 	return SYS_PROCEED;
 }
 
@@ -339,7 +472,8 @@ int socklb_connect6(struct bpf_sock_addr *ctx)
 	key.proto = (__u8)ctx->protocol;
 
 	struct backend be;
-	int r = translate(ctx, &key, &be);
+	int counted = 0;
+	int r = translate(ctx, &key, &be, 1, &counted);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -353,7 +487,7 @@ int socklb_connect6(struct bpf_sock_addr *ctx)
 	ctx->user_ip6[2] = be.addr[2];
 	ctx->user_ip6[3] = be.addr[3];
 	ctx->user_port = be.port;
-	remember(ctx, &key, &be);
+	remember(ctx, &key, &be, counted);
 	return SYS_PROCEED;
 }
 
@@ -386,7 +520,8 @@ int socklb_sendmsg4(struct bpf_sock_addr *ctx)
 	key.proto = IPPROTO_UDP;
 
 	struct backend be;
-	int r = translate(ctx, &key, &be);
+	int counted = 0;
+	int r = translate(ctx, &key, &be, 0, &counted);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -426,7 +561,8 @@ int socklb_sendmsg6(struct bpf_sock_addr *ctx)
 	key.proto = IPPROTO_UDP;
 
 	struct backend be;
-	int r = translate(ctx, &key, &be);
+	int counted = 0;
+	int r = translate(ctx, &key, &be, 0, &counted);
 	if (r == NO_BACKENDS) {
 		bpf_set_retval(-ECONNREFUSED);
 		return SYS_REJECT;
@@ -460,6 +596,15 @@ int socklb_recvmsg6(struct bpf_sock_addr *ctx)
 		ctx->user_port = fe->port;
 	}
 	return SYS_PROCEED;
+}
+
+// sock_release forgets a closed socket: its reverse translations, and its
+// least-connection count.
+SEC("cgroup/sock_release")
+int socklb_release(struct bpf_sock *sk)
+{
+	release(bpf_get_socket_cookie(sk));
+	return 1;
 }
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -324,8 +324,8 @@ func TestBuildServiceInvalid(t *testing.T) {
 		{"unspecified externalIP", svc("web", func(s *model.Service) { s.ExternalIPs = ips("0.0.0.0") }), "spec.externalIPs[0] 0.0.0.0"},
 		{"loopback externalIP", svc("web", func(s *model.Service) { s.ExternalIPs = ips("172.26.236.200", "::1") }), "spec.externalIPs[1] ::1"},
 		{"unknown scheduler", svc("web", func(s *model.Service) {
-			s.Annotations = map[string]string{model.SchedulerAnnotation: "lc"}
-		}), `annotation svcnet.io/scheduler: "lc": want random, rr, sh`},
+			s.Annotations = map[string]string{model.SchedulerAnnotation: "wlc"}
+		}), `annotation svcnet.io/scheduler: "wlc": want random, rr, sh, lc`},
 		{"link-local LB IP", svc("web", func(s *model.Service) {
 			s.LoadBalancerIngress = []model.LoadBalancerIngress{{IP: ip("169.254.1.1"), IPMode: model.IPModeVIP}}
 		}), "status.loadBalancer.ingress[0].ip 169.254.1.1"},

@@ -176,6 +176,8 @@ func schedulerText(s string) string {
 		return "in turn per connect (round robin, svcnet.io/scheduler)"
 	case socklb.SourceHash:
 		return "by a hash of the client, its network namespace (source hash, svcnet.io/scheduler)"
+	case socklb.LeastConn:
+		return "the one with the fewest open connections through this frontend (least connection, svcnet.io/scheduler)"
 	case socklb.Random:
 		return "uniformly at random, per connect (svcnet.io/scheduler)"
 	}

@@ -3,6 +3,7 @@ package cgrouptest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"slices"
@@ -70,6 +71,16 @@ func runClient(args []string) int {
 			if err := enc.Encode(dial(args[1], ap)); err != nil {
 				return fail(err)
 			}
+		}
+		return 0
+	case len(args) == 3 && args[0] == "hold":
+		ap, err := netip.ParseAddrPort(args[1])
+		n, nerr := strconv.Atoi(args[2])
+		if err != nil || nerr != nil {
+			return fail(fmt.Errorf("hold %q: bad address or count", args[1:]))
+		}
+		if err := hold(enc, ap, n); err != nil {
+			return fail(err)
 		}
 		return 0
 	case len(args) == 3 && args[0] == "sendto":
@@ -184,6 +195,57 @@ func dial(network string, to netip.AddrPort) Attempt {
 	name, rest, _ := strings.Cut(string(got), "\n")
 	a.Server, a.Echo = name, rest == "ping\n"
 	return a
+}
+
+// hold makes n TCP connections to to one after the other, writing each
+// one's attempt line as it is made, keeps them open until stdin ends, then
+// closes them.
+func hold(enc *json.Encoder, to netip.AddrPort, n int) error {
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for range n {
+		a, fd := connectKeep(to)
+		if fd >= 0 {
+			fds = append(fds, fd)
+		}
+		if err := enc.Encode(a); err != nil {
+			return err
+		}
+	}
+	_, err := io.Copy(io.Discard, os.Stdin)
+	return err
+}
+
+// connectKeep is dial's connect, getpeername and greeting read over TCP,
+// returning the socket open (-1 on failure).
+func connectKeep(to netip.AddrPort) (Attempt, int) {
+	var a Attempt
+	fd, err := socket("tcp", to)
+	if err != nil {
+		a.Err = err.Error()
+		return a, -1
+	}
+	if err := unix.Connect(fd, sockaddr(to)); err != nil {
+		unix.Close(fd)
+		a.Err = err.Error()
+		return a, -1
+	}
+	if sa, err := unix.Getpeername(fd); err == nil {
+		a.Peer = addrPortOf(sa)
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n == 0 {
+		unix.Close(fd)
+		a.Err = fmt.Sprintf("read: %v", err)
+		return a, -1
+	}
+	a.Server, _, _ = strings.Cut(string(buf[:n]), "\n")
+	return a, fd
 }
 
 // sendTo sends "ping\n" from an unconnected UDP socket with sendto, and

@@ -72,6 +72,71 @@ func SendTo(t testing.TB, ns *netns.NS, cgfd int, addr string, n int) []Attempt 
 	return attempts(t, Client(t, ns, cgfd, "sendto", addr, strconv.Itoa(n)), n)
 }
 
+// Holder is a client process keeping its connections open (Hold).
+type Holder struct {
+	// Attempts are its connects, in order.
+	Attempts []Attempt
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+}
+
+// Hold makes n TCP connections to addr, one after the other, from a client
+// in the cgroup and namespace, and returns once all are made, with them
+// open; Release (or the test's end) closes them.
+func Hold(t testing.TB, ns *netns.NS, cgfd int, addr string, n int) *Holder {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name(), os.Args[0], "hold", addr, strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), EnvClient+"=1", "GODEBUG=asyncpreemptoff=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	h := &Holder{cmd: cmd, stdin: stdin}
+	t.Cleanup(func() {
+		if err := h.Release(); err != nil {
+			t.Errorf("holder: %v: %s", err, stderr.String())
+		}
+		cancel()
+	})
+	sc := bufio.NewScanner(stdout)
+	for len(h.Attempts) < n && sc.Scan() {
+		var a Attempt
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			t.Fatalf("holder output %q: %v", sc.Text(), err)
+		}
+		h.Attempts = append(h.Attempts, a)
+	}
+	if len(h.Attempts) != n {
+		t.Fatalf("holder: %d connections, want %d: %v: %s", len(h.Attempts), n, sc.Err(), stderr.String())
+	}
+	return h
+}
+
+// Release closes the holder's connections and waits for it to exit.
+// Releasing again does nothing.
+func (h *Holder) Release() error {
+	if h.stdin == nil {
+		return nil
+	}
+	h.stdin.Close()
+	h.stdin = nil
+	return h.cmd.Wait()
+}
+
 // ServeTCP listens on addr inside ns; each connection gets name and a
 // newline, then an echo of what it sends. It stops when the test ends.
 func ServeTCP(t testing.TB, ns *netns.NS, addr, name string) {

@@ -7,25 +7,28 @@
 // LB loads the programs and their maps, attaches them to one cgroup v2
 // directory and programs Services into the maps in place: no program is
 // reloaded on a change. A frontend is an IPv4 or IPv6 address, port and
-// protocol (TCP, UDP, SCTP); its backend is chosen uniformly at random per
-// connect. An IPv4 frontend is also translated for a dual-stack IPv6 socket
+// protocol (TCP, UDP, SCTP); its backend is chosen per connect by its Policy:
+// a Scheduler (random, round robin, source hash of the client's network
+// namespace, least connection) and ClientIP affinity. An IPv4 frontend is also translated for a dual-stack IPv6 socket
 // that dials its IPv4-mapped address. A frontend with no backends refuses the
 // connect at once with ECONNREFUSED; a destination that is no frontend passes
 // untouched. An unconnected UDP socket is translated per datagram by sendmsg
 // (each datagram to a frontend goes to a backend chosen for it; none:
 // sendmsg fails with ECONNREFUSED), and recvmsg reports a datagram from a
 // backend the socket sent to as coming from the frontend, as it does for a
-// connected UDP socket. Every selection policy other than random is not here
-// yet, and nothing is pinned. svcnet proxy --data-plane ebpf
+// connected UDP socket. A sock_release program forgets a closed socket: its
+// reverse entries and its least-connection count. OpenPinned pins it all so
+// that the next process adopts it. svcnet proxy --data-plane ebpf
 // (internal/dataplane/ebpf) runs it.
 //
 // A change (SetService, DeleteService) is a few map updates, about 10 µs
 // among 10000 Services. The backends it replaces stay in the map until Reap,
 // which deletes them after an RCU grace period (about 12 ms here) so that no
 // connect in flight finds its backend gone; a caller reaps once per batch of
-// changes. The reverse map is an LRU keyed by socket cookie: its entries
-// outlive their sockets until evicted, and a socket whose entry was evicted
-// (beyond 262144 translated sockets alive) reports its backend to getpeername.
+// changes. The reverse map is keyed by socket cookie, its entry deleted when
+// the socket is released; it is an LRU besides, and a socket whose entry was
+// evicted (beyond 262144 translated sockets alive) reports its backend to
+// getpeername.
 //
 // OpenAttached reads the maps of a load balancer another process attached
 // (View: what a connect in that cgroup is translated to), for the tracer's

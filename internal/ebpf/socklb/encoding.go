@@ -145,10 +145,14 @@ const (
 	// namespace (a pod, or the node), so a client keeps its backend while
 	// the set stays the same (IPVS sh).
 	SourceHash Scheduler = "sh"
+	// LeastConn chooses the backend with the fewest sockets connected to
+	// it through this frontend and not closed yet (IPVS lc), ties at
+	// random; a datagram of an unconnected UDP socket goes to one at random.
+	LeastConn Scheduler = "lc"
 )
 
 // Schedulers are the accepted schedulers, the default first.
-var Schedulers = []Scheduler{Random, RoundRobin, SourceHash}
+var Schedulers = []Scheduler{Random, RoundRobin, SourceHash, LeastConn}
 
 // Policy is how a frontend chooses among its backends.
 type Policy struct {
@@ -172,8 +176,10 @@ func schedNumber(s Scheduler) (uint32, error) {
 		return 1, nil
 	case SourceHash:
 		return 2, nil
+	case LeastConn:
+		return 3, nil
 	}
-	return 0, fmt.Errorf("scheduler %q: want random, rr or sh", s)
+	return 0, fmt.Errorf("scheduler %q: want random, rr, sh or lc", s)
 }
 
 // schedOf is schedNumber's inverse.

@@ -20,7 +20,7 @@ import (
 
 // pinnedMaps are the maps OpenPinned pins: the Services, their backends and
 // the reverse translations of live sockets.
-var pinnedMaps = []string{"services", "backends", "revnat", "udp_revnat"}
+var pinnedMaps = []string{"services", "backends", "revnat", "udp_revnat", "affinity", "lc_conns"}
 
 // OpenPinned is Open with the maps and the cgroup attachments (BPF links)
 // pinned in PinDir(root, cgroupPath), a directory of a BPF filesystem. If

@@ -83,6 +83,7 @@ func (lb *LB) attachments() []attachment {
 		{lb.objs.SocklbRecvmsg4, ebpf.AttachCGroupUDP4Recvmsg},
 		{lb.objs.SocklbSendmsg6, ebpf.AttachCGroupUDP6Sendmsg},
 		{lb.objs.SocklbRecvmsg6, ebpf.AttachCGroupUDP6Recvmsg},
+		{lb.objs.SocklbRelease, ebpf.AttachCgroupInetSockRelease},
 	}
 }
 

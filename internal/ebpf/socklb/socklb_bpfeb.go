@@ -34,10 +34,19 @@ type socklbBackend struct {
 	Pad  uint16
 }
 
+type socklbLcKey struct {
+	_       structs.HostLayout
+	Svc     socklbSvcKey
+	Backend socklbBackend
+}
+
 type socklbRevnatValue struct {
 	_        structs.HostLayout
 	Frontend socklbBackend
 	Backend  socklbBackend
+	Proto    uint8
+	Counted  uint8
+	Pad      uint16
 }
 
 type socklbSvcKey struct {
@@ -70,6 +79,7 @@ type socklbUdpRevnatKey struct {
 const (
 	socklbMapAffinity            = "affinity"
 	socklbMapBackends            = "backends"
+	socklbMapLcConns             = "lc_conns"
 	socklbMapRevnat              = "revnat"
 	socklbMapServices            = "services"
 	socklbMapUdpRevnat           = "udp_revnat"
@@ -79,6 +89,7 @@ const (
 	socklbProgSocklbGetpeername6 = "socklb_getpeername6"
 	socklbProgSocklbRecvmsg4     = "socklb_recvmsg4"
 	socklbProgSocklbRecvmsg6     = "socklb_recvmsg6"
+	socklbProgSocklbRelease      = "socklb_release"
 	socklbProgSocklbSendmsg4     = "socklb_sendmsg4"
 	socklbProgSocklbSendmsg6     = "socklb_sendmsg6"
 )
@@ -131,6 +142,7 @@ type socklbProgramSpecs struct {
 	SocklbGetpeername6 *ebpf.ProgramSpec `ebpf:"socklb_getpeername6"`
 	SocklbRecvmsg4     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg4"`
 	SocklbRecvmsg6     *ebpf.ProgramSpec `ebpf:"socklb_recvmsg6"`
+	SocklbRelease      *ebpf.ProgramSpec `ebpf:"socklb_release"`
 	SocklbSendmsg4     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg4"`
 	SocklbSendmsg6     *ebpf.ProgramSpec `ebpf:"socklb_sendmsg6"`
 }
@@ -141,6 +153,7 @@ type socklbProgramSpecs struct {
 type socklbMapSpecs struct {
 	Affinity  *ebpf.MapSpec `ebpf:"affinity"`
 	Backends  *ebpf.MapSpec `ebpf:"backends"`
+	LcConns   *ebpf.MapSpec `ebpf:"lc_conns"`
 	Revnat    *ebpf.MapSpec `ebpf:"revnat"`
 	Services  *ebpf.MapSpec `ebpf:"services"`
 	UdpRevnat *ebpf.MapSpec `ebpf:"udp_revnat"`
@@ -174,6 +187,7 @@ func (o *socklbObjects) Close() error {
 type socklbMaps struct {
 	Affinity  *ebpf.Map `ebpf:"affinity"`
 	Backends  *ebpf.Map `ebpf:"backends"`
+	LcConns   *ebpf.Map `ebpf:"lc_conns"`
 	Revnat    *ebpf.Map `ebpf:"revnat"`
 	Services  *ebpf.Map `ebpf:"services"`
 	UdpRevnat *ebpf.Map `ebpf:"udp_revnat"`
@@ -183,6 +197,7 @@ func (m *socklbMaps) Close() error {
 	return _SocklbClose(
 		m.Affinity,
 		m.Backends,
+		m.LcConns,
 		m.Revnat,
 		m.Services,
 		m.UdpRevnat,
@@ -205,6 +220,7 @@ type socklbPrograms struct {
 	SocklbGetpeername6 *ebpf.Program `ebpf:"socklb_getpeername6"`
 	SocklbRecvmsg4     *ebpf.Program `ebpf:"socklb_recvmsg4"`
 	SocklbRecvmsg6     *ebpf.Program `ebpf:"socklb_recvmsg6"`
+	SocklbRelease      *ebpf.Program `ebpf:"socklb_release"`
 	SocklbSendmsg4     *ebpf.Program `ebpf:"socklb_sendmsg4"`
 	SocklbSendmsg6     *ebpf.Program `ebpf:"socklb_sendmsg6"`
 }
@@ -217,6 +233,7 @@ func (p *socklbPrograms) Close() error {
 		p.SocklbGetpeername6,
 		p.SocklbRecvmsg4,
 		p.SocklbRecvmsg6,
+		p.SocklbRelease,
 		p.SocklbSendmsg4,
 		p.SocklbSendmsg6,
 	)
