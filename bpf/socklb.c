@@ -23,7 +23,9 @@
 //              frontend (LRU, as revnat)
 //
 // A frontend with no backends refuses the connect, or the sendmsg of an
-// unconnected UDP socket, with ECONNREFUSED. A destination that is no
+// unconnected UDP socket, with ECONNREFUSED. A UDP socket's connect is left
+// alone (its datagrams meet the rules): a connected socket would otherwise
+// keep an endpoint that is gone. A destination that is no
 // frontend passes untouched.
 
 #include <linux/bpf.h>
@@ -424,6 +426,14 @@ int socklb_connect4(struct bpf_sock_addr *ctx)
 	key.addr[3] = ctx->user_ip4;
 	key.port = (__u16)ctx->user_port;
 	key.proto = (__u8)ctx->protocol;
+	if (key.proto == IPPROTO_UDP) {
+		// A connected UDP socket keeps its peer for its life: were it
+		// translated here, it would keep sending to an endpoint that is
+		// gone. Left to the rules, its flow is conntrack's, which the
+		// proxy clears when the endpoint goes (kube-proxy's UDP cleanup).
+		forget(ctx);
+		return SYS_PROCEED;
+	}
 
 	struct backend be;
 	int counted = 0;
@@ -470,6 +480,14 @@ int socklb_connect6(struct bpf_sock_addr *ctx)
 	key.addr[3] = ctx->user_ip6[3];
 	key.port = (__u16)ctx->user_port;
 	key.proto = (__u8)ctx->protocol;
+	if (key.proto == IPPROTO_UDP) {
+		// A connected UDP socket keeps its peer for its life: were it
+		// translated here, it would keep sending to an endpoint that is
+		// gone. Left to the rules, its flow is conntrack's, which the
+		// proxy clears when the endpoint goes (kube-proxy's UDP cleanup).
+		forget(ctx);
+		return SYS_PROCEED;
+	}
 
 	struct backend be;
 	int counted = 0;

@@ -70,6 +70,9 @@ func socketOf(t *servicetable.Table, node string, dst netip.AddrPort, proto stri
 		if dst.Addr().Is6() {
 			s.Hook = "cgroup connect6"
 		}
+		if s.Held && strings.EqualFold(proto, "udp") {
+			s.Held, s.Mapped, s.Left = false, true, ebpfplane.LeftConnectedUDP
+		}
 		for _, f := range sp.Frontends {
 			if netip.AddrPortFrom(f.Addr, f.Port) == dst {
 				s.Kind = f.Kind.String()
@@ -155,9 +158,6 @@ func (w *walk) socketChoice(s *SocketLB, pick int) *Choice {
 func refusedHop(from Place, t Tuple, s *SocketLB) (Hop, Verdict) {
 	why := fmt.Sprintf("the socket load balancer (%s of node %s) refuses the connect with ECONNREFUSED: %s has no endpoints; no packet is sent", s.Hook, s.Node, s.Service)
 	end := "rejected: connect() fails with ECONNREFUSED (no backends); no packet is sent"
-	if s.Proto == "udp" {
-		end = "rejected: connect() (an unconnected socket: each sendmsg) fails with ECONNREFUSED (no backends); no packet is sent"
-	}
 	h := Hop{Place: from, Arrive: t, End: end}
 	return h, Verdict{Kind: Rejected, Place: from.String(), Reason: why}
 }

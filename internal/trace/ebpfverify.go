@@ -71,9 +71,9 @@ func checkSocket(tr *Trace, open SocketMapsFunc) (diffs []string, checked string
 	}
 	where := fmt.Sprintf("node %s's socket load balancer (%s)", s.Node, s.Hook)
 	switch {
-	case !s.Held && found:
+	case !s.Held && !s.Mapped && found:
 		return []string{fmt.Sprintf("%s holds %s (backends %s), but the trace leaves it to the nftables rules (%s)", where, key, addrList(got), s.Left)}, "", nil
-	case !s.Held:
+	case !s.Held && !s.Mapped:
 		return nil, fmt.Sprintf("%s: its services map has no entry for %s, as traced: the nftables rules decide", where, key), nil
 	case !found:
 		return []string{fmt.Sprintf("%s has no services map entry for %s, but the trace has it %s", where, key, heldWord(s))}, "", nil

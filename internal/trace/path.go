@@ -230,6 +230,10 @@ type SocketLB struct {
 	Affinity  time.Duration `json:"affinity,omitempty"`
 	Scheduler string        `json:"scheduler,omitempty"`
 	Left      string        `json:"left,omitempty"`
+	// Mapped: the connect is left to the rules (Left) although the
+	// services map holds the frontend, for other sockets (a UDP frontend:
+	// unconnected sockets' datagrams are translated at sendmsg).
+	Mapped bool `json:"mapped,omitempty"`
 	// Backend is the backend the trace follows, and Sent the first packet
 	// of the translated connection, to it: from the source address the
 	// kernel picks for the backend's route, which for a node's socket may

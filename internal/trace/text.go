@@ -156,10 +156,6 @@ func writeStep(b *strings.Builder, s Step) {
 func writeSocket(b *strings.Builder, s *SocketLB, c *Choice, dialled Tuple) {
 	fmt.Fprintf(b, "    %-9s %s\n", "connect", dialled)
 	fmt.Fprintf(b, "              at %s of node %s's cgroup: the socket load balancer, before any packet exists\n", s.Hook, s.Node)
-	udp := s.Proto == "udp"
-	if udp {
-		fmt.Fprintf(b, "              (an unconnected UDP socket meets the same entry at %s, for each datagram)\n", strings.Replace(s.Hook, "connect", "sendmsg", 1))
-	}
 	n := len(s.Backends)
 	entry := fmt.Sprintf("%d backend%s", n, plural(n))
 	if n == 0 {
@@ -174,9 +170,6 @@ func writeSocket(b *strings.Builder, s *SocketLB, c *Choice, dialled Tuple) {
 	}
 	fmt.Fprintf(b, "    %-9s connected to %s instead: its packets carry the backend's address, so no rule translates them (no DNAT, no conntrack NAT)\n", "backend", s.Backend)
 	fmt.Fprintf(b, "    %-9s reports %s (the reverse map), the address the sender dialled\n", "getpeer", s.Frontend)
-	if udp {
-		fmt.Fprintf(b, "              (an unconnected socket: %s reports the answer as from %s)\n", strings.Replace(s.Hook, "connect", "recvmsg", 1), s.Frontend)
-	}
 }
 
 func writeChoice(b *strings.Builder, c *Choice) {

@@ -10,7 +10,8 @@
 // endpoint's address from the first, meet no DNAT and no reverse NAT, and
 // getpeername reports the frontend, so the application sees what it dialled.
 // A datagram of an unconnected UDP socket is translated likewise when it is
-// sent, and an answer from that endpoint is received as from the frontend.
+// sent, and an answer from that endpoint is received as from the frontend;
+// a UDP socket's connect is left to the rules (LeftConnectedUDP).
 // A frontend with no usable endpoint in the cluster refuses the connect (or
 // the send) with ECONNREFUSED at once. The endpoints are the service table's
 // (socketEntries): the internal traffic policy's for a ClusterIP, the
@@ -22,7 +23,7 @@
 // socket load balancer does not see or leaves alone:
 //   - traffic from outside the node (NodePort, externalIPs, LB IPs), with
 //     its masquerade, externalTrafficPolicy Local and source ranges;
-//   - sockets of processes outside the cgroup;
+//   - sockets of processes outside the cgroup, and connected UDP sockets;
 //   - frontends socketEntries leaves out: a traffic policy that drops
 //     (endpoints exist, none for this traffic), loadBalancerSourceRanges,
 //     SCTP.

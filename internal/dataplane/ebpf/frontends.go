@@ -40,6 +40,13 @@ func (e entry) equal(o entry) bool {
 	return true
 }
 
+// LeftConnectedUDP is why a UDP socket's connect meets the nftables rules
+// although its frontend is in the maps (for the datagrams of unconnected
+// sockets, translated at sendmsg).
+const LeftConnectedUDP = "a UDP socket's connect is left alone: a connected socket keeps its peer for its life, " +
+	"so it would keep an endpoint that is gone; its flow is conntrack's, which the proxy clears when the endpoint goes " +
+	"(an unconnected socket's datagrams are translated at sendmsg)"
+
 // Left-to-nftables reasons: why a Service port's frontends are not in the
 // socket load balancer, so that a connect to them meets the nftables rules
 // (which then decide) instead.

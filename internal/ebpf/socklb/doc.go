@@ -12,7 +12,9 @@
 // namespace, least connection) and ClientIP affinity. An IPv4 frontend is also translated for a dual-stack IPv6 socket
 // that dials its IPv4-mapped address. A frontend with no backends refuses the
 // connect at once with ECONNREFUSED; a destination that is no frontend passes
-// untouched. An unconnected UDP socket is translated per datagram by sendmsg
+// untouched. A UDP socket's connect is left alone (a connected socket would
+// keep an endpoint that is gone); an unconnected UDP socket is translated per
+// datagram by sendmsg
 // (each datagram to a frontend goes to a backend chosen for it; none:
 // sendmsg fails with ECONNREFUSED), and recvmsg reports a datagram from a
 // backend the socket sent to as coming from the frontend, as it does for a
