@@ -99,7 +99,11 @@ func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	defer podNS.Close()
 	logPath := l.c.Names.Path("logs", "pod."+topology.PodKey(pod.Namespace, pod.Name)+".log")
-	pid, err := l.c.StartSupervised(podNS, logPath, cluster.Supervision{Pod: pod, Readiness: podReadiness(pod, ips[0]),
+	cg, err := l.c.NodeCgroup(topology.NodeIndex(pod.Spec.NodeName))
+	if err != nil {
+		return fmt.Errorf("Pod %s: %w", id, err)
+	}
+	pid, err := l.c.StartSupervised(podNS, logPath, cluster.Supervision{Pod: pod, Readiness: podReadiness(pod, ips[0]), Cgroup: cg,
 		Argv: topology.PodCommand(topology.PodHostname(pod), l.podArgv(pod, ips[0])...)})
 	if err != nil {
 		return fmt.Errorf("Pod %s: %w", id, err)

@@ -129,13 +129,20 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	client.Close()
 	for i := 1; i <= o.Nodes; i++ {
-		progress("node %s: namespace %s, %s, pods %s", topology.NodeName(i), n.Node(i), topology.NodeAddr(i), topology.PodCIDR(i))
+		cg, err := n.NodeCgroupDir(i)
+		if err != nil {
+			return nil, err
+		}
+		progress("node %s: namespace %s, %s, pods %s, cgroup %s", topology.NodeName(i), n.Node(i), topology.NodeAddr(i), topology.PodCIDR(i), cg)
 		ns, err := topology.Attach(fabric, n.Node(i), topology.NodeName(i), topology.NodeAddr(i), true)
 		if err != nil {
 			return nil, err
 		}
 		ns.Close()
 		if err := topology.WriteNodeEtc(n, i); err != nil {
+			return nil, err
+		}
+		if _, err := topology.MakeNodeCgroup(n, i); err != nil {
 			return nil, err
 		}
 	}

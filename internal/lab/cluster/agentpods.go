@@ -91,7 +91,8 @@ func (c *Cluster) processNamespace(namespace, name string) string {
 }
 
 // startNodeAgent records node i's agent a as its Pod and starts it,
-// supervised, in the node's namespace ns; it returns the supervisor's pid.
+// supervised, in the node's namespace ns and cgroup; it returns the
+// supervisor's pid.
 // The agent whose /healthz is on kube-proxy's port is the node's Service
 // proxy: its health is the Node's Ready condition.
 func (c *Cluster) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a agent) (int, error) {
@@ -99,7 +100,11 @@ func (c *Cluster) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a age
 	if err := c.recordAgentPod(ctx, pod); err != nil {
 		return 0, err
 	}
-	s := Supervision{Pod: pod, Argv: a.argv,
+	cg, err := c.NodeCgroup(i)
+	if err != nil {
+		return 0, err
+	}
+	s := Supervision{Pod: pod, Argv: a.argv, Cgroup: cg,
 		Readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.NodeAddr(i), uint16(a.healthzPort)))}}
 	if a.healthzPort == kubeProxyHealthzPort {
 		s.Node = topology.NodeName(i)

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
@@ -22,8 +23,9 @@ import (
 // runs the pod routes and the layer-2 speaker, so the pool's IPs are answered
 // for on the node network. Beside kube-proxy it programs no Service
 // (--data-plane none) and moves its health and metrics off kube-proxy's
-// ports; else info.DataPlane, when set, is its --data-plane. info.ProxyArgs
-// come last, so they may override any of these.
+// ports; else info.DataPlane, when set, is its --data-plane, and the eBPF
+// plane gets --cgroup, the node's cgroup (see proxyNeedsCgroup).
+// info.ProxyArgs come last, so they may override any of these.
 func svcnetProxyArgv(info *Info, state []string, i int, keyFile string) []string {
 	argv := append([]string{info.Binary, "proxy"}, state...)
 	argv = append(argv, "--hostname-override", topology.NodeName(i), "--pod-routes",
@@ -35,7 +37,23 @@ func svcnetProxyArgv(info *Info, state []string, i int, keyFile string) []string
 	case info.DataPlane != "":
 		argv = append(argv, "--data-plane", info.DataPlane)
 	}
+	if proxyNeedsCgroup(info) {
+		argv = append(argv, "--cgroup", topology.Names{Lab: info.Name}.NodeCgroupPath(i))
+	}
 	return append(argv, info.ProxyArgs...)
+}
+
+// DataPlaneEBPF is svcnet proxy's eBPF data plane: it translates the connects
+// of the processes in the cgroup named by the proxy's --cgroup.
+const DataPlaneEBPF = ebpfplane.Name
+
+// proxyNeedsCgroup reports whether a node's svcnet proxy runs the eBPF plane
+// and so is given its node's cgroup, the one every process of the node
+// starts in, by its cgroup v2 path (topology.Names.NodeCgroupPath): under
+// `ip netns exec` the proxy's /sys is a fresh sysfs without the host's
+// cgroup mounts, and the proxy finds the hierarchy itself.
+func proxyNeedsCgroup(info *Info) bool {
+	return info.DataPlane == DataPlaneEBPF && kubeProxyMode(info.Proxy) == ""
 }
 
 // kubeProxyPath is upstream kube-proxy's path, in info.K8sBin.

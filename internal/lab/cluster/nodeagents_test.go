@@ -108,6 +108,18 @@ func TestAgentArgv(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("svcnet proxy with a data plane argv (-want +got):\n%s", diff)
 	}
+	// The eBPF plane: the node's cgroup, by its cgroup v2 path.
+	info := &Info{Name: "x", Binary: "/bin/svcnet", Proxy: ProxySvcnet, DataPlane: DataPlaneEBPF}
+	got = svcnetProxyArgv(info, state, 1, key)
+	want = []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node1", "--pod-routes",
+		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1",
+		"--data-plane", "ebpf", "--cgroup", "/svcnet-lab-x/node1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("svcnet proxy on the eBPF plane argv (-want +got):\n%s", diff)
+	}
+	if !proxyNeedsCgroup(info) || proxyNeedsCgroup(&Info{Proxy: ProxySvcnet, DataPlane: "nftables"}) || proxyNeedsCgroup(&Info{Proxy: ProxySvcnet}) {
+		t.Error("proxyNeedsCgroup: want true for the eBPF plane only")
+	}
 	for proxy, mode := range map[string]string{ProxyKubeProxyNFTables: "nftables", ProxyKubeProxyIPTables: "iptables"} {
 		got = kubeProxyArgv(&Info{K8sBin: "/k8s", Proxy: proxy}, state, 1)
 		want = []string{"/k8s/kube-proxy", "--kubeconfig", "/run/kc", "--proxy-mode", mode, "--hostname-override", "node1",

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/cni/hostport"
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/lab/topology"
@@ -249,7 +251,7 @@ func kubeChains(out string) []string {
 	return left
 }
 
-// runInNode runs argv in node i's namespace, bounded by agentCleanupTimeout,
+// runInNode runs argv in node i's namespace and cgroup, bounded by agentCleanupTimeout,
 // and returns its combined output.
 func (c *Cluster) runInNode(ctx context.Context, i int, argv ...string) (string, error) {
 	ns, err := netns.Open(c.Names.Node(i))
@@ -260,6 +262,16 @@ func (c *Cluster) runInNode(ctx context.Context, i int, argv ...string) (string,
 	ctx, cancel := context.WithTimeout(ctx, agentCleanupTimeout)
 	defer cancel()
 	cmd := ns.CommandContext(ctx, argv...)
+	dir, err := c.NodeCgroup(i)
+	if err != nil {
+		return "", err
+	}
+	cg, err := cgroup.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer cg.Close()
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		err = errors.Join(err, ctx.Err())

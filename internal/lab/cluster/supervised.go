@@ -18,12 +18,15 @@ import (
 
 // Supervision names the process the lab starts for Argv: its supervisor (see
 // Supervise), for Pod's containers, with Readiness probes and, for a node's
-// Service proxy, the Node whose Ready condition follows them.
+// Service proxy, the Node whose Ready condition follows them. Cgroup, when
+// set, is the cgroup v2 directory the supervisor and so its child start in
+// (a node's: NodeCgroup).
 type Supervision struct {
 	Pod       *corev1.Pod
 	Readiness []string
 	Node      string
 	Argv      []string
+	Cgroup    string
 	stateFile string
 }
 
@@ -36,7 +39,14 @@ func (c *Cluster) StartSupervised(ns *netns.NS, logPath string, s Supervision) (
 	if err := os.Remove(s.stateFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("start %s in %s: %w", s.Argv[0], ns.Name(), err)
 	}
-	return topology.StartDaemon(ns, logPath, c.supervisorArgv(s)...)
+	return topology.StartDaemon(ns, logPath, topology.Daemon{Cgroup: s.Cgroup}, c.supervisorArgv(s)...)
+}
+
+// NodeCgroup returns node i's cgroup directory, making it when missing (a
+// lab made before its nodes had cgroups gets them when a process of the node
+// is started).
+func (c *Cluster) NodeCgroup(i int) (string, error) {
+	return topology.MakeNodeCgroup(c.Names, i)
 }
 
 // isSupervisor reports whether argv is a supervisor's, and for which Pod

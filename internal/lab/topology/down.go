@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -15,6 +16,13 @@ import (
 func Leftovers(n Names) (bool, error) {
 	if _, err := os.Stat(n.Dir()); err == nil {
 		return true, nil
+	}
+	if root, err := cgroup.Root(); err == nil {
+		if dir, err := n.Cgroup(root); err == nil {
+			if _, err := os.Stat(dir); err == nil {
+				return true, nil
+			}
+		}
 	}
 	names, err := netns.Names()
 	if err != nil {
@@ -24,7 +32,8 @@ func Leftovers(n Names) (bool, error) {
 }
 
 // Remove removes everything of the lab named by n: every process in its
-// namespaces, the namespaces, its /etc/netns files and its state directory.
+// namespaces, the namespaces, its cgroups (RemoveCgroups), its /etc/netns
+// files and its state directory.
 // It is idempotent and needs nothing but the names, so it works after a
 // crash. The caller holds the lab's lock.
 func Remove(n Names) error {
@@ -50,6 +59,10 @@ func Remove(n Names) error {
 		if err := netns.DeleteNamed(s); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// After the namespaces: their processes are gone, so are the cgroups'.
+	if err := RemoveCgroups(n); err != nil {
+		errs = append(errs, err)
 	}
 	etc, _ := filepath.Glob(filepath.Join(EtcNetns, n.Lab+".*"))
 	for _, d := range etc {

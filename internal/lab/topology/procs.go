@@ -7,15 +7,24 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/process"
 )
 
-// StartDaemon starts argv inside ns as a daemon of the lab: in its own session (so
-// it outlives the command that started it), stdin from /dev/null, stdout and
-// stderr appended to logPath. It returns the pid. Nothing waits for it; Down finds
-// it again by its namespace.
-func StartDaemon(ns *netns.NS, logPath string, argv ...string) (int, error) {
+// Daemon says where, beyond its namespace, StartDaemon starts a process.
+type Daemon struct {
+	// Cgroup, when set, is the cgroup v2 directory the process starts in
+	// (clone3 CLONE_INTO_CGROUP), so it and every child of it run there
+	// from their first instruction; else it runs in the caller's cgroup.
+	Cgroup string
+}
+
+// StartDaemon starts argv inside ns (and d's cgroup) as a daemon of the lab:
+// in its own session (so it outlives the command that started it), stdin
+// from /dev/null, stdout and stderr appended to logPath. It returns the pid.
+// Nothing waits for it; Down finds it again by its namespace.
+func StartDaemon(ns *netns.NS, logPath string, d Daemon, argv ...string) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns.Name(), err)
@@ -24,6 +33,14 @@ func StartDaemon(ns *netns.NS, logPath string, argv ...string) (int, error) {
 	cmd := ns.Command(argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if d.Cgroup != "" {
+		cg, err := cgroup.Open(d.Cgroup)
+		if err != nil {
+			return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns.Name(), err)
+		}
+		defer cg.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s in %s: %w", argv[0], ns.Name(), err)
 	}
