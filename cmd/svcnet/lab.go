@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/source/file"
@@ -32,7 +34,7 @@ echo. Nothing is created in the host's network namespace. Needs root.`,
 	cmd.PersistentFlags().StringVar(&name, "name", "svcnet", "the lab's name; labs of different names stand side by side")
 	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name),
 		labExecCommand(&name), labCurlCommand(&name), labTraceCommand(&name), labDownCommand(&name),
-		labSuperviseCommand(&name))
+		labSuperviseCommand(&name), labSocketsCommand())
 	return cmd
 }
 
@@ -294,5 +296,6 @@ const envK8sBin = "SVCNET_K8S_BIN"
 // addDataPlaneFlag adds --data-plane, the Service data plane of every node's
 // svcnet proxy (lab.Options.DataPlane).
 func addDataPlaneFlag(cmd *cobra.Command, dataPlane *string) {
-	cmd.Flags().StringVar(dataPlane, "data-plane", "", `the Service data plane of every node's svcnet proxy, passed as its --data-plane ("nftables", "userspace", "none"; empty: the proxy's default)`)
+	cmd.Flags().StringVar(dataPlane, "data-plane", "", `the Service data plane of every node's svcnet proxy, passed as its --data-plane (`+
+		strings.Join(planes.Names(), ", ")+`; empty: the proxy's default; ebpf translates the connects of the node's own processes, which run in the node's cgroup)`)
 }

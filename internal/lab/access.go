@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
@@ -22,6 +26,9 @@ type Place struct {
 	// NS is the namespace's name; Pod is set for a pod.
 	NS  string
 	Pod *corev1.Pod
+	// Node is the index of the node (of the pod), whose cgroup a command
+	// and a dial from the place run in; 0 for the client.
+	Node int
 }
 
 // Resolve finds "client", "nodeN", or a pod ("NAME" in default, or "NS/NAME").
@@ -34,7 +41,7 @@ func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
 		if i > l.c.Info.Nodes {
 			return Place{}, fmt.Errorf("%s: not in this lab (node1..node%d)", where, l.c.Info.Nodes)
 		}
-		return Place{NS: l.c.Names.Node(i)}, nil
+		return Place{NS: l.c.Names.Node(i), Node: i}, nil
 	}
 	ns, name := "default", where
 	if i := strings.IndexByte(where, '/'); i >= 0 {
@@ -50,11 +57,13 @@ func (l *Lab) Resolve(ctx context.Context, where string) (Place, error) {
 	if p == nil || !netns.Exists(l.c.Names.Pod(ns, name)) {
 		return Place{}, fmt.Errorf("%q: no such place: want client, node1..node%d, or a running pod (NAME or NAMESPACE/NAME)", where, l.c.Info.Nodes)
 	}
-	return Place{NS: l.c.Names.Pod(ns, name), Pod: p}, nil
+	return Place{NS: l.c.Names.Pod(ns, name), Pod: p, Node: topology.NodeIndex(p.Spec.NodeName)}, nil
 }
 
 // Command returns argv run in the place, as `ip netns exec` runs it; in a pod it
 // also gets the pod's host name (and, through ip netns exec, its /etc files).
+// From a node or a pod it starts in the node's cgroup (a command whose
+// cgroup cannot be opened fails to start, with that error).
 func (l *Lab) Command(p Place, argv ...string) *exec.Cmd {
 	return l.CommandContext(context.Background(), p, argv...)
 }
@@ -64,20 +73,57 @@ func (l *Lab) CommandContext(ctx context.Context, p Place, argv ...string) *exec
 	if p.Pod != nil {
 		argv = topology.PodCommand(topology.PodHostname(p.Pod), argv...)
 	}
-	return netns.CommandIn(ctx, p.NS, argv...)
+	cmd := netns.CommandIn(ctx, p.NS, argv...)
+	if p.Node > 0 {
+		if err := l.inNodeCgroup(cmd, p.Node); err != nil {
+			cmd.Err = err
+		}
+	}
+	return cmd
 }
 
-// Dialer returns a dial function whose connections start in the place. A
-// host name in the address is resolved as the place resolves it, from inside
-// the place (see resolver.go); a name it cannot resolve is a *ResolveError.
-// done releases the place's namespace.
+// inNodeCgroup makes cmd start in node i's cgroup. The directory stays open
+// for cmd.Start until cmd is garbage collected.
+func (l *Lab) inNodeCgroup(cmd *exec.Cmd, i int) error {
+	dir, err := l.c.NodeCgroup(i)
+	if err != nil {
+		return err
+	}
+	cg, err := cgroup.Open(dir)
+	if err != nil {
+		return err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	runtime.AddCleanup(cmd, func(f *os.File) { f.Close() }, cg)
+	return nil
+}
+
+// Dialer returns a dial function whose connections start in the place: from
+// a node or a pod, on sockets of a process in the node's cgroup (see
+// sockets.go). A host name in the address is resolved as the place resolves
+// it, from inside the place (see resolver.go); a name it cannot resolve is a
+// *ResolveError. done releases the place's namespace and ends that process.
 func (l *Lab) Dialer(p Place) (dial func(ctx context.Context, network, addr string) (net.Conn, error), done func(), err error) {
 	ns, err := netns.Open(p.NS)
 	if err != nil {
 		return nil, nil, err
 	}
-	in := netns.Dialer(ns)
-	return resolvingDial(l.resolverOf(p, in), in), func() { ns.Close() }, nil
+	if p.Node == 0 {
+		in := netns.Dialer(ns)
+		return resolvingDial(l.resolverOf(p, in), in), func() { ns.Close() }, nil
+	}
+	dir, err := l.c.NodeCgroup(p.Node)
+	if err != nil {
+		ns.Close()
+		return nil, nil, err
+	}
+	src, err := startSocketSource(l.c.Info.Binary, p.NS, dir, p.NS)
+	if err != nil {
+		ns.Close()
+		return nil, nil, err
+	}
+	in := netns.DialerControl(ns, src.control)
+	return resolvingDial(l.resolverOf(p, in), in), func() { src.close(); ns.Close() }, nil
 }
 
 // TargetURL turns a curl target into a URL: a URL as is; HOST or HOST:PORT as

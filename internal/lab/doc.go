@@ -39,6 +39,21 @@
 // (package cluster). Options.DataPlane, when set, is every node's svcnet
 // proxy's --data-plane.
 //
+// Cgroups: every process the lab runs for node N, its agents, its pods'
+// processes and their supervisors, the node's cleanups and `lab exec` on the
+// node or in one of its pods, starts in the node's cgroup v2 directory
+// CGROUP2/svcnet-lab-NAME/nodeN (clone3 CLONE_INTO_CGROUP; children inherit
+// it), so the eBPF plane, attached there (Options.DataPlane "ebpf": each
+// node's proxy gets --cgroup), translates the connects of the node's own
+// processes as it would on a real node. The control plane and the client
+// stay in the caller's cgroup. A dial of a lab command (curl, HTTPGet,
+// Dialer) from a node or a pod uses a socket made by a short-lived child in
+// the node's namespace and cgroup (`svcnet lab sockets`, sockets.go), since a
+// socket keeps its creator's cgroup and the command itself, possibly a test
+// calling this package in-process, must not move into the node's cgroup: a
+// process moves as a whole and would then pin the cgroup. Down removes the
+// cgroups after the processes in them have exited.
+//
 // Layout (NAME is the lab's name, default "svcnet"; a name never contains '.', so one
 // lab's objects are never taken for another's):
 //
@@ -53,6 +68,7 @@
 //	            /etc/netns/NAME.pod.NS.POD/    the pod's resolv.conf, hostname and hosts, which
 //	                                          `ip netns exec` binds over /etc
 //	            /etc/netns/NAME.nodeN/         the node's resolv.conf (the cluster DNS)
+//	cgroups     CGROUP2/svcnet-lab-NAME/nodeN  one per node, CGROUP2 the cgroup v2 mount (cgroup.Root)
 //
 // Names from objects: a name or namespace a user gave is checked by the
 // apiserver's rules for its kind (controlplane.ValidateName, Validate) before

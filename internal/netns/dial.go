@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 )
 
 // ErrName is Dialer's error for an address whose host is a name.
@@ -22,13 +23,19 @@ var ErrName = errors.New("a name, not an IP address: resolve it in the namespace
 // namespace sent to the host's name servers. Resolve names where they belong
 // (resolv.Config with Dial set to this dialer) and dial the addresses.
 func Dialer(ns *NS) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return DialerControl(ns, nil)
+}
+
+// DialerControl is Dialer whose net.Dialer has control as its Control: it is
+// called inside ns with each socket before it connects.
+func DialerControl(ns *NS, control func(network, address string, c syscall.RawConn) error) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if err := checkIPHost(addr); err != nil {
 			return nil, fmt.Errorf("dial %s %s in %s: %w", network, addr, ns.Path(), err)
 		}
 		var c net.Conn
 		err := ns.Do(func() error {
-			var d net.Dialer
+			d := net.Dialer{Control: control}
 			var err error
 			c, err = d.DialContext(ctx, network, addr)
 			return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -43,7 +44,7 @@ func running(pid int) bool {
 }
 
 // checkLabGone fails t for every namespace of lab name and every process of
-// pids (the lab's, found before `down`) that is left.
+// pids (the lab's, found before `down`) that is left, and for its cgroup.
 func checkLabGone(t *testing.T, name string, pids []int) {
 	t.Helper()
 	all, err := netns.Names()
@@ -58,6 +59,15 @@ func checkLabGone(t *testing.T, name string, pids []int) {
 	for _, p := range pids {
 		if running(p) {
 			t.Errorf("process %d of the lab still runs after lab down", p)
+		}
+	}
+	if root, err := cgroup.Root(); err == nil {
+		dir, err := topology.Names{Lab: name}.Cgroup(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left after lab down (stat: %v)", dir, err)
 		}
 	}
 }
