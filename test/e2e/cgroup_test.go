@@ -113,7 +113,11 @@ func TestNodeCgroups(t *testing.T) {
 	t.Cleanup(done)
 	url := clusterURL(e.service("web"), 80)
 	e.eventually("GET web from client-2", func() error {
-		r, err := echo.Get(ctx, dial, url)
+		// Bounded per attempt: a SYN sent before the proxies program the
+		// Service is lost, and its connect would wait minutes.
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		r, err := echo.Get(actx, dial, url)
 		if err == nil && !strings.HasPrefix(r.Pod, "web-") {
 			err = fmt.Errorf("answered by %q", r.Pod)
 		}
