@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,11 +13,14 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/cgroup"
+	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/echo"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
 	"github.com/svcnet/svcnet/internal/lab/topology"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
@@ -25,7 +29,8 @@ import (
 // sockets: a pod's server and its supervisor, the node's svcnet proxy, a
 // command `lab exec` runs on the node or in a pod, and the process whose
 // sockets a dial from a pod uses; the client's commands do not. On the eBPF
-// plane the proxy is given its node's cgroup (--cgroup). Down removes the
+// plane the proxy is given its node's cgroup (--cgroup), and that dial is translated at connect (its flow is addressed to
+// the endpoint; on the other planes to the ClusterIP). Down removes the
 // lab's cgroups.
 func TestNodeCgroups(t *testing.T) {
 	netnstest.RequireRoot(t)
@@ -111,18 +116,28 @@ func TestNodeCgroups(t *testing.T) {
 	}
 	done := sync.OnceFunc(dialerDone)
 	t.Cleanup(done)
-	url := clusterURL(e.service("web"), 80)
+	web := e.service("web")
+	url := clusterURL(web, 80)
+	var reply echo.Reply
 	e.eventually("GET web from client-2", func() error {
 		// Bounded per attempt: a SYN sent before the proxies program the
 		// Service is lost, and its connect would wait minutes.
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		r, err := echo.Get(actx, dial, url)
-		if err == nil && !strings.HasPrefix(r.Pod, "web-") {
-			err = fmt.Errorf("answered by %q", r.Pod)
+		var err error
+		reply, err = echo.Get(actx, dial, url)
+		if err == nil && !strings.HasPrefix(reply.Pod, "web-") {
+			err = fmt.Errorf("answered by %q", reply.Pod)
 		}
 		return err
 	})
+	// The connection's flow on the pod's node: addressed to the ClusterIP
+	// and DNATed by the rules, or, on the eBPF plane, connected to the
+	// endpoint from the start (the socket is in the node's cgroup).
+	flow := connFlow(t, l.Names().Node(2), reply.Client)
+	if toService := flow.OrigDst.Addr().String() == web.Spec.ClusterIP; toService == (l.DataPlane() == cluster.DataPlaneEBPF) {
+		t.Errorf("data plane %q: the GET from client-2 was the flow %s", l.DataPlane(), flow)
+	}
 	pids, err := cgroup.Pids(nodeDir(2))
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +160,35 @@ func TestNodeCgroups(t *testing.T) {
 	if _, err := os.Stat(labDir); !os.IsNotExist(err) {
 		t.Errorf("%s left after lab down (stat: %v)", labDir, err)
 	}
+}
+
+// connFlow returns the conntrack flow in namespace nsName whose original
+// source is client (HOST:PORT).
+func connFlow(t *testing.T, nsName, client string) conntrack.Flow {
+	t.Helper()
+	src, err := netip.ParseAddrPort(client)
+	if err != nil {
+		t.Fatalf("client %q: %v", client, err)
+	}
+	ns, err := netns.Open(nsName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ct, err := conntrack.NewNetlinkIn(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	flows, err := ct.List(ipfamily.IPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flows {
+		if f.OrigSrc == src {
+			return f
+		}
+	}
+	t.Fatalf("no conntrack flow from %s in %s", client, nsName)
+	return conntrack.Flow{}
 }
