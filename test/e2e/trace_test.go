@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/trace"
 )
@@ -25,7 +26,11 @@ import (
 // reaches (one rewrite; the proxy's socket sees the client), and the
 // proxy's own, from that node to an endpoint (proxyLeg). Its answers of
 // empty sets are the kernel planes': a reject before the redirect, a drop
-// of an empty Local set after it (one rewrite).
+// of an empty Local set after it (one rewrite). On the eBPF plane a pod's or
+// a node's connection to a Service endpoint is translated at connect() by
+// the socket load balancer of its node's cgroup (where the lab runs them):
+// its packets carry the endpoint's address from the first, so nothing
+// rewrites them and the endpoint sees the client.
 func traceScenarios(t *testing.T, e *env) {
 	np := func(name string) int32 { return e.service(name).Spec.Ports[0].NodePort }
 	web := e.service("web")
@@ -72,6 +77,9 @@ func traceScenarios(t *testing.T, e *env) {
 				// dropped at input.
 				tc.rewrites = 1
 			}
+		}
+		if e.l.DataPlane() == cluster.DataPlaneEBPF && tc.from != "client" && tc.endpoint != "" && tc.rewrites > 0 {
+			tc.rewrites, tc.clientKept = 0, true
 		}
 		// kube-proxy's iptables mode does not reject unknown ports of a
 		// ClusterIP: the packet leaves by the node's default route, where
