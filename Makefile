@@ -122,7 +122,7 @@ unit:
 # socket load balancer to every behaviour; internal/dataplane/ebpf's kernel
 # tests hold the socket load balancer itself.
 OTHER_PLANES ?= iptables userspace ebpf
-E2E_PLANES ?= iptables userspace
+E2E_PLANES ?= iptables userspace ebpf
 test: deps lint k8s coredns node-tools build
 	SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_COREDNS_BIN=$$(tools/coredns/build.sh) \
 	  SVCNET_CONTAINERD_BIN=$$(tools/containerd/build.sh) \
@@ -179,7 +179,7 @@ bench-dns: deps k8s coredns build
 # SVCNET_BENCH_COUNTS and SVCNET_BENCH_PROXIES choose the counts and proxies).
 bench-datapath: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
-	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 35m -v
+	  $(GO) test ./bench/datapath -run '^TestBenchDatapath$$' -count=1 -timeout 45m -v
 
 demo: deps build
 	@hack/demo.sh
