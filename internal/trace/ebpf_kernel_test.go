@@ -43,21 +43,7 @@ func TestVerifySocketKernel(t *testing.T) {
 	cg := cgrouptest.New(t)
 	snap := loadScenario(t)
 	nd := scenarioNetwork(snap).Node("node1")
-	var lb *socklb.LB
-	plane := ebpfplane.New(noRules{}, func() (ebpfplane.SocketLB, error) {
-		var err error
-		lb, err = socklb.Open(cg)
-		return lb, err
-	}, nil)
-	t.Cleanup(func() {
-		if err := plane.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	table := servicetable.Build(snap, servicetable.NodeConfig{NodeName: nd.Name, Zone: nd.Zone, NodePortAddresses: nd.Addrs})
-	if _, err := plane.Sync(context.Background(), table, true); err != nil {
-		t.Fatalf("sync node1's table: %v", err)
-	}
+	lb := loadNode(t, cg, snap, nd)
 	maps := trace.KernelSocketMaps(func(node string) (string, error) {
 		if node != "node1" {
 			t.Errorf("maps of %s opened, want the sender's node1", node)
@@ -146,21 +132,7 @@ func TestVerifyRefusedKernel(t *testing.T) {
 	}
 	net.NetNS = map[string]string{"default/client-1": sender.Name()}
 	net.Cgroups = map[string]string{"node1": path}
-	var lb *socklb.LB
-	plane := ebpfplane.New(noRules{}, func() (ebpfplane.SocketLB, error) {
-		var err error
-		lb, err = socklb.Open(cg)
-		return lb, err
-	}, nil)
-	t.Cleanup(func() {
-		if err := plane.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	table := servicetable.Build(snap, servicetable.NodeConfig{NodeName: nd.Name, Zone: nd.Zone, NodePortAddresses: nd.Addrs})
-	if _, err := plane.Sync(context.Background(), table, true); err != nil {
-		t.Fatalf("sync node1's table: %v", err)
-	}
+	lb := loadNode(t, cg, snap, nd)
 	ask := trace.Ask{From: "default/client-1:40000", To: "default/empty"}
 	opts := trace.Options{Rules: trace.RulesRendered, DataPlane: ebpfplane.Name}
 
@@ -234,4 +206,27 @@ func TestNodeCgroupFromProxyKernel(t *testing.T) {
 	if _, err := trace.NodeCgroup(&trace.Network{NetNS: map[string]string{"node1": netnstest.New(t, "trace").Name()}}, "node1"); err == nil || !strings.Contains(err.Error(), "no svcnet proxy --data-plane ebpf runs") {
 		t.Errorf("a namespace without a proxy: %v, want an error saying so", err)
 	}
+}
+
+// loadNode loads node nd's service table of snap into a real socket load
+// balancer (the eBPF plane without rules) attached to cgroup cg, closed when
+// the test ends, and returns it.
+func loadNode(t *testing.T, cg string, snap *model.Snapshot, nd *trace.NodeNet) *socklb.LB {
+	t.Helper()
+	var lb *socklb.LB
+	plane := ebpfplane.New(noRules{}, func() (ebpfplane.SocketLB, error) {
+		var err error
+		lb, err = socklb.Open(cg)
+		return lb, err
+	}, nil)
+	t.Cleanup(func() {
+		if err := plane.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	table := servicetable.Build(snap, servicetable.NodeConfig{NodeName: nd.Name, Zone: nd.Zone, NodePortAddresses: nd.Addrs})
+	if _, err := plane.Sync(context.Background(), table, true); err != nil {
+		t.Fatalf("sync %s's table: %v", nd.Name, err)
+	}
+	return lb
 }
