@@ -126,9 +126,14 @@ func TestBenchDatapath(t *testing.T) {
 		t.Fatal(err)
 	}
 	direct := hostPort(remoteIP, 80)
+	// cli runs on node1: the pod paths' load is node1's (target.cgroup).
+	node1, err := l.Names().NodeCgroupDir(1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	targets := []target{
-		{path: pathClusterIPRemote, directNS: cliNS, directAddr: direct, serviceNS: cliNS, svcAddr: hostPort(addrs.clusterIP, 80)},
-		{path: pathClusterIPLocal, directNS: cliNS, directAddr: hostPort(localIP, 80), serviceNS: cliNS, svcAddr: hostPort(addrs.localClusterIP, 80)},
+		{path: pathClusterIPRemote, directNS: cliNS, directAddr: direct, serviceNS: cliNS, svcAddr: hostPort(addrs.clusterIP, 80), cgroup: node1},
+		{path: pathClusterIPLocal, directNS: cliNS, directAddr: hostPort(localIP, 80), serviceNS: cliNS, svcAddr: hostPort(addrs.localClusterIP, 80), cgroup: node1},
 		{path: pathNodePort, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(topology.NodeAddr(1), int(addrs.nodePort))},
 		{path: pathLB, directNS: extNS, directAddr: direct, serviceNS: extNS, svcAddr: hostPort(addrs.lbIP, 80)},
 	}

@@ -1,13 +1,21 @@
 // Package datapathbench measures Service traffic through svcnet proxy, on
-// its nftables, iptables and userspace data planes, and through upstream
+// its nftables, eBPF, iptables and userspace data planes, and through upstream
 // kube-proxy, in nftables and iptables modes, against direct pod traffic in
 // the lab (make bench-datapath). TestBenchDatapath is gated by
 // SVCNET_BENCH=1 (bench/benchenv); it runs the svcnet binary
 // SVCNET_BENCH_SVCNET names (else one built from this tree) and
 // kube-apiserver, kube-controller-manager and kube-proxy from SVCNET_K8S_BIN
 // (else tools/k8s/build.sh builds them, cached). SVCNET_BENCH_PROXIES
-// chooses the proxies (default all five: svcnet, kube-proxy-nftables,
-// kube-proxy-iptables, svcnet-iptables, svcnet-userspace; proxies.go).
+// chooses the proxies (default all six: svcnet, svcnet-ebpf,
+// kube-proxy-nftables, kube-proxy-iptables, svcnet-iptables,
+// svcnet-userspace; proxies.go).
+//
+// The pod paths' load generator is this process: for them it joins node1's
+// cgroup (cgroup.Enter) for each pair, both sides, whatever the proxy, so
+// that the eBPF plane's socket load balancer, attached there, sees its
+// connects as those of a pod on node1 (on the other planes the cgroup
+// changes nothing). The external paths' load stays outside every node's
+// cgroup, as an external client is.
 //
 // A 2-node lab on the kube control plane (real etcd, kube-apiserver and
 // kube-controller-manager; SVCNET_BENCH_LAB names it, default dpPID) runs

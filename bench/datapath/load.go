@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -51,12 +52,23 @@ type end struct {
 	errs    failures
 }
 
-// measurePair measures a target's two sides in turns (turns.go), starting
-// with side first: the keep-alive load for d a side, the new-connection load
+// measurePair measures a target's two sides in turns (turns.go), from its
+// cgroup when it has one, starting with side first: the keep-alive load for d a side, the new-connection load
 // for d a side, then the connect probe for d/2 a side, each from the side's
 // namespace to its address. It fails with errStarved when a side of a load
 // was not loaded (starved), else when a side had no request answered.
 func measurePair(ctx context.Context, t target, d time.Duration, first int) (direct, service sample, err error) {
+	if t.cgroup != "" {
+		back, err := cgroup.Enter(t.cgroup)
+		if err != nil {
+			return direct, service, err
+		}
+		defer func() {
+			if berr := back(); berr != nil && err == nil {
+				err = berr
+			}
+		}()
+	}
 	var ends [2]*end
 	for i, x := range []struct {
 		ns   *netns.NS

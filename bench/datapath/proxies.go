@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	iptplane "github.com/svcnet/svcnet/internal/dataplane/iptables"
 	"github.com/svcnet/svcnet/internal/dataplane/userspace"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
@@ -17,6 +18,7 @@ import (
 const (
 	proxySvcnetIPTables  = "svcnet-iptables"  // svcnet proxy --data-plane iptables
 	proxySvcnetUserspace = "svcnet-userspace" // svcnet proxy --data-plane userspace
+	proxySvcnetEBPF      = "svcnet-ebpf"      // svcnet proxy --data-plane ebpf
 )
 
 // benchProxy is one measured Service proxy: the lab's node proxy and svcnet
@@ -34,6 +36,8 @@ type benchProxy struct {
 // alike.
 var allProxies = []benchProxy{
 	{cluster.ProxySvcnet, cluster.ProxySvcnet, "", "svcnet proxy, its default nftables plane"},
+	{proxySvcnetEBPF, cluster.ProxySvcnet, ebpfplane.Name, "svcnet proxy --data-plane ebpf: connects from node1's cgroup (the pod paths' load generator joins it) " +
+		"translated at the socket, no NAT; the NodePort and LB paths meet its nftables rules"},
 	{cluster.ProxyKubeProxyNFTables, cluster.ProxyKubeProxyNFTables, "", "upstream kube-proxy --proxy-mode nftables"},
 	{cluster.ProxyKubeProxyIPTables, cluster.ProxyKubeProxyIPTables, "", "upstream kube-proxy --proxy-mode iptables"},
 	{proxySvcnetIPTables, cluster.ProxySvcnet, iptplane.Name, "svcnet proxy --data-plane iptables"},
@@ -88,5 +92,5 @@ func parseProxies(v string) ([]string, error) {
 const runLimitPerProxy = 6 * time.Minute
 
 // runLimit bounds a run measuring n proxies: 18 minutes for up to three,
-// 30 for all five.
+// 36 for all six.
 func runLimit(n int) time.Duration { return time.Duration(max(n, 3)) * runLimitPerProxy }

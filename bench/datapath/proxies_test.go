@@ -15,7 +15,7 @@ func TestParseProxies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"svcnet", "kube-proxy-nftables", "kube-proxy-iptables", "svcnet-iptables", "svcnet-userspace"}
+	want := []string{"svcnet", "svcnet-ebpf", "kube-proxy-nftables", "kube-proxy-iptables", "svcnet-iptables", "svcnet-userspace"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("every proxy (-want +got):\n%s", diff)
 	}
@@ -28,7 +28,7 @@ func TestParseProxies(t *testing.T) {
 		t.Errorf("some proxies (-want +got):\n%s", diff)
 	}
 	for _, bad := range []string{"", "svcnet,", "kube-proxy-ipvs", "svcnet-nftables"} {
-		if _, err := parseProxies(bad); err == nil || !strings.Contains(err.Error(), "want some of svcnet, kube-proxy-nftables") {
+		if _, err := parseProxies(bad); err == nil || !strings.Contains(err.Error(), "want some of svcnet, svcnet-ebpf, kube-proxy-nftables") {
 			t.Errorf("parseProxies(%q): err = %v, want one listing the proxies", bad, err)
 		}
 	}
@@ -47,8 +47,8 @@ func TestParseProxies(t *testing.T) {
 }
 
 func TestRunLimit(t *testing.T) {
-	if got := runLimit(5); got != 30*time.Minute {
-		t.Errorf("runLimit(5) = %s, want 30 minutes", got)
+	if got := runLimit(6); got != 36*time.Minute {
+		t.Errorf("runLimit(6) = %s, want 36 minutes", got)
 	}
 	if got := runLimit(1); got != 18*time.Minute {
 		t.Errorf("runLimit(1) = %s, want that of three (the lab and the 10k fillers alone)", got)

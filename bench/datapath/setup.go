@@ -35,6 +35,11 @@ type target struct {
 	path                string
 	directNS, serviceNS *netns.NS
 	directAddr, svcAddr string
+	// cgroup, when set, is the cgroup directory the load generator (this
+	// process) joins for the pair, both sides alike: node1's for the pod
+	// paths, so that the eBPF plane's socket load balancer sees its
+	// connects as a pod's on node1 (cgroup.Enter).
+	cgroup string
 }
 
 // parseCounts parses SVCNET_BENCH_COUNTS: positive Service counts separated by
