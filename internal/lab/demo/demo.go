@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/printers"
@@ -85,7 +86,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	nodePort, hcPort := svc.Spec.Ports[0].NodePort, int32(0)
 
-	d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods; when it picks the asking pod itself (hairpin), it also masquerades, so that pod sees its node's gateway address %s.", pods[0].Name, svc.Spec.ClusterIP, topology.Gateway4(topology.NodeIndex(pods[0].Spec.NodeName)))
+	if d.plane == ebpfplane.Name {
+		d.say("From pod %s to the ClusterIP %s:80: its node's socket load balancer connects each new connection to one of the two pods; when it picks the asking pod itself (hairpin), the pod reaches itself directly and sees its own address %s, with no masquerade.", pods[0].Name, svc.Spec.ClusterIP, pods[0].Status.PodIP)
+	} else {
+		d.say("From pod %s to the ClusterIP %s:80: the pod's own node DNATs each new connection to one of the two pods; when it picks the asking pod itself (hairpin), it also masquerades, so that pod sees its node's gateway address %s.", pods[0].Name, svc.Spec.ClusterIP, topology.Gateway4(topology.NodeIndex(pods[0].Spec.NodeName)))
+	}
 	from, err := l.Resolve(ctx, pods[0].Namespace+"/"+pods[0].Name)
 	if err != nil {
 		return err
@@ -100,6 +105,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	d.hits(url, hits)
 	d.check(answeredBy(hits, pods[0].Name, pods[1].Name), "every request answered, by both pods")
+	if d.plane == ebpfplane.Name {
+		d.check(allSeenAs(hits, pods[0].Status.PodIP), "every pod, the asking one too, saw the client as %s: nothing was rewritten", pods[0].Status.PodIP)
+	}
 	if err := d.clusterDNS(ctx, l, from, svc); err != nil {
 		return err
 	}
@@ -298,6 +306,16 @@ func indented(w io.Writer, print func(io.Writer) error) error {
 	}
 	_, err := indent{w}.Write(buf.Bytes())
 	return err
+}
+
+// allSeenAs reports whether every hit was answered and saw the client as ip.
+func allSeenAs(hits []lab.Hit, ip string) bool {
+	for _, h := range hits {
+		if h.Err != nil || h.ClientIP() != ip {
+			return false
+		}
+	}
+	return len(hits) > 0
 }
 
 func answeredBy(hits []lab.Hit, pods ...string) bool {

@@ -3,13 +3,18 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/lab"
+	"github.com/svcnet/svcnet/internal/model"
 )
 
 // planeRules shows what the node's data plane programmed for svc, in the
@@ -18,7 +23,8 @@ import (
 // KUBE-SERVICES`, then the Service's KUBE-SVC chain with its statistic
 // rules, then one KUBE-SEP chain with its DNAT); for userspace, the proxy
 // ports listening on the node and the redirect rules that send the
-// Service's traffic to them. Other planes show nothing here.
+// Service's traffic to them; for ebpf, the socket load balancer's entry for
+// the ClusterIP. Other planes show nothing here.
 func (d *demo) planeRules(ctx context.Context, l *lab.Lab, svc *corev1.Service, pods []*corev1.Pod) error {
 	node := lab.Place{NS: l.Names().Node(1)}
 	run := func(argv ...string) (string, error) {
@@ -46,6 +52,10 @@ func (d *demo) planeRules(ctx context.Context, l *lab.Lab, svc *corev1.Service, 
 		},
 		"userspace": func() bool {
 			return strings.Contains(output("nft", "list", "table", "ip", "svcnet-userspace"), svc.Spec.ClusterIP)
+		},
+		ebpfplane.Name: func() bool {
+			bes, _, err := socketEntry(l, 1, svc)
+			return err == nil && len(bes) == len(pods)
 		},
 	}[d.plane]
 	if ready == nil {
@@ -100,8 +110,48 @@ func (d *demo) planeRules(ctx context.Context, l *lab.Lab, svc *corev1.Service, 
 			return err
 		}
 		d.check(strings.Contains(out, svc.Spec.ClusterIP) && strings.Contains(out, "redirect to :"), "the ClusterIP %s is redirected to a proxy port", svc.Spec.ClusterIP)
+	case ebpfplane.Name:
+		bes, dir, err := socketEntry(l, 1, svc)
+		if err != nil {
+			return err
+		}
+		d.say("The data plane is eBPF: node1's svcnet proxy attached its socket load balancer (cgroup connect, sendmsg, recvmsg and getpeername programs) to node1's cgroup, where the node's pods and agents run, and holds %s in its services map:", name)
+		fmt.Fprintf(d.out, "    cgroup %s\n    services map %s:80/tcp → %s\n", dir, svc.Spec.ClusterIP, bes)
+		d.check(len(bes) == len(pods) && podBackends(bes, pods), "the services map sends %s:80 to the %d pods", svc.Spec.ClusterIP, len(pods))
+		d.say("A pod's connect to the ClusterIP is connected to one of them at once: its packets carry the pod's address from the first, so no rule rewrites them. Traffic from outside the node (NodePort, the LoadBalancer IP) still meets the nftables rules under it.")
 	}
 	return nil
+}
+
+// socketEntry reads the backends node i's socket load balancer holds for
+// svc's ClusterIP, port 80, TCP, and returns them with the node's cgroup
+// directory.
+func socketEntry(l *lab.Lab, i int, svc *corev1.Service) ([]netip.AddrPort, string, error) {
+	dir, err := l.Names().NodeCgroupDir(i)
+	if err != nil {
+		return nil, "", err
+	}
+	fe, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil {
+		return nil, dir, fmt.Errorf("ClusterIP %q: %w", svc.Spec.ClusterIP, err)
+	}
+	v, err := socklb.OpenAttached(dir)
+	if err != nil {
+		return nil, dir, err
+	}
+	defer v.Close()
+	bes, _, err := v.Lookup(netip.AddrPortFrom(fe, 80), model.ProtocolTCP)
+	return bes, dir, err
+}
+
+// podBackends reports whether every backend is one of pods, port 80.
+func podBackends(bes []netip.AddrPort, pods []*corev1.Pod) bool {
+	for _, be := range bes {
+		if !slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.Status.PodIP == be.Addr().String() && be.Port() == 80 }) {
+			return false
+		}
+	}
+	return true
 }
 
 // chainFor returns the first submatch of pattern in out, "" if none.

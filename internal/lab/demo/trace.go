@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/trace"
 	"github.com/svcnet/svcnet/internal/trace/diagram"
@@ -31,7 +33,7 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 		return err
 	}
 	ask := trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", nodePort)}
-	rep, err := d.verify(ctx, l, ask)
+	rep, err := d.verify(ctx, l, ask, netip.AddrPort{})
 	if err != nil {
 		return err
 	}
@@ -42,10 +44,15 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 			"one rewrite on the way in (the redirect to node1's proxy port), undone by conntrack on the way back")
 		pod := pods[0]
 		d.say("The second leg: node1's svcnet proxy accepted the connection on its proxy port and opened its own, from node1 to a pod (round robin; on a failed connect, the next pod). Trace that connection to %s (svcnet lab trace node1 %s:80 --verify):", pod.Name, pod.Status.PodIP)
-		if _, err := d.verify(ctx, l, trace.Ask{From: "node1", To: pod.Status.PodIP + ":80"}); err != nil {
+		if _, err := d.verify(ctx, l, trace.Ask{From: "node1", To: pod.Status.PodIP + ":80"}, netip.AddrPort{}); err != nil {
 			return err
 		}
 	} else {
+		if d.plane == ebpfplane.Name {
+			if err := d.traceSocket(ctx, l, svc, pods); err != nil {
+				return err
+			}
+		}
 		d.check(rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
 			"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (\"The Packet's-Eye View of a Kubernetes Service\" counts five on its hostPort path)")
 	}
@@ -58,14 +65,17 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 	return nil
 }
 
-// verify traces ask in the lab, prints the trace and the comparison with the
+// verify traces ask in the lab (following endpoint, when valid, where an
+// endpoint is chosen), prints the trace and the comparison with the
 // kernel's trace events, checks that they agree, and returns the report.
-func (d *demo) verify(ctx context.Context, l *lab.Lab, ask trace.Ask) (*trace.Report, error) {
+func (d *demo) verify(ctx context.Context, l *lab.Lab, ask trace.Ask, endpoint netip.AddrPort) (*trace.Report, error) {
 	snap, net, err := l.TraceNetwork(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := trace.Verify(ctx, snap, net, ask, l.TraceOptions())
+	opts := l.TraceOptions()
+	opts.Endpoint = endpoint
+	rep, err := trace.Verify(ctx, snap, net, ask, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -80,4 +90,26 @@ func (d *demo) verify(ctx context.Context, l *lab.Lab, ask trace.Ask) (*trace.Re
 	}
 	d.check(rep.OK(), "the kernel took the traced chains, rules and rewrites")
 	return rep, nil
+}
+
+// traceSocket traces, on the eBPF plane, a request from a pod to the
+// ClusterIP: the socket load balancer's decision at the pod's connect (its
+// node's cgroup program, the services map entry, the backend), then a
+// packet that no rule rewrites, verified against the kernel's maps and
+// trace events.
+func (d *demo) traceSocket(ctx context.Context, l *lab.Lab, svc *corev1.Service, pods []*corev1.Pod) error {
+	from, to := pods[0].Namespace+"/"+pods[0].Name, pods[1]
+	ep, err := netip.ParseAddr(to.Status.PodIP)
+	if err != nil {
+		return fmt.Errorf("pod %s: IP %q: %w", to.Name, to.Status.PodIP, err)
+	}
+	d.say("The NodePort came from outside the node, so the nftables rules under the socket load balancer translated it. From a pod the connect itself is translated: trace one from %s to the ClusterIP, to the pod on %s (svcnet lab trace %s %s:80 --endpoint %s:80 --verify).",
+		pods[0].Name, to.Spec.NodeName, from, svc.Spec.ClusterIP, to.Status.PodIP)
+	rep, err := d.verify(ctx, l, trace.Ask{From: from, To: svc.Spec.ClusterIP + ":80"}, netip.AddrPortFrom(ep, 80))
+	if err != nil {
+		return err
+	}
+	d.check(rep.Trace.Socket.Translated() && rep.Trace.Summary.Rewrites == 0 && rep.Trace.Summary.ReplyRewrites == 0,
+		"the socket load balancer chose the backend at connect(): no rewrite on the way in, none on the way back")
+	return nil
 }
