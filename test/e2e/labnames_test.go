@@ -180,7 +180,8 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 	if controlPlane != cluster.ControlPlaneFile {
 		return
 	}
-	// svcnet demo: its own 3-node lab, every step checked.
+	// svcnet demo: its own 3-node lab, every step checked, on the data
+	// plane under test (each plane's demo has steps of its own).
 	root, err := testbin.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +192,8 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 			t.Errorf("lab down %s: %v", demo, err)
 		}
 	})
-	if r := host.svcnet(t, ctx, cliUpTimeout, "demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/packet-path/my-nginx.yaml")); r.code != 0 {
+	args := append([]string{"demo", "--name", demo, "--svg", "", "-f", filepath.Join(root, "examples/packet-path/my-nginx.yaml")}, testbin.DataPlaneArgs()...)
+	if r := host.svcnet(t, ctx, cliUpTimeout, args...); r.code != 0 {
 		t.Errorf("svcnet demo: exit %d: %s", r.code, r.stderr)
 	}
 }
