@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	usplane "github.com/svcnet/svcnet/internal/dataplane/userspace"
+
 	"github.com/svcnet/svcnet/internal/cgroup"
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/echo"
@@ -131,11 +133,14 @@ func TestNodeCgroups(t *testing.T) {
 		}
 		return err
 	})
-	// The connection's flow on the pod's node: addressed to the ClusterIP
-	// and DNATed by the rules, or, on the eBPF plane, connected to the
-	// endpoint from the start (the socket is in the node's cgroup).
+	// The flow the endpoint answered, on the pod's node: addressed to the
+	// ClusterIP and DNATed by the rules; on the eBPF plane, connected to
+	// the endpoint from the start (the socket is in the node's cgroup); on
+	// the userspace plane, the proxy's own connection from the node, also
+	// addressed to the endpoint (the pod's own leg ends at the proxy port).
 	flow := connFlow(t, l.Names().Node(2), reply.Client)
-	if toService := flow.OrigDst.Addr().String() == web.Spec.ClusterIP; toService == (l.DataPlane() == cluster.DataPlaneEBPF) {
+	direct := l.DataPlane() == cluster.DataPlaneEBPF || l.DataPlane() == usplane.Name
+	if toService := flow.OrigDst.Addr().String() == web.Spec.ClusterIP; toService == direct {
 		t.Errorf("data plane %q: the GET from client-2 was the flow %s", l.DataPlane(), flow)
 	}
 	pids, err := cgroup.Pids(nodeDir(2))
