@@ -58,8 +58,11 @@ func PinDir(root, cgroupPath string) (string, error) {
 }
 
 // Unpin removes the pins of the load balancer of cgroupPath under root: its
-// programs are detached and its maps freed once no process holds them. No
-// pins is not an error.
+// programs are detached and its maps freed once no process holds them. The
+// kernel drops a pinned link an RCU grace period after its pin is removed,
+// so Unpin waits, up to unpinWait, until no load balancer is attached to
+// the cgroup, and fails, saying so, when one still is (a process holds it:
+// a svcnet proxy still running). No pins is not an error.
 func Unpin(root, cgroupPath string) error {
 	dir, err := PinDir(root, cgroupPath)
 	if err != nil {
@@ -68,8 +71,24 @@ func Unpin(root, cgroupPath string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("socklb: unpin: %w", err)
 	}
-	return nil
+	deadline := time.Now().Add(unpinWait)
+	for {
+		v, err := OpenAttached(cgroupPath)
+		if errors.Is(err, ErrNotAttached) {
+			return nil
+		}
+		if err == nil {
+			v.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("socklb: unpin: a load balancer is still attached to %s %v after its pins were removed: a process holds it (a svcnet proxy still running?)", cgroupPath, unpinWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
+
+// unpinWait bounds Unpin's wait for the links to go.
+const unpinWait = 2 * time.Second
 
 // checkBPFFS checks that root is, or would be made, on a BPF filesystem:
 // its nearest existing ancestor is one.
