@@ -418,15 +418,75 @@ static __always_inline void forget(void *ctx)
 	release(bpf_get_socket_cookie(ctx));
 }
 
-SEC("cgroup/connect4")
-int socklb_connect4(struct bpf_sock_addr *ctx)
+// peer_get reads the address and port of ctx (the destination of a
+// connect or sendmsg, the peer of getpeername, the source of recvmsg) as
+// the maps hold them: an IPv4 address IPv4-mapped. v4 is a constant of each
+// program, so the other family's fields, which its context does not allow,
+// are compiled out.
+static __always_inline void peer_get(struct bpf_sock_addr *ctx, int v4, struct backend *a)
 {
-	struct svc_key key = {};
-	key.addr[2] = bpf_htonl(0x0000ffff);
-	key.addr[3] = ctx->user_ip4;
-	key.port = (__u16)ctx->user_port;
-	key.proto = (__u8)ctx->protocol;
-	if (key.proto == IPPROTO_UDP) {
+	if (v4) {
+		a->addr[0] = 0;
+		a->addr[1] = 0;
+		a->addr[2] = bpf_htonl(0x0000ffff);
+		a->addr[3] = ctx->user_ip4;
+	} else {
+		a->addr[0] = ctx->user_ip6[0];
+		a->addr[1] = ctx->user_ip6[1];
+		a->addr[2] = ctx->user_ip6[2];
+		a->addr[3] = ctx->user_ip6[3];
+	}
+	a->port = (__u16)ctx->user_port;
+}
+
+// peer_set writes a into ctx (for v4, an IPv4-mapped address).
+static __always_inline void peer_set(struct bpf_sock_addr *ctx, int v4, const struct backend *a)
+{
+	if (v4) {
+		ctx->user_ip4 = a->addr[3];
+	} else {
+		ctx->user_ip6[0] = a->addr[0];
+		ctx->user_ip6[1] = a->addr[1];
+		ctx->user_ip6[2] = a->addr[2];
+		ctx->user_ip6[3] = a->addr[3];
+	}
+	ctx->user_port = a->port;
+}
+
+// key_of is the services map key of peer and proto.
+static __always_inline void key_of(const struct backend *peer, __u8 proto, struct svc_key *key)
+{
+	__builtin_memcpy(key->addr, peer->addr, sizeof(key->addr));
+	key->port = peer->port;
+	key->proto = proto;
+}
+
+// translate_to_peer translates the destination of ctx (a connect, or a
+// sendmsg when !connect): the SYS_ verdict; *key and *be say what it was
+// translated from and to, *counted whether least-connection counted it. A
+// v4 socket's frontend may only go to an IPv4 backend; a v6 socket's IPv4
+// frontend (its IPv4-mapped address) has IPv4-mapped backends.
+#define PASSED 2
+static __always_inline int translate_to_peer(struct bpf_sock_addr *ctx, int v4, __u8 proto, int connect,
+					     struct svc_key *key, struct backend *be, int *counted)
+{
+	struct backend peer;
+	peer_get(ctx, v4, &peer);
+	key_of(&peer, proto, key);
+	int r = translate(ctx, key, be, connect, counted);
+	if (r == NO_BACKENDS) {
+		bpf_set_retval(-ECONNREFUSED);
+		return SYS_REJECT;
+	}
+	if (r != TRANSLATED || (v4 && !is_v4_mapped(be->addr)))
+		return PASSED;
+	peer_set(ctx, v4, be);
+	return SYS_PROCEED;
+}
+
+static __always_inline int do_connect(struct bpf_sock_addr *ctx, int v4)
+{
+	if (ctx->protocol == IPPROTO_UDP) {
 		// A connected UDP socket keeps its peer for its life: were it
 		// translated here, it would keep sending to an endpoint that is
 		// gone. Left to the rules, its flow is conntrack's, which the
@@ -434,26 +494,20 @@ int socklb_connect4(struct bpf_sock_addr *ctx)
 		forget(ctx);
 		return SYS_PROCEED;
 	}
-
+	struct svc_key key = {};
 	struct backend be;
 	int counted = 0;
-	int r = translate(ctx, &key, &be, 1, &counted);
-	if (r == NO_BACKENDS) {
-		bpf_set_retval(-ECONNREFUSED);
-		return SYS_REJECT;
-	}
-	if (r != TRANSLATED || !is_v4_mapped(be.addr)) {
+	int r = translate_to_peer(ctx, v4, (__u8)ctx->protocol, 1, &key, &be, &counted);
+	if (r == PASSED) {
 		forget(ctx);
 		return SYS_PROCEED;
 	}
-	ctx->user_ip4 = be.addr[3];
-	ctx->user_port = be.port;
-	remember(ctx, &key, &be, counted);
-	return SYS_PROCEED;
+	if (r == SYS_PROCEED)
+		remember(ctx, &key, &be, counted);
+	return r;
 }
 
-SEC("cgroup/getpeername4")
-int socklb_getpeername4(struct bpf_sock_addr *ctx)
+static __always_inline int do_getpeername(struct bpf_sock_addr *ctx, int v4)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx);
 	struct revnat_value *rv = bpf_map_lookup_elem(&revnat, &cookie);
@@ -461,160 +515,62 @@ int socklb_getpeername4(struct bpf_sock_addr *ctx)
 		return SYS_PROCEED;
 	// Only the peer the socket was translated to is reported as the
 	// frontend; anything else is the truth.
-	if (rv->backend.addr[3] != ctx->user_ip4 || rv->backend.port != (__u16)ctx->user_port)
-		return SYS_PROCEED;
-	ctx->user_ip4 = rv->frontend.addr[3];
-	ctx->user_port = rv->frontend.port;
+	struct backend peer;
+	peer_get(ctx, v4, &peer);
+	if (same_backend(&rv->backend, &peer))
+		peer_set(ctx, v4, &rv->frontend);
 	return SYS_PROCEED;
 }
+
+static __always_inline int do_sendmsg(struct bpf_sock_addr *ctx, int v4)
+{
+	struct svc_key key = {};
+	struct backend be;
+	int counted = 0;
+	int r = translate_to_peer(ctx, v4, IPPROTO_UDP, 0, &key, &be, &counted);
+	if (r == PASSED)
+		return SYS_PROCEED;
+	if (r == SYS_PROCEED)
+		remember_udp(ctx, &key, &be);
+	return r;
+}
+
+static __always_inline int do_recvmsg(struct bpf_sock_addr *ctx, int v4)
+{
+	struct backend peer;
+	peer_get(ctx, v4, &peer);
+	struct backend *fe = udp_frontend(ctx, &peer);
+	if (fe)
+		peer_set(ctx, v4, fe);
+	return SYS_PROCEED;
+}
+
+// An IPv4 frontend is found by the v6 programs too when a dual-stack socket
+// dials its IPv4-mapped address; its backends are IPv4-mapped as well.
+
+SEC("cgroup/connect4")
+int socklb_connect4(struct bpf_sock_addr *ctx) { return do_connect(ctx, 1); }
 
 SEC("cgroup/connect6")
-int socklb_connect6(struct bpf_sock_addr *ctx)
-{
-	// An IPv4 frontend is found here too when a dual-stack socket dials
-	// its IPv4-mapped address; its backends are IPv4-mapped as well.
-	struct svc_key key = {};
-	key.addr[0] = ctx->user_ip6[0];
-	key.addr[1] = ctx->user_ip6[1];
-	key.addr[2] = ctx->user_ip6[2];
-	key.addr[3] = ctx->user_ip6[3];
-	key.port = (__u16)ctx->user_port;
-	key.proto = (__u8)ctx->protocol;
-	if (key.proto == IPPROTO_UDP) {
-		// A connected UDP socket keeps its peer for its life: were it
-		// translated here, it would keep sending to an endpoint that is
-		// gone. Left to the rules, its flow is conntrack's, which the
-		// proxy clears when the endpoint goes (kube-proxy's UDP cleanup).
-		forget(ctx);
-		return SYS_PROCEED;
-	}
+int socklb_connect6(struct bpf_sock_addr *ctx) { return do_connect(ctx, 0); }
 
-	struct backend be;
-	int counted = 0;
-	int r = translate(ctx, &key, &be, 1, &counted);
-	if (r == NO_BACKENDS) {
-		bpf_set_retval(-ECONNREFUSED);
-		return SYS_REJECT;
-	}
-	if (r != TRANSLATED) {
-		forget(ctx);
-		return SYS_PROCEED;
-	}
-	ctx->user_ip6[0] = be.addr[0];
-	ctx->user_ip6[1] = be.addr[1];
-	ctx->user_ip6[2] = be.addr[2];
-	ctx->user_ip6[3] = be.addr[3];
-	ctx->user_port = be.port;
-	remember(ctx, &key, &be, counted);
-	return SYS_PROCEED;
-}
+SEC("cgroup/getpeername4")
+int socklb_getpeername4(struct bpf_sock_addr *ctx) { return do_getpeername(ctx, 1); }
 
 SEC("cgroup/getpeername6")
-int socklb_getpeername6(struct bpf_sock_addr *ctx)
-{
-	__u64 cookie = bpf_get_socket_cookie(ctx);
-	struct revnat_value *rv = bpf_map_lookup_elem(&revnat, &cookie);
-	if (!rv)
-		return SYS_PROCEED;
-	if (rv->backend.addr[0] != ctx->user_ip6[0] || rv->backend.addr[1] != ctx->user_ip6[1] ||
-	    rv->backend.addr[2] != ctx->user_ip6[2] || rv->backend.addr[3] != ctx->user_ip6[3] ||
-	    rv->backend.port != (__u16)ctx->user_port)
-		return SYS_PROCEED;
-	ctx->user_ip6[0] = rv->frontend.addr[0];
-	ctx->user_ip6[1] = rv->frontend.addr[1];
-	ctx->user_ip6[2] = rv->frontend.addr[2];
-	ctx->user_ip6[3] = rv->frontend.addr[3];
-	ctx->user_port = rv->frontend.port;
-	return SYS_PROCEED;
-}
+int socklb_getpeername6(struct bpf_sock_addr *ctx) { return do_getpeername(ctx, 0); }
 
 SEC("cgroup/sendmsg4")
-int socklb_sendmsg4(struct bpf_sock_addr *ctx)
-{
-	struct svc_key key = {};
-	key.addr[2] = bpf_htonl(0x0000ffff);
-	key.addr[3] = ctx->user_ip4;
-	key.port = (__u16)ctx->user_port;
-	key.proto = IPPROTO_UDP;
-
-	struct backend be;
-	int counted = 0;
-	int r = translate(ctx, &key, &be, 0, &counted);
-	if (r == NO_BACKENDS) {
-		bpf_set_retval(-ECONNREFUSED);
-		return SYS_REJECT;
-	}
-	if (r != TRANSLATED || !is_v4_mapped(be.addr))
-		return SYS_PROCEED;
-	ctx->user_ip4 = be.addr[3];
-	ctx->user_port = be.port;
-	remember_udp(ctx, &key, &be);
-	return SYS_PROCEED;
-}
-
-SEC("cgroup/recvmsg4")
-int socklb_recvmsg4(struct bpf_sock_addr *ctx)
-{
-	struct backend be = {};
-	be.addr[2] = bpf_htonl(0x0000ffff);
-	be.addr[3] = ctx->user_ip4;
-	be.port = (__u16)ctx->user_port;
-	struct backend *fe = udp_frontend(ctx, &be);
-	if (fe) {
-		ctx->user_ip4 = fe->addr[3];
-		ctx->user_port = fe->port;
-	}
-	return SYS_PROCEED;
-}
+int socklb_sendmsg4(struct bpf_sock_addr *ctx) { return do_sendmsg(ctx, 1); }
 
 SEC("cgroup/sendmsg6")
-int socklb_sendmsg6(struct bpf_sock_addr *ctx)
-{
-	struct svc_key key = {};
-	key.addr[0] = ctx->user_ip6[0];
-	key.addr[1] = ctx->user_ip6[1];
-	key.addr[2] = ctx->user_ip6[2];
-	key.addr[3] = ctx->user_ip6[3];
-	key.port = (__u16)ctx->user_port;
-	key.proto = IPPROTO_UDP;
+int socklb_sendmsg6(struct bpf_sock_addr *ctx) { return do_sendmsg(ctx, 0); }
 
-	struct backend be;
-	int counted = 0;
-	int r = translate(ctx, &key, &be, 0, &counted);
-	if (r == NO_BACKENDS) {
-		bpf_set_retval(-ECONNREFUSED);
-		return SYS_REJECT;
-	}
-	if (r != TRANSLATED)
-		return SYS_PROCEED;
-	ctx->user_ip6[0] = be.addr[0];
-	ctx->user_ip6[1] = be.addr[1];
-	ctx->user_ip6[2] = be.addr[2];
-	ctx->user_ip6[3] = be.addr[3];
-	ctx->user_port = be.port;
-	remember_udp(ctx, &key, &be);
-	return SYS_PROCEED;
-}
+SEC("cgroup/recvmsg4")
+int socklb_recvmsg4(struct bpf_sock_addr *ctx) { return do_recvmsg(ctx, 1); }
 
 SEC("cgroup/recvmsg6")
-int socklb_recvmsg6(struct bpf_sock_addr *ctx)
-{
-	struct backend be = {};
-	be.addr[0] = ctx->user_ip6[0];
-	be.addr[1] = ctx->user_ip6[1];
-	be.addr[2] = ctx->user_ip6[2];
-	be.addr[3] = ctx->user_ip6[3];
-	be.port = (__u16)ctx->user_port;
-	struct backend *fe = udp_frontend(ctx, &be);
-	if (fe) {
-		ctx->user_ip6[0] = fe->addr[0];
-		ctx->user_ip6[1] = fe->addr[1];
-		ctx->user_ip6[2] = fe->addr[2];
-		ctx->user_ip6[3] = fe->addr[3];
-		ctx->user_port = fe->port;
-	}
-	return SYS_PROCEED;
-}
+int socklb_recvmsg6(struct bpf_sock_addr *ctx) { return do_recvmsg(ctx, 0); }
 
 // sock_release forgets a closed socket: its reverse translations, and its
 // least-connection count.
