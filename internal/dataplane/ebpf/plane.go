@@ -175,7 +175,12 @@ func (p *Plane) Sync(ctx context.Context, t *servicetable.Table, full bool) (dat
 func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Family]int, error) {
 	seen := map[portKey]bool{}
 	want := map[key]entry{}
-	changedPorts := map[portKey]*servicetable.ServicePort{}
+	// changed are the ports to look at, with the keys of their entries.
+	type port struct {
+		sp   *servicetable.ServicePort
+		keys []key
+	}
+	changed := map[portKey]port{}
 	for _, sp := range t.Ports {
 		if !p.families[sp.Family] {
 			continue
@@ -185,11 +190,13 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 		if !whole && p.ports[pk] == sp {
 			continue
 		}
-		changedPorts[pk] = sp
 		es, _ := socketEntries(sp)
-		for _, e := range es {
-			want[e.key()] = p.policy(e)
+		keys := make([]key, len(es))
+		for i, e := range es {
+			keys[i] = e.key()
+			want[keys[i]] = p.policy(e)
 		}
+		changed[pk] = port{sp, keys}
 	}
 	// The keys whose entry may change: every key of a changed or removed
 	// port (whole: every key held, adopted ones included).
@@ -200,7 +207,7 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 		}
 	}
 	for pk, keys := range p.owned {
-		if !whole && (!seen[pk] || changedPorts[pk] != nil) {
+		if _, ch := changed[pk]; !whole && (!seen[pk] || ch) {
 			touched = append(touched, keys...)
 		}
 	}
@@ -214,8 +221,10 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 			return j.ops, errors.Join(fmt.Errorf("ebpf: sync: %w", err), j.undo())
 		}
 	}
-	if err := p.reaper.kick(); err != nil {
-		return j.ops, fmt.Errorf("ebpf: sync: %w", err)
+	if len(j.undos) > 0 {
+		if err := p.reaper.kick(); err != nil {
+			return j.ops, fmt.Errorf("ebpf: sync: %w", err)
+		}
 	}
 	for pk := range p.ports {
 		if whole || !seen[pk] {
@@ -223,14 +232,8 @@ func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Fam
 			delete(p.owned, pk)
 		}
 	}
-	for pk, sp := range changedPorts {
-		p.ports[pk] = sp
-		es, _ := socketEntries(sp)
-		keys := make([]key, len(es))
-		for i, e := range es {
-			keys[i] = e.key()
-		}
-		p.owned[pk] = keys
+	for pk, c := range changed {
+		p.ports[pk], p.owned[pk] = c.sp, c.keys
 	}
 	return j.ops, nil
 }

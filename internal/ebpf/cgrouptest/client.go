@@ -60,46 +60,41 @@ func runClient(args []string) int {
 		fmt.Fprintln(os.Stderr, "socklb client:", err)
 		return 2
 	}
-	switch {
-	case len(args) == 4 && args[0] == "dial":
-		ap, err := netip.ParseAddrPort(args[2])
-		n, nerr := strconv.Atoi(args[3])
-		if err != nil || nerr != nil {
-			return fail(fmt.Errorf("dial %q: bad address or count", args[1:]))
-		}
+	// each encodes attempt() n times, n from the operation's last argument.
+	each := func(n int, attempt func() Attempt) int {
 		for range n {
-			if err := enc.Encode(dial(args[1], ap)); err != nil {
+			if err := enc.Encode(attempt()); err != nil {
 				return fail(err)
 			}
 		}
 		return 0
+	}
+	switch {
+	case len(args) == 4 && args[0] == "dial":
+		ap, n, err := addrCount(args[2], args[3])
+		if err != nil {
+			return fail(fmt.Errorf("dial %q: %w", args[1:], err))
+		}
+		return each(n, func() Attempt { return dial(args[1], ap) })
+	case len(args) == 3 && args[0] == "sendto":
+		ap, n, err := addrCount(args[1], args[2])
+		if err != nil {
+			return fail(fmt.Errorf("sendto %q: %w", args[1:], err))
+		}
+		return each(n, func() Attempt { return sendTo(ap) })
 	case len(args) == 3 && args[0] == "hold":
-		ap, err := netip.ParseAddrPort(args[1])
-		n, nerr := strconv.Atoi(args[2])
-		if err != nil || nerr != nil {
-			return fail(fmt.Errorf("hold %q: bad address or count", args[1:]))
+		ap, n, err := addrCount(args[1], args[2])
+		if err != nil {
+			return fail(fmt.Errorf("hold %q: %w", args[1:], err))
 		}
 		if err := hold(enc, ap, n); err != nil {
 			return fail(err)
 		}
 		return 0
-	case len(args) == 3 && args[0] == "sendto":
-		ap, err := netip.ParseAddrPort(args[1])
-		n, nerr := strconv.Atoi(args[2])
-		if err != nil || nerr != nil {
-			return fail(fmt.Errorf("sendto %q: bad address or count", args[1:]))
-		}
-		for range n {
-			if err := enc.Encode(sendTo(ap)); err != nil {
-				return fail(err)
-			}
-		}
-		return 0
 	case len(args) == 4 && args[0] == "bench":
-		a, aerr := netip.ParseAddrPort(args[1])
 		b, berr := netip.ParseAddrPort(args[2])
-		n, nerr := strconv.Atoi(args[3])
-		if aerr != nil || berr != nil || nerr != nil || n <= 0 {
+		a, n, err := addrCount(args[1], args[3])
+		if err != nil || berr != nil || n <= 0 {
 			return fail(fmt.Errorf("bench %q: bad addresses or count", args[1:]))
 		}
 		r, err := bench([2]netip.AddrPort{a, b}, n)
@@ -111,7 +106,20 @@ func runClient(args []string) int {
 		}
 		return 0
 	}
-	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | sendto ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
+	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | sendto ADDR:PORT N | hold ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
+}
+
+// addrCount parses an operation's ADDR:PORT and N.
+func addrCount(addr, count string) (netip.AddrPort, int, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return ap, 0, fmt.Errorf("bad address: %w", err)
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return ap, 0, fmt.Errorf("bad count: %w", err)
+	}
+	return ap, n, nil
 }
 
 // socket opens a socket of network ("tcp" or "udp") in the family of to
