@@ -25,6 +25,11 @@ func TestProxyDataPlaneFlag(t *testing.T) {
 		{[]string{"--data-plane", "none", "--announce", "l2"}, ""},
 		{[]string{"--data-plane", "none"}, "nothing to do without --pod-routes or --announce"},
 		{[]string{"--data-plane", "iptables-legacy", "--pod-routes"}, `--data-plane "iptables-legacy": want nftables`},
+		{[]string{"--data-plane", "ebpf", "--cgroup", "/kubepods", "--ebpf-scheduler", "lc"}, ""},
+		{[]string{"--cgroup", "/kubepods"}, "--cgroup /kubepods: only --data-plane ebpf attaches to a cgroup (this is --data-plane nftables)"},
+		{[]string{"--data-plane", "ebpf", "--cgroup", "kubepods"}, `--cgroup: cgroup path "kubepods": want an absolute, clean path`},
+		{[]string{"--data-plane", "ebpf", "--cgroup", "/a/../b"}, `--cgroup: cgroup path "/a/../b"`},
+		{[]string{"--data-plane", "ebpf", "--ebpf-scheduler", "wlc"}, `--ebpf-scheduler "wlc": want random, rr, sh, lc`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
