@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/ebpf/bpfaddr"
 )
 
 // marshal is what cilium/ebpf writes into a map for v: its bytes in the
@@ -23,7 +23,7 @@ func marshal(t *testing.T, v any) []byte {
 }
 
 func TestServiceKeyBytes(t *testing.T) {
-	key := serviceKey(netip.MustParseAddrPort("10.96.0.10:80"), ipprotoTCP)
+	key := serviceKey(netip.MustParseAddrPort("10.96.0.10:80"), bpfaddr.ProtoTCP)
 	want := []byte{
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 96, 0, 10, // ::ffff:10.96.0.10
 		0, 80, // port, network order
@@ -35,7 +35,7 @@ func TestServiceKeyBytes(t *testing.T) {
 }
 
 func TestServiceKeyBytesIPv6(t *testing.T) {
-	key := serviceKey(netip.MustParseAddrPort("[fd00:96::a]:443"), ipprotoUDP)
+	key := serviceKey(netip.MustParseAddrPort("[fd00:96::a]:443"), bpfaddr.ProtoUDP)
 	want := []byte{
 		0xfd, 0, 0, 0x96, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a,
 		0x01, 0xbb, // 443
@@ -85,42 +85,6 @@ func TestMapLayouts(t *testing.T) {
 	for _, p := range []string{"socklb_connect4", "socklb_getpeername4", "socklb_connect6", "socklb_getpeername6"} {
 		if _, ok := spec.Programs[p]; !ok {
 			t.Errorf("program %s: not in the object", p)
-		}
-	}
-}
-
-func TestProtoNumber(t *testing.T) {
-	for p, want := range map[model.Protocol]uint8{model.ProtocolTCP: 6, model.ProtocolUDP: 17, model.ProtocolSCTP: 132} {
-		if got, err := protoNumber(p); err != nil || got != want {
-			t.Errorf("protoNumber(%s) = %d, %v; want %d", p, got, err, want)
-		}
-	}
-	if _, err := protoNumber("ICMP"); err == nil {
-		t.Error("protoNumber(ICMP): no error")
-	}
-}
-
-func TestCheckFrontend(t *testing.T) {
-	ap := netip.MustParseAddrPort
-	for _, c := range []struct {
-		name     string
-		frontend netip.AddrPort
-		backends []netip.AddrPort
-		ok       bool
-	}{
-		{"ipv4 with backends", ap("10.96.0.1:443"), []netip.AddrPort{ap("192.168.1.2:6443")}, true},
-		{"no backends", ap("10.96.0.1:443"), nil, true},
-		{"zero frontend", netip.AddrPort{}, nil, false},
-		{"ipv6 with backends", ap("[fd00:96::1]:443"), []netip.AddrPort{ap("[fd00::2]:443")}, true},
-		{"ipv4-mapped frontend", ap("[::ffff:10.96.0.1]:443"), nil, false},
-		{"ipv4-mapped backend", ap("10.96.0.1:443"), []netip.AddrPort{ap("[::ffff:192.168.1.2]:443")}, false},
-		{"ipv4 backend of ipv6", ap("[fd00:96::1]:443"), []netip.AddrPort{ap("192.168.1.2:443")}, false},
-		{"port 0", ap("10.96.0.1:0"), nil, false},
-		{"ipv6 backend", ap("10.96.0.1:443"), []netip.AddrPort{ap("[fd00::2]:443")}, false},
-		{"backend port 0", ap("10.96.0.1:443"), []netip.AddrPort{ap("192.168.1.2:0")}, false},
-	} {
-		if err := checkFrontend(c.frontend, c.backends); (err == nil) != c.ok {
-			t.Errorf("%s: checkFrontend = %v, want ok=%v", c.name, err, c.ok)
 		}
 	}
 }

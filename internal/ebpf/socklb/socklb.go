@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/svcnet/svcnet/internal/ebpf/bpfaddr"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -99,10 +100,10 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 
 // SetServicePolicy is SetService choosing the backend by pol.
 func (lb *LB) SetServicePolicy(frontend netip.AddrPort, proto model.Protocol, backends []netip.AddrPort, pol Policy) error {
-	if err := checkFrontend(frontend, backends); err != nil {
+	if err := bpfaddr.CheckFrontend(frontend, backends); err != nil {
 		return fmt.Errorf("socklb: set service: %w", err)
 	}
-	p, err := protoNumber(proto)
+	p, err := bpfaddr.ProtoNumber(proto)
 	if err != nil {
 		return fmt.Errorf("socklb: set service %v: %w", frontend, err)
 	}
@@ -169,7 +170,7 @@ func (lb *LB) writeBackends(backends []netip.AddrPort) (svcState, error) {
 // untouched from then on. Deleting a frontend that is not set is not an
 // error. Its backends' slots stay in the backends map, retired, until Reap.
 func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error {
-	p, err := protoNumber(proto)
+	p, err := bpfaddr.ProtoNumber(proto)
 	if err != nil {
 		return fmt.Errorf("socklb: delete service %v: %w", frontend, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/svcnet/svcnet/internal/ebpf/bpfaddr"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -140,10 +141,10 @@ func servicesAndBackends(mapIDs []ebpf.MapID) (ids [2]ebpf.MapID, err error) {
 // refused with ECONNREFUSED). A read racing a change of the entry may see a
 // backend slot already reaped: that is an error, not a shorter set.
 func (v *View) Lookup(frontend netip.AddrPort, proto model.Protocol) (backends []netip.AddrPort, found bool, err error) {
-	if err := checkFrontend(frontend, nil); err != nil {
+	if err := bpfaddr.CheckFrontend(frontend, nil); err != nil {
 		return nil, false, fmt.Errorf("socklb: lookup: %w", err)
 	}
-	p, err := protoNumber(proto)
+	p, err := bpfaddr.ProtoNumber(proto)
 	if err != nil {
 		return nil, false, fmt.Errorf("socklb: lookup %v: %w", frontend, err)
 	}
