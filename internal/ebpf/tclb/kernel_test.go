@@ -1,0 +1,154 @@
+package tclb
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+const (
+	tries     = 32 // P(one of two backends never chosen) = 2^-31
+	nodePort  = 30080
+	beNode    = 8080
+	snatFirst = 61000
+)
+
+type family struct {
+	name                                  string
+	node, client, pod, remote, lb, podNet string
+}
+
+var families = []family{
+	{"ipv4", nodeIP4, clientIP4, podIP4, remoteIP4, lbIP4, "10.2.0.0/24"},
+	{"ipv6", nodeIP6, clientIP6, podIP6, remoteIP6, lbIP6, "fd32::/64"},
+}
+
+func ap(addr string, port int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(addr), uint16(port))
+}
+
+func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strconv.Itoa(port)) }
+
+// TestClusterPolicy: new connections to a NodePort reach a local backend
+// with the client's address and a remote one from the node's address and a
+// SNAT port, both ways through the programs, over TCP and UDP, IPv4 and
+// IPv6; in both attach modes.
+func TestClusterPolicy(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		m    Mode
+	}{{"tcx", TCX}, {"clsact", Clsact}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h := newHarness(t)
+			serve(t, h.pod, "pod", beNode)
+			serve(t, h.remote, "remote", beNode)
+			lb := h.open(t, mode.m)
+			for _, f := range families {
+				for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP} {
+					t.Run(f.name+"/"+string(proto), func(t *testing.T) {
+						bes := []Backend{{ap(f.pod, beNode), true}, {ap(f.remote, beNode), false}}
+						if err := lb.SetService(ap(f.node, nodePort), proto, bes, false); err != nil {
+							t.Fatal(err)
+						}
+						network := map[model.Protocol]string{model.ProtocolTCP: "tcp", model.ProtocolUDP: "udp"}[proto]
+						seen := map[string]int{}
+						for i := range tries {
+							a, err := ask(h.client, network, hostPort(f.node, nodePort), 0)
+							if err != nil {
+								t.Fatalf("request %d: %v", i, err)
+							}
+							seen[a.Server]++
+							switch a.Server {
+							case "pod":
+								if a.Peer.Addr() != netip.MustParseAddr(f.client) {
+									t.Errorf("request %d: the local backend saw %v, want the client %s", i, a.Peer, f.client)
+								}
+							case "remote":
+								if a.Peer.Addr() != netip.MustParseAddr(f.node) || a.Peer.Port() < snatFirst {
+									t.Errorf("request %d: the remote backend saw %v, want %s and a SNAT port ≥ %d", i, a.Peer, f.node, snatFirst)
+								}
+							}
+						}
+						if seen["pod"] == 0 || seen["remote"] == 0 {
+							t.Errorf("backends reached in %d requests: %v, want both", tries, seen)
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// TestLocalPolicy: under externalTrafficPolicy Local, a LoadBalancer IP's
+// connections keep the client's address; from the pod network they are
+// left to the rules (none here: the LB IP answers nothing); a deleted
+// frontend is left to the rules too.
+func TestLocalPolicy(t *testing.T) {
+	h := newHarness(t)
+	serve(t, h.pod, "pod", beNode)
+	serve(t, h.remote, "remote", beNode)
+	lb := h.open(t, TCX, netip.MustParsePrefix("10.2.0.0/24"), netip.MustParsePrefix("fd32::/64"))
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) {
+			run(t, h.client, "ip", "route", "add", f.lb, "via", f.node)
+			run(t, h.remote, "ip", "route", "add", f.lb, "via", map[string]string{"ipv4": "10.2.0.1", "ipv6": "fd32::1"}[f.name])
+			front := ap(f.lb, 80)
+			if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(f.pod, beNode), true}}, true); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				a, err := ask(h.client, "tcp", front.String(), 0)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if a.Server != "pod" || a.Peer.Addr() != netip.MustParseAddr(f.client) {
+					t.Errorf("request %d: %+v, want the pod, seeing the client %s", i, a, f.client)
+				}
+			}
+			// From the pod network: left to the rules, which this node
+			// has none of, so the LB IP is an address nobody holds.
+			if a, err := askWithin(h.remote, "tcp", front.String(), 0, 300*time.Millisecond); err == nil {
+				t.Errorf("from the pod network: %+v, want no answer (left to the node's rules)", a)
+			}
+			if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(f.remote, beNode), false}}, true); err == nil {
+				t.Error("a remote backend under a Local policy: no error")
+			}
+			if err := lb.DeleteService(front, model.ProtocolTCP); err != nil {
+				t.Fatal(err)
+			}
+			if a, err := askWithin(h.client, "tcp", front.String(), 0, 300*time.Millisecond); err == nil {
+				t.Errorf("after delete: %+v, want no answer", a)
+			}
+		})
+	}
+}
+
+// TestSourcePortReuse: a client that connects again from the same source
+// port after a connection closed gets a new connection with a new choice of
+// backend, not the old entry's backend.
+func TestSourcePortReuse(t *testing.T) {
+	h := newHarness(t)
+	serve(t, h.pod, "pod", beNode)
+	serve(t, h.remote, "remote", beNode)
+	lb := h.open(t, TCX)
+	front := ap(nodeIP4, nodePort)
+	bes := []Backend{{ap(podIP4, beNode), true}, {ap(remoteIP4, beNode), false}}
+	if err := lb.SetService(front, model.ProtocolTCP, bes, false); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for i := range tries {
+		a, err := ask(h.client, "tcp", front.String(), 40000)
+		if err != nil {
+			t.Fatalf("request %d from port 40000: %v", i, err)
+		}
+		seen[a.Server]++
+	}
+	if seen["pod"] == 0 || seen["remote"] == 0 {
+		t.Errorf("backends reached in %d connections from one source port: %v, want both", tries, seen)
+	}
+}

@@ -1,0 +1,259 @@
+package tclb
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/svcnet/svcnet/internal/ebpf/bpfaddr"
+	"github.com/svcnet/svcnet/internal/model"
+)
+
+// Config is what the programs need to know about the node.
+type Config struct {
+	// SNAT are the node's addresses, at most one per family, that
+	// connections to backends on other nodes leave from. A family without
+	// one leaves such connections to the node's rules.
+	SNAT []netip.Addr
+	// PodCIDRs are the cluster's pod networks, at most one per family:
+	// traffic from them to a frontend with a Local policy is left to the
+	// node's rules (kube-proxy's short-circuit of pod traffic).
+	PodCIDRs []netip.Prefix
+}
+
+// Backend is one backend of a frontend.
+type Backend struct {
+	AddrPort netip.AddrPort
+	// Local is set for a backend on this node: a connection to it keeps
+	// the client's address. Others are reached from a SNAT address.
+	Local bool
+}
+
+// LB is the tc load balancer: its maps, and its programs attached to the
+// node's interfaces. Its methods are safe for concurrent use.
+type LB struct {
+	mu     sync.Mutex
+	objs   tclbObjects
+	att    []attached
+	svcs   map[tclbSvcKey]uint32 // frontend -> backends held
+	closed bool
+}
+
+// Open loads the programs and their maps, writes cfg and attaches the
+// programs to the interfaces of ifindexes in the calling thread's network
+// namespace (see Attach for mode). Close removes it all.
+func Open(cfg Config, mode Mode, ifindexes ...int) (*LB, error) {
+	nc, err := nodeConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tclb: %w", err)
+	}
+	lb := &LB{svcs: map[tclbSvcKey]uint32{}}
+	if err := loadTclbObjects(&lb.objs, nil); err != nil {
+		return nil, fmt.Errorf("tclb: load: %w", err)
+	}
+	if err := lb.objs.Node.Put(uint32(0), nc); err != nil {
+		return nil, errors.Join(fmt.Errorf("tclb: node config: %w", err), lb.Close())
+	}
+	for _, ifindex := range ifindexes {
+		a, err := attach(ifindex, mode, lb.objs.TclbIngress, lb.objs.TclbEgress)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("tclb: %w", err), lb.Close())
+		}
+		lb.att = append(lb.att, a)
+	}
+	return lb, nil
+}
+
+// nodeConfig encodes cfg for the node map.
+func nodeConfig(cfg Config) (tclbNodeConfig, error) {
+	var nc tclbNodeConfig
+	var seen4, seen6 bool
+	for _, a := range cfg.SNAT {
+		if !a.IsValid() || a.Is4In6() || a.IsUnspecified() {
+			return nc, fmt.Errorf("SNAT address %v: not an IPv4 or IPv6 address", a)
+		}
+		if a.Is4() {
+			if seen4 {
+				return nc, fmt.Errorf("SNAT address %v: a second IPv4 address", a)
+			}
+			seen4, nc.Snat4 = true, bpfaddr.AddrWords(a)
+		} else {
+			if seen6 {
+				return nc, fmt.Errorf("SNAT address %v: a second IPv6 address", a)
+			}
+			seen6, nc.Snat6 = true, bpfaddr.AddrWords(a)
+		}
+	}
+	seen4, seen6 = false, false
+	for _, p := range cfg.PodCIDRs {
+		if !p.IsValid() || p.Addr().Is4In6() {
+			return nc, fmt.Errorf("pod CIDR %v: not an IPv4 or IPv6 prefix", p)
+		}
+		p = p.Masked()
+		net, mask := bpfaddr.AddrWords(p.Addr()), bpfaddr.AddrWords(maskOf(p))
+		if p.Addr().Is4() {
+			if seen4 {
+				return nc, fmt.Errorf("pod CIDR %v: a second IPv4 prefix", p)
+			}
+			seen4, nc.Pods4, nc.Pods4Mask = true, net, mask
+		} else {
+			if seen6 {
+				return nc, fmt.Errorf("pod CIDR %v: a second IPv6 prefix", p)
+			}
+			seen6, nc.Pods6, nc.Pods6Mask = true, net, mask
+		}
+	}
+	return nc, nil
+}
+
+// maskOf is p's mask as an address of the IPv6 form the programs compare
+// (an IPv4 prefix's mask covers the ::ffff: part too, so that it never
+// matches an IPv6 source).
+func maskOf(p netip.Prefix) netip.Addr {
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	var b [16]byte
+	for i := range b {
+		switch {
+		case bits >= 8:
+			b[i] = 0xff
+			bits -= 8
+		case bits > 0:
+			b[i] = byte(0xff << (8 - bits))
+			bits = 0
+		}
+	}
+	return netip.AddrFrom16(b)
+}
+
+// SetService makes frontend (an IPv4 or IPv6 address and port) of protocol
+// proto take new connections from outside the node to one of backends (of
+// its family), chosen at random; local says the frontend's policy is
+// externalTrafficPolicy Local (every backend is then local, and traffic
+// from the pod network is left to the rules). With no backends the
+// frontend is deleted (left to the rules, which reject or drop).
+func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []Backend, local bool) error {
+	aps := make([]netip.AddrPort, len(backends))
+	for i, b := range backends {
+		aps[i] = b.AddrPort
+		if local && !b.Local {
+			return fmt.Errorf("tclb: set service %v/%s: backend %v: not local under a Local policy", frontend, proto, b.AddrPort)
+		}
+	}
+	if err := bpfaddr.CheckFrontend(frontend, aps); err != nil {
+		return fmt.Errorf("tclb: set service: %w", err)
+	}
+	if len(backends) == 0 {
+		return lb.DeleteService(frontend, proto)
+	}
+	sk, err := svcKey(frontend, proto)
+	if err != nil {
+		return fmt.Errorf("tclb: set service %v: %w", frontend, err)
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return fmt.Errorf("tclb: set service %v/%s: closed", frontend, proto)
+	}
+	keys := make([]tclbBackendKey, len(backends))
+	vals := make([]tclbBackendValue, len(backends))
+	for i, b := range backends {
+		keys[i] = tclbBackendKey{Svc: sk, Index: uint32(i)}
+		vals[i] = tclbBackendValue{Addr: bpfaddr.AddrWords(b.AddrPort.Addr()), Port: bpfaddr.PortWord(b.AddrPort.Port())}
+		if b.Local {
+			vals[i].Flags = 1 // BACKEND_LOCAL
+		}
+	}
+	if _, err := lb.objs.Backends.BatchUpdate(keys, vals, nil); err != nil {
+		return fmt.Errorf("tclb: set service %v/%s: backends: %w", frontend, proto, err)
+	}
+	sv := tclbSvcValue{Count: uint32(len(backends))}
+	if local {
+		sv.Flags = 1 // SVC_LOCAL
+	}
+	if err := lb.objs.Services.Put(sk, sv); err != nil {
+		return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
+	}
+	old := lb.svcs[sk]
+	lb.svcs[sk] = sv.Count
+	if err := lb.deleteBackends(sk, sv.Count, old); err != nil {
+		return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
+	}
+	return nil
+}
+
+// DeleteService removes frontend: new connections to it are left to the
+// node's rules (connections already made keep their backend).
+func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error {
+	sk, err := svcKey(frontend, proto)
+	if err != nil {
+		return fmt.Errorf("tclb: delete service %v: %w", frontend, err)
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return fmt.Errorf("tclb: delete service %v/%s: closed", frontend, proto)
+	}
+	old, ok := lb.svcs[sk]
+	if !ok {
+		return nil
+	}
+	if err := lb.objs.Services.Delete(sk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("tclb: delete service %v/%s: %w", frontend, proto, err)
+	}
+	delete(lb.svcs, sk)
+	if err := lb.deleteBackends(sk, 0, old); err != nil {
+		return fmt.Errorf("tclb: delete service %v/%s: %w", frontend, proto, err)
+	}
+	return nil
+}
+
+// deleteBackends deletes the backends of sk with index from..to-1.
+func (lb *LB) deleteBackends(sk tclbSvcKey, from, to uint32) error {
+	if from >= to {
+		return nil
+	}
+	keys := make([]tclbBackendKey, 0, to-from)
+	for i := from; i < to; i++ {
+		keys = append(keys, tclbBackendKey{Svc: sk, Index: i})
+	}
+	if _, err := lb.objs.Backends.BatchDelete(keys, nil); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("backends: %w", err)
+	}
+	return nil
+}
+
+// svcKey is the services map key of a frontend.
+func svcKey(frontend netip.AddrPort, proto model.Protocol) (tclbSvcKey, error) {
+	p, err := bpfaddr.ProtoNumber(proto)
+	if err != nil {
+		return tclbSvcKey{}, err
+	}
+	return tclbSvcKey{Addr: bpfaddr.AddrWords(frontend.Addr()), Port: bpfaddr.PortWord(frontend.Port()), Proto: p}, nil
+}
+
+// Close detaches the programs and frees the maps: connections made through
+// them lose their translation.
+func (lb *LB) Close() error {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return nil
+	}
+	lb.closed = true
+	var errs []error
+	for _, a := range lb.att {
+		errs = append(errs, a.detach())
+	}
+	lb.att = nil
+	errs = append(errs, lb.objs.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tclb: close: %w", err)
+	}
+	return nil
+}
