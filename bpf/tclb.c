@@ -10,7 +10,11 @@
 //     frontend in services: a backend at random among its count in backends.
 //     A backend on this node: the destination is rewritten and the packet
 //     goes on through the node's stack (routing, conntrack, the pod's
-//     interface); the client's address is kept. A backend elsewhere: the
+//     interface). Under externalTrafficPolicy Cluster it carries the node's
+//     masquerade mark (node), so the rules' postrouting masquerade gives it
+//     the node's address as kube-proxy does (conntrack undoes that on the
+//     answer); under Local the client's address is kept. A backend
+//     elsewhere: the
 //     source is rewritten too, to this node's address (node) and a port
 //     of SNAT_PORT_MIN..SNAT_PORT_MAX (outside the kernel's default
 //     ephemeral ports), and the packet is forwarded out of the interface the
@@ -109,6 +113,7 @@ struct conn_key {
 #define CT_CLOSING 2
 
 #define CONN_SNAT 1
+#define CONN_MASQ 2
 
 struct conn_value {
 	// rev is the key of the connection's answers in revnat.
@@ -120,6 +125,9 @@ struct conn_value {
 	__u8 state;
 	__u8 flags;
 	__u16 pad;
+	// mark is or-ed into the packets' mark (CONN_MASQ).
+	__u32 mark;
+	__u32 pad2;
 	__u64 last_ns;
 };
 
@@ -134,6 +142,8 @@ struct node_config {
 	__u32 pods4_mask[4];
 	__u32 pods6[4];
 	__u32 pods6_mask[4];
+	// masq_mark is the mark the node's rules masquerade by.
+	__u32 masq_mark;
 };
 
 struct {
@@ -455,6 +465,8 @@ static __always_inline int translate_forward(struct __sk_buff *skb, const struct
 	}
 	if (rewrite(skb, p, p->key.saddr, p->key.sport, c->backend, c->backend_port))
 		return TC_ACT_SHOT;
+	if (c->flags & CONN_MASQ)
+		skb->mark |= c->mark;
 	return TC_ACT_OK;
 }
 
@@ -506,6 +518,10 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 		c.rev.dport = p->key.sport;
 		if (bpf_map_update_elem(&revnat, &c.rev, &p->key, BPF_ANY))
 			return 0;
+		if (!(svc->flags & SVC_LOCAL) && cfg->masq_mark) {
+			c.flags = CONN_MASQ;
+			c.mark = cfg->masq_mark;
+		}
 	} else {
 		const __u32 *snat = p->family == AF_INET ? cfg->snat4 : cfg->snat6;
 		if (addr_zero(snat))

@@ -65,6 +65,7 @@ type proxyOptions struct {
 	cgroup             string
 	bpfPinDir          string
 	ebpfScheduler      string
+	ebpfExternal       bool
 	announce           announceOptions
 	verbosity          int
 	// warnings are set by config: one line per setting of the --config
@@ -151,6 +152,7 @@ synced and the Node known and eligible.`,
 	fs.StringVar(&o.dataPlane, "data-plane", planes.Default, `Service data plane: "nftables" programs Services in nftables tables; "iptables" in kube-proxy's iptables chains (iptables-restore); "userspace" proxies them in this process (kube-proxy's old userspace mode, with retries); "ebpf" translates connects of the processes in --cgroup to an endpoint in BPF, over the nftables rules for all other traffic; "none" programs none (no nftables table, no healthCheckNodePorts) and runs only --pod-routes and --announce, beside another Service proxy such as kube-proxy`)
 	fs.StringVar(&o.cgroup, "cgroup", "", `with --data-plane ebpf: the cgroup v2 path (as /proc/PID/cgroup names it, e.g. /kubepods) whose processes' connects to Services are translated in BPF; svcnet mounts the cgroup2 hierarchy at /run/svcnet/cgroup2 if its mount namespace has none (default: /, every process of the node)`)
 	fs.StringVar(&o.ebpfScheduler, "ebpf-scheduler", string(socklb.Random), `with --data-plane ebpf: how an endpoint is chosen per connect for Services without the svcnet.io/scheduler annotation: "random", "rr" (round robin), "sh" (source hash: by the client's network namespace) or "lc" (least connection)`)
+	fs.BoolVar(&o.ebpfExternal, "ebpf-external", false, `with --data-plane ebpf: balance connections from outside the node to NodePorts, externalIPs and LoadBalancer IPs in tc programs (tcx, else clsact) on the interfaces holding the NodePort addresses, with a connection table of their own; false leaves them to the nftables rules`)
 	fs.StringVar(&o.bpfPinDir, "bpf-pin-dir", defaultBPFPinDir, `with --data-plane ebpf: the directory of a BPF filesystem where the socket load balancer is pinned, so that a restarted proxy adopts it and no connect goes untranslated in between ("" pins nothing; the default pins nothing when /sys/fs/bpf is no BPF filesystem)`)
 	o.announce.bind(fs)
 	fs.IntVarP(&o.verbosity, "v", "v", 0, "log verbosity")

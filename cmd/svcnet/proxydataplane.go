@@ -55,7 +55,7 @@ const defaultBPFPinDir = "/sys/fs/bpf/svcnet"
 // --bpf-pin-dir whose BPF filesystem is not mounted (a proxy started by ip
 // netns exec sees a fresh /sys) pins nothing, and says so.
 func (o *proxyOptions) planeOptions(log klog.Logger) planes.Options {
-	opt := planes.Options{Cgroup: o.cgroup, PinDir: o.bpfPinDir, Scheduler: o.ebpfScheduler}
+	opt := planes.Options{Cgroup: o.cgroup, PinDir: o.bpfPinDir, Scheduler: o.ebpfScheduler, NoExternal: !o.ebpfExternal}
 	if o.bpfPinDir == defaultBPFPinDir {
 		var st unix.Statfs_t
 		if err := unix.Statfs(filepath.Dir(defaultBPFPinDir), &st); err != nil || st.Type != unix.BPF_FS_MAGIC {

@@ -2,6 +2,7 @@ package ebpf
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/model"
@@ -17,6 +18,9 @@ type entry struct {
 	// Policy is how a backend is chosen: the port's affinity, and its
 	// scheduler ("" until the plane applies its default).
 	Policy socklb.Policy
+	// External is set for an entry of the tc load balancer (traffic from
+	// outside the node), whose backends are never empty.
+	External *external
 }
 
 // key identifies an entry in the socket load balancer.
@@ -29,7 +33,10 @@ func (e entry) key() key { return key{e.Frontend, e.Protocol} }
 
 // equal reports whether e and o do the same.
 func (e entry) equal(o entry) bool {
-	if e.key() != o.key() || e.Policy != o.Policy || len(e.Backends) != len(o.Backends) {
+	if e.key() != o.key() || e.Policy != o.Policy || len(e.Backends) != len(o.Backends) || (e.External == nil) != (o.External == nil) {
+		return false
+	}
+	if e.External != nil && (e.External.LocalPolicy != o.External.LocalPolicy || !slices.Equal(e.External.Local, o.External.Local)) {
 		return false
 	}
 	for i := range e.Backends {

@@ -5,13 +5,41 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/svcnet/svcnet/internal/ebpf/tclb"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 )
 
-// journal applies entry changes to a socket load balancer and remembers how
-// to undo them.
+// frontends is a kernel table of frontends: the socket load balancer's
+// maps, or the tc load balancer's.
+type frontends interface {
+	set(e entry) error
+	del(k key) error
+}
+
+// socketFrontends are the socket load balancer's.
+type socketFrontends struct{ lb SocketLB }
+
+func (s socketFrontends) set(e entry) error {
+	return s.lb.SetServicePolicy(e.Frontend, e.Protocol, e.Backends, e.Policy)
+}
+func (s socketFrontends) del(k key) error { return s.lb.DeleteService(k.Frontend, k.Protocol) }
+
+// externalFrontends are the tc load balancer's.
+type externalFrontends struct{ lb ExternalLB }
+
+func (x externalFrontends) set(e entry) error {
+	bes := make([]tclb.Backend, len(e.Backends))
+	for i, b := range e.Backends {
+		bes[i] = tclb.Backend{AddrPort: b, Local: e.External.Local[i]}
+	}
+	return x.lb.SetService(e.Frontend, e.Protocol, bes, e.External.LocalPolicy)
+}
+func (x externalFrontends) del(k key) error { return x.lb.DeleteService(k.Frontend, k.Protocol) }
+
+// journal applies entry changes to a kernel table of frontends and
+// remembers how to undo them.
 type journal struct {
-	lb      SocketLB
+	kernel  frontends
 	entries map[key]entry // what the load balancer holds; kept current
 	ops     map[ipfamily.Family]int
 	undos   []undo
@@ -32,12 +60,12 @@ func (j *journal) apply(k key, w entry, ok bool) error {
 	case ok && had && prev.equal(w):
 		return nil
 	case ok:
-		if err := j.lb.SetServicePolicy(k.Frontend, k.Protocol, w.Backends, w.Policy); err != nil {
+		if err := j.kernel.set(w); err != nil {
 			return err
 		}
 		j.entries[k] = w
 	case had:
-		if err := j.lb.DeleteService(k.Frontend, k.Protocol); err != nil {
+		if err := j.kernel.del(k); err != nil {
 			return err
 		}
 		delete(j.entries, k)
@@ -57,10 +85,10 @@ func (j *journal) undo() error {
 		u := j.undos[i]
 		var err error
 		if u.had {
-			if err = j.lb.SetServicePolicy(u.key.Frontend, u.key.Protocol, u.prev.Backends, u.prev.Policy); err == nil {
+			if err = j.kernel.set(u.prev); err == nil {
 				j.entries[u.key] = u.prev
 			}
-		} else if err = j.lb.DeleteService(u.key.Frontend, u.key.Protocol); err == nil {
+		} else if err = j.kernel.del(u.key); err == nil {
 			delete(j.entries, u.key)
 		}
 		if err != nil {

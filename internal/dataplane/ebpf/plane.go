@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	cebpf "github.com/cilium/ebpf"
 
 	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/ebpf/socklb"
+	"github.com/svcnet/svcnet/internal/ebpf/tclb"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -33,6 +35,14 @@ type SocketLB interface {
 	Close() error
 }
 
+// ExternalLB is the kernel boundary of the tc load balancer
+// (internal/ebpf/tclb.LB): frontends taking traffic from outside the node.
+type ExternalLB interface {
+	SetService(frontend netip.AddrPort, proto model.Protocol, backends []tclb.Backend, local bool) error
+	DeleteService(frontend netip.AddrPort, proto model.Protocol) error
+	Close() error
+}
+
 // portKey identifies a service table entry.
 type portKey struct {
 	ID     string
@@ -40,24 +50,29 @@ type portKey struct {
 }
 
 // Plane is the eBPF data plane: the socket load balancer for connects on the
-// node, over the nftables rules for everything else (see the package doc).
+// node and the tc load balancer for connections from outside it, over the
+// nftables rules for everything else (see the package doc).
 type Plane struct {
 	rules dataplane.DataPlane
 	open  func() (SocketLB, error)
 	unpin func() error
+	// openExt loads the tc load balancer for the node as the service table
+	// describes it (nil: never; a nil ExternalLB: none for this node, whose
+	// traffic from outside then meets the rules).
+	openExt func(servicetable.NodeConfig) (ExternalLB, error)
+	// extNode is the node the tc load balancer was opened for.
+	extNode servicetable.NodeConfig
+	extOpen bool
 	// scheduler is for ports without one of their own.
 	scheduler socklb.Scheduler
 	families  map[ipfamily.Family]bool
 
 	lb     SocketLB
 	reaper *reaper
-	// ports are the table entries last synced to the socket load balancer,
-	// and the keys of the entries each one set.
-	ports map[portKey]*servicetable.ServicePort
-	owned map[portKey][]key
-	// entries are what the socket load balancer holds, as far as every
-	// successful call says.
-	entries map[key]entry
+	ext    ExternalLB
+	// sockets and external keep the load balancers' frontends (nil while
+	// the load balancer is not open).
+	sockets, external *layer
 	// synced is false until a Sync succeeds, and after a failed one: the
 	// next Sync then compares the whole table.
 	synced bool
@@ -78,8 +93,7 @@ func New(rules dataplane.DataPlane, open func() (SocketLB, error), unpin func() 
 	if unpin == nil {
 		unpin = func() error { return nil }
 	}
-	p := &Plane{rules: rules, open: open, unpin: unpin, families: map[ipfamily.Family]bool{},
-		ports: map[portKey]*servicetable.ServicePort{}, owned: map[portKey][]key{}, entries: map[key]entry{}}
+	p := &Plane{rules: rules, open: open, unpin: unpin, families: map[ipfamily.Family]bool{}}
 	for _, f := range families {
 		p.families[f] = true
 	}
@@ -90,6 +104,13 @@ func New(rules dataplane.DataPlane, open func() (SocketLB, error), unpin func() 
 // own (model.SchedulerAnnotation); socklb.Random unless set. Call it before
 // the first Sync.
 func (p *Plane) SetScheduler(s socklb.Scheduler) { p.scheduler = s }
+
+// SetExternal makes the plane load the tc load balancer with open at the
+// first Sync, for connections from outside the node to NodePorts,
+// externalIPs and LB IPs (externalEntries), and again when the service
+// table's node addresses, pod networks or masquerade mark change (connections it made then
+// lose their translation). Call it before the first Sync.
+func (p *Plane) SetExternal(open func(servicetable.NodeConfig) (ExternalLB, error)) { p.openExt = open }
 
 // policy is e's policy with the plane's default scheduler applied.
 func (p *Plane) policy(e entry) entry {
@@ -102,12 +123,26 @@ func (p *Plane) policy(e entry) entry {
 	return e
 }
 
+// socketEntriesOf is socketEntries with the plane's default scheduler.
+func (p *Plane) socketEntriesOf(sp *servicetable.ServicePort) []entry {
+	es, _ := socketEntries(sp)
+	for i := range es {
+		es[i] = p.policy(es[i])
+	}
+	return es
+}
+
+func externalEntriesOf(sp *servicetable.ServicePort) []entry {
+	es, _ := externalEntries(sp)
+	return es
+}
+
 // Name returns "ebpf".
 func (p *Plane) Name() string { return Name }
 
 // Probe checks the nftables rules' kernel features, then loads and attaches
-// the socket load balancer: a kernel without cgroup sock_addr programs fails
-// here, with an error wrapping dataplane.ErrNotSupported.
+// the load balancers: a kernel without cgroup sock_addr or tc BPF programs
+// fails here, with an error wrapping dataplane.ErrNotSupported.
 func (p *Plane) Probe(ctx context.Context) error {
 	if err := p.rules.Probe(ctx); err != nil {
 		return err
@@ -116,35 +151,69 @@ func (p *Plane) Probe(ctx context.Context) error {
 }
 
 func (p *Plane) openLB() error {
-	if p.lb != nil {
-		return nil
+	if p.lb == nil {
+		lb, err := p.open()
+		if errors.Is(err, cebpf.ErrNotSupported) {
+			return dataplane.NotSupported(fmt.Errorf("ebpf: socket load balancer: %w", err))
+		} else if err != nil {
+			return fmt.Errorf("ebpf: socket load balancer: %w", err)
+		}
+		held, err := lb.Held()
+		if err != nil {
+			return errors.Join(fmt.Errorf("ebpf: socket load balancer: %w", err), lb.Close())
+		}
+		p.sockets = newLayer("socket load balancer", socketFrontends{lb}, p.socketEntriesOf)
+		for _, h := range held {
+			e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends, Policy: h.Policy}
+			p.sockets.entries[e.key()] = e
+		}
+		p.lb = lb
+		p.reaper = startReaper(lb)
 	}
-	lb, err := p.open()
-	if errors.Is(err, cebpf.ErrNotSupported) {
-		return dataplane.NotSupported(fmt.Errorf("ebpf: socket load balancer: %w", err))
-	} else if err != nil {
-		return fmt.Errorf("ebpf: socket load balancer: %w", err)
-	}
-	held, err := lb.Held()
-	if err != nil {
-		return errors.Join(fmt.Errorf("ebpf: socket load balancer: %w", err), lb.Close())
-	}
-	for _, h := range held {
-		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, Backends: h.Backends, Policy: h.Policy}
-		p.entries[e.key()] = e
-	}
-	p.lb = lb
-	p.reaper = startReaper(lb)
 	return nil
 }
 
+// openExternal (re)opens the tc load balancer for node when it is not open
+// for the same addresses and pod networks.
+func (p *Plane) openExternal(node servicetable.NodeConfig) error {
+	if p.openExt == nil || (p.extOpen && slices.Equal(p.extNode.NodePortAddresses, node.NodePortAddresses) &&
+		slices.Equal(p.extNode.ClusterCIDRs, node.ClusterCIDRs) && p.extNode.Mark() == node.Mark()) {
+		return nil
+	}
+	if err := p.closeExternal(); err != nil {
+		return fmt.Errorf("ebpf: tc load balancer: %w", err)
+	}
+	ext, err := p.openExt(node)
+	if errors.Is(err, cebpf.ErrNotSupported) {
+		return dataplane.NotSupported(fmt.Errorf("ebpf: tc load balancer: %w", err))
+	} else if err != nil {
+		return fmt.Errorf("ebpf: tc load balancer: %w", err)
+	}
+	p.extOpen, p.extNode = true, node
+	if ext != nil {
+		p.ext = ext
+		p.external = newLayer("tc load balancer", externalFrontends{ext}, externalEntriesOf)
+	}
+	return nil
+}
+
+func (p *Plane) closeExternal() error {
+	var err error
+	if p.ext != nil {
+		err = p.ext.Close()
+	}
+	p.ext, p.external, p.extOpen = nil, nil, false
+	return err
+}
+
 // Sync programs the nftables rules first (see the nftables plane), then the
-// socket load balancer: a partial sync changes the frontends of the table
-// entries that changed (compared by pointer) and of those removed; a full
-// one, the first and the one after a failure compare every entry. If the
-// nftables rules fail, the socket load balancer is left as it was. If a map
-// change fails, the changes this Sync made are undone (each frontend set
-// back as it was) and the error returned; the next Sync compares everything.
+// socket load balancer, then the tc load balancer: a partial sync changes
+// the frontends of the table entries that changed (compared by pointer) and
+// of those removed; a full one, the first and the one after a failure
+// compare every entry. If the nftables rules fail, the load balancers are
+// left as they were. If a map change fails, the changes this Sync made to
+// the maps are undone (each frontend set back as it was) and the error
+// returned; the next Sync compares everything.
 func (p *Plane) Sync(ctx context.Context, t *servicetable.Table, full bool) (dataplane.Stats, error) {
 	start := time.Now()
 	st, err := p.rules.Sync(ctx, t, full)
@@ -152,7 +221,7 @@ func (p *Plane) Sync(ctx context.Context, t *servicetable.Table, full bool) (dat
 		p.synced = false
 		return st, err
 	}
-	if err := p.openLB(); err != nil {
+	if err := errors.Join(p.openLB(), p.openExternal(t.Node)); err != nil {
 		p.synced = false
 		return st, err
 	}
@@ -161,81 +230,36 @@ func (p *Plane) Sync(ctx context.Context, t *servicetable.Table, full bool) (dat
 	}
 	whole := full || !p.synced
 	st.Full = st.Full || whole
-	ops, err := p.syncSockets(t, whole)
-	for f, n := range ops {
-		st.Ops[f] += n
-	}
+	err = p.syncMaps(t, whole, st.Ops)
 	st.Duration = time.Since(start)
 	p.synced = err == nil
 	return st, err
 }
 
-// syncSockets brings the socket load balancer to t and returns the map
-// changes per family.
-func (p *Plane) syncSockets(t *servicetable.Table, whole bool) (map[ipfamily.Family]int, error) {
-	seen := map[portKey]bool{}
-	want := map[key]entry{}
-	// changed are the ports to look at, with the keys of their entries.
-	type port struct {
-		sp   *servicetable.ServicePort
-		keys []key
+// syncMaps brings both load balancers to t, adding their changes to ops.
+func (p *Plane) syncMaps(t *servicetable.Table, whole bool, ops map[ipfamily.Family]int) error {
+	sj, err := p.sockets.sync(t, whole, p.families)
+	if err != nil {
+		return err
 	}
-	changed := map[portKey]port{}
-	for _, sp := range t.Ports {
-		if !p.families[sp.Family] {
-			continue
+	if p.external != nil {
+		xj, err := p.external.sync(t, whole, p.families)
+		if err != nil {
+			return errors.Join(err, sj.undo())
 		}
-		pk := portKey{sp.ID, sp.Family}
-		seen[pk] = true
-		if !whole && p.ports[pk] == sp {
-			continue
-		}
-		es, _ := socketEntries(sp)
-		keys := make([]key, len(es))
-		for i, e := range es {
-			keys[i] = e.key()
-			want[keys[i]] = p.policy(e)
-		}
-		changed[pk] = port{sp, keys}
-	}
-	// The keys whose entry may change: every key of a changed or removed
-	// port (whole: every key held, adopted ones included).
-	var touched []key
-	if whole {
-		for k := range p.entries {
-			touched = append(touched, k)
+		for f, n := range xj.ops {
+			ops[f] += n
 		}
 	}
-	for pk, keys := range p.owned {
-		if _, ch := changed[pk]; !whole && (!seen[pk] || ch) {
-			touched = append(touched, keys...)
-		}
+	for f, n := range sj.ops {
+		ops[f] += n
 	}
-	for k := range want {
-		touched = append(touched, k)
-	}
-	j := &journal{lb: p.lb, entries: p.entries, ops: map[ipfamily.Family]int{}}
-	for _, k := range sortedKeys(touched) {
-		w, ok := want[k]
-		if err := j.apply(k, w, ok); err != nil {
-			return j.ops, errors.Join(fmt.Errorf("ebpf: sync: %w", err), j.undo())
-		}
-	}
-	if len(j.undos) > 0 {
+	if len(sj.undos) > 0 {
 		if err := p.reaper.kick(); err != nil {
-			return j.ops, fmt.Errorf("ebpf: sync: %w", err)
+			return fmt.Errorf("ebpf: sync: %w", err)
 		}
 	}
-	for pk := range p.ports {
-		if whole || !seen[pk] {
-			delete(p.ports, pk)
-			delete(p.owned, pk)
-		}
-	}
-	for pk, c := range changed {
-		p.ports[pk], p.owned[pk] = c.sp, c.keys
-	}
-	return j.ops, nil
+	return nil
 }
 
 // Changed reports the nftables rules' drift: the socket load balancer's maps
@@ -249,15 +273,18 @@ func (p *Plane) Cleanup(ctx context.Context) error {
 	return errors.Join(p.rules.Cleanup(ctx), p.unpin())
 }
 
-// Close releases the socket load balancer: unpinned, it is detached
-// (connects are then left to the nftables rules, which stay) and its maps
-// freed; pinned, it stays attached for the next proxy to adopt.
+// Close releases the load balancers. The socket load balancer, unpinned, is
+// detached (connects are then left to the nftables rules, which stay) and
+// its maps freed; pinned, it stays attached for the next proxy to adopt.
+// The tc load balancer is detached: new connections from outside meet the
+// rules, and those it made lose their translation.
 func (p *Plane) Close() error {
-	if p.lb == nil {
-		return nil
+	var errs []error
+	if p.lb != nil {
+		p.reaper.stop()
+		errs = append(errs, p.lb.Close())
+		p.lb, p.reaper, p.sockets = nil, nil, nil
 	}
-	p.reaper.stop()
-	err := p.lb.Close()
-	p.lb, p.reaper = nil, nil
-	return err
+	errs = append(errs, p.closeExternal())
+	return errors.Join(errs...)
 }

@@ -61,6 +61,9 @@ type Options struct {
 	// its maps and attachments, so that a restarted proxy adopts them ("":
 	// nothing pinned). --cleanup removes the pins of Cgroup there.
 	PinDir string
+	// NoExternal leaves the eBPF plane's connections from outside the node
+	// to the nftables rules: no tc programs.
+	NoExternal bool
 }
 
 // Names returns the accepted --data-plane values: every plane, then None.
@@ -200,6 +203,9 @@ func openEBPF(opt Options) (dataplane.DataPlane, func() error, error) {
 	}
 	p := ebpfplane.New(nftables.New(c, opt.Families...), open, unpin, opt.Families...)
 	p.SetScheduler(socklb.Scheduler(opt.Scheduler))
+	if !opt.NoExternal {
+		p.SetExternal(openTCLB)
+	}
 	return p, func() error { return errors.Join(p.Close(), c.Close()) }, nil
 }
 

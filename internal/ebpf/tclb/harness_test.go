@@ -36,6 +36,7 @@ const (
 	remoteIP6 = "fd32::2"
 	lbIP4     = "172.30.0.200"
 	lbIP6     = "fd30::200"
+	masqMark  = "0x4000"
 )
 
 type harness struct {
@@ -86,6 +87,12 @@ func newHarness(t *testing.T) *harness {
 		run(t, l.ns, "ip", "-6", "route", "add", "default", "via", gw6)
 	}
 	run(t, h.node, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	// The node's rules masquerade what carries the mark, as the nftables
+	// plane's postrouting does.
+	for _, fam := range []string{"ip", "ip6"} {
+		run(t, h.node, "nft", "add table "+fam+" masq; add chain "+fam+" masq post { type nat hook postrouting priority 100; }; "+
+			"add rule "+fam+" masq post meta mark & "+masqMark+" != 0 masquerade")
+	}
 	for _, name := range []string{"n0", "n2"} {
 		err := h.node.Do(func() error {
 			ifc, err := net.InterfaceByName(name)
@@ -109,7 +116,7 @@ func (h *harness) open(t *testing.T, mode Mode, podCIDRs ...netip.Prefix) *LB {
 	err := h.node.Do(func() error {
 		var err error
 		lb, err = Open(Config{SNAT: []netip.Addr{netip.MustParseAddr(nodeIP4), netip.MustParseAddr(nodeIP6)},
-			PodCIDRs: podCIDRs}, mode, h.ifindexes...)
+			PodCIDRs: podCIDRs, MasqueradeMark: 0x4000}, mode, h.ifindexes...)
 		return err
 	})
 	if err != nil {

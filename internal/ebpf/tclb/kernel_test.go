@@ -20,11 +20,12 @@ const (
 type family struct {
 	name                                  string
 	node, client, pod, remote, lb, podNet string
+	podGW                                 string // the node's address facing the pod
 }
 
 var families = []family{
-	{"ipv4", nodeIP4, clientIP4, podIP4, remoteIP4, lbIP4, "10.2.0.0/24"},
-	{"ipv6", nodeIP6, clientIP6, podIP6, remoteIP6, lbIP6, "fd32::/64"},
+	{"ipv4", nodeIP4, clientIP4, podIP4, remoteIP4, lbIP4, "10.2.0.0/24", "10.1.0.1"},
+	{"ipv6", nodeIP6, clientIP6, podIP6, remoteIP6, lbIP6, "fd32::/64", "fd31::1"},
 }
 
 func ap(addr string, port int) netip.AddrPort {
@@ -34,9 +35,9 @@ func ap(addr string, port int) netip.AddrPort {
 func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strconv.Itoa(port)) }
 
 // TestClusterPolicy: new connections to a NodePort reach a local backend
-// with the client's address and a remote one from the node's address and a
-// SNAT port, both ways through the programs, over TCP and UDP, IPv4 and
-// IPv6; in both attach modes.
+// masqueraded by the node's rules (the mark) and a remote one from the
+// node's address and a SNAT port, both ways through the programs, over TCP
+// and UDP, IPv4 and IPv6; in both attach modes.
 func TestClusterPolicy(t *testing.T) {
 	for _, mode := range []struct {
 		name string
@@ -64,8 +65,8 @@ func TestClusterPolicy(t *testing.T) {
 							seen[a.Server]++
 							switch a.Server {
 							case "pod":
-								if a.Peer.Addr() != netip.MustParseAddr(f.client) {
-									t.Errorf("request %d: the local backend saw %v, want the client %s", i, a.Peer, f.client)
+								if a.Peer.Addr() != netip.MustParseAddr(f.podGW) {
+									t.Errorf("request %d: the local backend saw %v, want the node's masquerade address %s", i, a.Peer, f.podGW)
 								}
 							case "remote":
 								if a.Peer.Addr() != netip.MustParseAddr(f.node) || a.Peer.Port() < snatFirst {

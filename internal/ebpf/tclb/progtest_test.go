@@ -14,6 +14,9 @@ import (
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
 
+// lastMark is the mark of the packet of the last runProg.
+var lastMark uint32
+
 // tc verdicts.
 const (
 	actOK       = 0
@@ -137,17 +140,20 @@ func sum(b []byte) uint16 {
 }
 
 // runProg runs prog on frame as arriving on (or leaving by) ifindex and
-// returns its verdict and the frame it left.
+// returns its verdict and the frame it left; lastMark is the packet's mark
+// after it.
 func runProg(t *testing.T, prog *ebpf.Program, frame []byte, ifindex uint32) (uint32, []byte) {
 	t.Helper()
 	ctx := make([]byte, 192) // struct __sk_buff
 	binary.NativeEndian.PutUint32(ctx[36:], ifindex)
 	binary.NativeEndian.PutUint32(ctx[40:], ifindex)
 	out := make([]byte, len(frame)+256)
-	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: out, Context: ctx})
+	ctxOut := make([]byte, len(ctx))
+	ret, err := prog.Run(&ebpf.RunOptions{Data: frame, DataOut: out, Context: ctx, ContextOut: ctxOut})
 	if err != nil {
 		t.Fatalf("test run of %v: %v", prog, err)
 	}
+	lastMark = binary.NativeEndian.Uint32(ctxOut[8:])
 	return ret, out[:len(frame)]
 }
 
@@ -183,7 +189,7 @@ func TestProgramsDNAT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := Open(Config{SNAT: []netip.Addr{netip.MustParseAddr(nodeIP4), netip.MustParseAddr(nodeIP6)}}, TCX)
+	lb, err := Open(Config{SNAT: []netip.Addr{netip.MustParseAddr(nodeIP4), netip.MustParseAddr(nodeIP6)}, MasqueradeMark: 0x4000}, TCX)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +218,9 @@ func TestProgramsDNAT(t *testing.T) {
 				}
 				ret, out := runIn(in, packet(t, proto, client, front, true, false))
 				d := decode(t, out)
-				if ret != actOK || d.src != client || d.dst != local || !d.csumOK || d.ttl != 64 {
-					t.Errorf("first packet to a local backend: verdict %d, %+v; want 0, %v -> %v, checksums right, TTL 64", ret, d, client, local)
+				if ret != actOK || d.src != client || d.dst != local || !d.csumOK || d.ttl != 64 || lastMark != 0x4000 {
+					t.Errorf("first packet to a local backend: verdict %d, %+v, mark %#x; want 0, %v -> %v, checksums right, TTL 64, mark 0x4000 (the rules masquerade it)",
+						ret, d, lastMark, client, local)
 				}
 				ret, out = runIn(eg, packet(t, proto, local, client, tcp, tcp))
 				if d := decode(t, out); ret != actUnspec || d.src != front || d.dst != client || !d.csumOK {
@@ -273,5 +280,14 @@ func TestProgramsDNAT(t *testing.T) {
 	ret, out := runIn(in, frame)
 	if d := decode(t, out); ret != actOK || d.dst != local || !d.udpZero {
 		t.Errorf("a UDP datagram without checksum: verdict %d, %+v; want 0, to %v, still without checksum", ret, d, local)
+	}
+
+	// Under the Local policy the client's address is kept: no mark.
+	if err := lb.SetService(front, model.ProtocolTCP, []Backend{{local, true}}, true); err != nil {
+		t.Fatal(err)
+	}
+	ret, out = runIn(in, packet(t, model.ProtocolTCP, ap(clientIP4, 40005), front, true, false))
+	if d := decode(t, out); ret != actOK || d.dst != local || lastMark != 0 {
+		t.Errorf("first packet under the Local policy: verdict %d, %+v, mark %#x; want 0, to %v, no mark", ret, d, lastMark, local)
 	}
 }

@@ -22,6 +22,11 @@ type Config struct {
 	// traffic from them to a frontend with a Local policy is left to the
 	// node's rules (kube-proxy's short-circuit of pod traffic).
 	PodCIDRs []netip.Prefix
+	// MasqueradeMark is the packet mark the node's rules masquerade by:
+	// a connection to a local backend under externalTrafficPolicy Cluster
+	// carries it, so that it reaches the backend from the node's address,
+	// as kube-proxy does (0: none, the client's address is kept).
+	MasqueradeMark uint32
 }
 
 // Backend is one backend of a frontend.
@@ -69,7 +74,7 @@ func Open(cfg Config, mode Mode, ifindexes ...int) (*LB, error) {
 
 // nodeConfig encodes cfg for the node map.
 func nodeConfig(cfg Config) (tclbNodeConfig, error) {
-	var nc tclbNodeConfig
+	nc := tclbNodeConfig{MasqMark: cfg.MasqueradeMark}
 	var seen4, seen6 bool
 	for _, a := range cfg.SNAT {
 		if !a.IsValid() || a.Is4In6() || a.IsUnspecified() {

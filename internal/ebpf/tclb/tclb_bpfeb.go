@@ -46,6 +46,8 @@ type tclbConnValue struct {
 	State       uint8
 	Flags       uint8
 	Pad         uint16
+	Mark        uint32
+	Pad2        uint32
 	LastNs      uint64
 }
 
@@ -57,6 +59,7 @@ type tclbNodeConfig struct {
 	Pods4Mask [4]uint32
 	Pods6     [4]uint32
 	Pods6Mask [4]uint32
+	MasqMark  uint32
 }
 
 type tclbSvcKey struct {

@@ -1,0 +1,67 @@
+package planes
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+
+	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+	"github.com/svcnet/svcnet/internal/ebpf/tclb"
+	"github.com/svcnet/svcnet/internal/servicetable"
+)
+
+// openTCLB opens the eBPF plane's tc load balancer for the node nc
+// describes: on every interface of the caller's namespace that holds one of
+// its NodePort addresses, with the first of them per family as the SNAT
+// address, its pod networks and its masquerade mark. A node without NodePort addresses on an
+// interface gets none (nil).
+func openTCLB(nc servicetable.NodeConfig) (ebpfplane.ExternalLB, error) {
+	ifindexes, err := interfacesHolding(nc.NodePortAddresses)
+	if err != nil || len(ifindexes) == 0 {
+		return nil, err
+	}
+	cfg := tclb.Config{PodCIDRs: nc.ClusterCIDRs, MasqueradeMark: nc.Mark()}
+	var have4, have6 bool
+	for _, a := range nc.NodePortAddresses {
+		if a.Is4() && !have4 {
+			have4, cfg.SNAT = true, append(cfg.SNAT, a)
+		} else if a.Is6() && !have6 {
+			have6, cfg.SNAT = true, append(cfg.SNAT, a)
+		}
+	}
+	lb, err := tclb.Open(cfg, tclb.Auto, ifindexes...)
+	if err != nil {
+		return nil, err
+	}
+	return lb, nil
+}
+
+// interfacesHolding returns the indexes of the interfaces with one of addrs,
+// sorted.
+func interfacesHolding(addrs []netip.Addr) ([]int, error) {
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("interfaces: %w", err)
+	}
+	var out []int
+	for _, ifc := range ifcs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: %w", ifc.Name, err)
+		}
+		for _, a := range as {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(ipn.IP)
+			if ok && slices.Contains(addrs, ip.Unmap()) && ifc.Flags&net.FlagLoopback == 0 {
+				out = append(out, ifc.Index)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
