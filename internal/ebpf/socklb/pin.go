@@ -3,7 +3,6 @@ package socklb
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ebpf/pins"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -37,8 +37,8 @@ func OpenPinned(cgroupPath, root string) (*LB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkBPFFS(root); err != nil {
-		return nil, err
+	if err := pins.CheckBPFFS(root); err != nil {
+		return nil, fmt.Errorf("socklb: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("socklb: pins: %w", err)
@@ -90,28 +90,10 @@ func Unpin(root, cgroupPath string) error {
 // unpinWait bounds Unpin's wait for the links to go.
 const unpinWait = 2 * time.Second
 
-// checkBPFFS checks that root is, or would be made, on a BPF filesystem:
-// its nearest existing ancestor is one.
-func checkBPFFS(root string) error {
-	for p := root; ; p = filepath.Dir(p) {
-		var st unix.Statfs_t
-		err := unix.Statfs(p, &st)
-		if err == nil {
-			if st.Type != unix.BPF_FS_MAGIC {
-				return fmt.Errorf("socklb: pins: %s is not on a BPF filesystem (mount -t bpf)", root)
-			}
-			return nil
-		}
-		if !errors.Is(err, unix.ENOENT) || p == filepath.Dir(p) {
-			return fmt.Errorf("socklb: pins: %s: %w", root, err)
-		}
-	}
-}
-
-// load loads the programs and maps, the maps pinned by name in pins (when
+// load loads the programs and maps, the maps pinned by name in pinDir (when
 // not ""): existing pins of the same layout are reused, others replaced.
-func (lb *LB) load(pins string) error {
-	if pins == "" {
+func (lb *LB) load(pinDir string) error {
+	if pinDir == "" {
 		if err := loadSocklbObjects(&lb.objs, nil); err != nil {
 			return fmt.Errorf("socklb: load: %w", err)
 		}
@@ -121,53 +103,26 @@ func (lb *LB) load(pins string) error {
 	if err != nil {
 		return fmt.Errorf("socklb: load: %w", err)
 	}
-	for _, name := range pinnedMaps {
-		spec.Maps[name].Pinning = ebpf.PinByName
-	}
-	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pins}}
-	err = spec.LoadAndAssign(&lb.objs, opts)
-	if errors.Is(err, ebpf.ErrMapIncompatible) {
-		for _, name := range pinnedMaps {
-			if rerr := os.Remove(filepath.Join(pins, name)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				return fmt.Errorf("socklb: load: %w; replacing the pins: %w", err, rerr)
-			}
-		}
-		err = spec.LoadAndAssign(&lb.objs, opts)
-	}
-	if err != nil {
+	if err := pins.Load(spec, pinnedMaps, pinDir, &lb.objs); err != nil {
 		return fmt.Errorf("socklb: load: %w", err)
 	}
 	return nil
 }
 
-// attach attaches prog to the cgroup's hook typ. With pins, the link is
+// attach attaches prog to the cgroup's hook typ. With pinDir, the link is
 // pinned there, and a link pinned by an earlier load balancer is updated to
 // prog instead (no moment without a program).
-func attach(cgroupPath, pins string, prog *ebpf.Program, typ ebpf.AttachType) (link.Link, error) {
-	if pins == "" {
+func attach(cgroupPath, pinDir string, prog *ebpf.Program, typ ebpf.AttachType) (link.Link, error) {
+	if pinDir == "" {
 		return link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: typ, Program: prog})
 	}
 	info, err := prog.Info()
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(pins, "link-"+info.Name)
-	if l, err := link.LoadPinnedLink(path, nil); err == nil {
-		if err := l.Update(prog); err != nil {
-			return nil, errors.Join(fmt.Errorf("update pinned link %s: %w", path, err), l.Close())
-		}
-		return l, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("pinned link %s: %w", path, err)
-	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: typ, Program: prog})
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Pin(path); err != nil {
-		return nil, errors.Join(fmt.Errorf("pin link: %w", err), l.Close())
-	}
-	return l, nil
+	return pins.Link(filepath.Join(pinDir, "link-"+info.Name), prog, func() (link.Link, error) {
+		return link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: typ, Program: prog})
+	})
 }
 
 // adopt rebuilds the in-memory state from maps an earlier load balancer
