@@ -121,6 +121,7 @@ func TestExternalEntries(t *testing.T) {
 // call of that number (1-based) fail.
 type fakeExt struct {
 	held   map[key]string
+	left   []tclb.Held // what Held reports: an earlier load balancer's
 	calls  int
 	failAt int
 	closed bool
@@ -143,6 +144,8 @@ func (f *fakeExt) DeleteService(fe netip.AddrPort, p model.Protocol) error {
 }
 
 func (f *fakeExt) Close() error { f.closed = true; return nil }
+
+func (f *fakeExt) Held() ([]tclb.Held, error) { return f.left, nil }
 
 func (f *fakeExt) list() []string {
 	out := make([]string, 0, len(f.held))
@@ -234,5 +237,24 @@ func TestExternalReopens(t *testing.T) {
 	mustSync(t, p, tb, false)
 	if len(opened) != 2 || !opened[0].closed || len(opened[1].held) != 1 {
 		t.Fatalf("after the address changed: %d opened (first closed: %v), want 2, the second holding a's NodePort", len(opened), opened[0].closed)
+	}
+}
+
+// TestExternalAdopts: what an earlier tc load balancer left (pinned) and
+// the table still wants costs no map change; what it no longer wants is
+// deleted.
+func TestExternalAdopts(t *testing.T) {
+	p, _, _ := newTestPlane(t)
+	ext := &fakeExt{held: map[key]string{}, left: []tclb.Held{
+		{Frontend: ap("172.26.236.177:30001"), Protocol: model.ProtocolTCP,
+			Backends: []tclb.Backend{{AddrPort: ap("192.168.1.2:8080"), Local: true}}},
+		{Frontend: ap("172.26.236.177:30009"), Protocol: model.ProtocolTCP,
+			Backends: []tclb.Backend{{AddrPort: ap("192.168.1.9:8080"), Local: true}}},
+	}}
+	p.SetExternal(func(servicetable.NodeConfig) (ExternalLB, error) { return ext, nil })
+	a := nodePortPort("default/a:80/tcp", "10.96.0.1:80", 30001, ep("192.168.1.2:8080", true))
+	mustSync(t, p, table(a), false)
+	if ext.calls != 1 {
+		t.Errorf("sync after adopting: %d tc calls, want 1 (the delete of 30009 only)", ext.calls)
 	}
 }

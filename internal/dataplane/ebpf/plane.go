@@ -40,6 +40,9 @@ type SocketLB interface {
 type ExternalLB interface {
 	SetService(frontend netip.AddrPort, proto model.Protocol, backends []tclb.Backend, local bool) error
 	DeleteService(frontend netip.AddrPort, proto model.Protocol) error
+	// Held returns every frontend held: at open, what an earlier load
+	// balancer left in pinned maps (adopted).
+	Held() ([]tclb.Held, error)
 	Close() error
 }
 
@@ -190,9 +193,22 @@ func (p *Plane) openExternal(node servicetable.NodeConfig) error {
 		return fmt.Errorf("ebpf: tc load balancer: %w", err)
 	}
 	p.extOpen, p.extNode = true, node
-	if ext != nil {
-		p.ext = ext
-		p.external = newLayer("tc load balancer", externalFrontends{ext}, externalEntriesOf)
+	if ext == nil {
+		return nil
+	}
+	held, err := ext.Held()
+	if err != nil {
+		return errors.Join(fmt.Errorf("ebpf: tc load balancer: %w", err), ext.Close())
+	}
+	p.ext = ext
+	p.external = newLayer("tc load balancer", externalFrontends{ext}, externalEntriesOf)
+	for _, h := range held {
+		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, External: &external{LocalPolicy: h.Local}}
+		for _, b := range h.Backends {
+			e.Backends = append(e.Backends, b.AddrPort)
+			e.External.Local = append(e.External.Local, b.Local)
+		}
+		p.external.entries[e.key()] = e
 	}
 	return nil
 }

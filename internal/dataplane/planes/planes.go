@@ -23,6 +23,7 @@ import (
 	"github.com/svcnet/svcnet/internal/iptables"
 	"github.com/svcnet/svcnet/internal/nft"
 	"github.com/svcnet/svcnet/internal/nft/netlink"
+	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
 // None is the --data-plane value of no Service data plane: svcnet proxy then
@@ -199,12 +200,12 @@ func openEBPF(opt Options) (dataplane.DataPlane, func() error, error) {
 		if err != nil {
 			return err
 		}
-		return socklb.Unpin(opt.PinDir, d)
+		return errors.Join(socklb.Unpin(opt.PinDir, d), unpinTCLB(opt.PinDir))
 	}
 	p := ebpfplane.New(nftables.New(c, opt.Families...), open, unpin, opt.Families...)
 	p.SetScheduler(socklb.Scheduler(opt.Scheduler))
 	if !opt.NoExternal {
-		p.SetExternal(openTCLB)
+		p.SetExternal(func(nc servicetable.NodeConfig) (ebpfplane.ExternalLB, error) { return openTCLB(nc, opt.PinDir) })
 	}
 	return p, func() error { return errors.Join(p.Close(), c.Close()) }, nil
 }

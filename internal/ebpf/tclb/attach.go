@@ -3,9 +3,11 @@ package tclb
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/svcnet/svcnet/internal/ebpf/pins"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +33,11 @@ const filterName = "svcnet-tclb"
 // attached is the ingress and egress programs on one interface.
 type attached struct {
 	ifindex int
+	// pinDir is where the tcx links are pinned ("": not pinned). Pinned,
+	// the programs stay attached after detach: pinned links stay, and
+	// cls_bpf filters are left in place for the next load balancer to
+	// replace.
+	pinDir  string
 	links   []link.Link          // tcx
 	filters []*netlink.BpfFilter // clsact
 	qdisc   *netlink.GenericQdisc
@@ -39,9 +46,11 @@ type attached struct {
 	nl *netlink.Handle
 }
 
-// attach attaches ingress and egress to the interface ifindex.
-func attach(ifindex int, mode Mode, ingress, egress *ebpf.Program) (attached, error) {
-	a := attached{ifindex: ifindex}
+// attach attaches ingress and egress to the interface ifindex; with
+// pinDir, pinned there (tcx) or replacing the filters an earlier load
+// balancer left (clsact).
+func attach(ifindex int, mode Mode, pinDir string, ingress, egress *ebpf.Program) (attached, error) {
+	a := attached{ifindex: ifindex, pinDir: pinDir}
 	if mode != Clsact {
 		err := a.tcx(ingress, egress)
 		if err == nil || mode == TCX || !errors.Is(err, ebpf.ErrNotSupported) {
@@ -56,7 +65,16 @@ func (a *attached) tcx(ingress, egress *ebpf.Program) error {
 		prog *ebpf.Program
 		typ  ebpf.AttachType
 	}{{ingress, ebpf.AttachTCXIngress}, {egress, ebpf.AttachTCXEgress}} {
-		l, err := link.AttachTCX(link.TCXOptions{Interface: a.ifindex, Program: p.prog, Attach: p.typ})
+		attach := func() (link.Link, error) {
+			return link.AttachTCX(link.TCXOptions{Interface: a.ifindex, Program: p.prog, Attach: p.typ})
+		}
+		var l link.Link
+		var err error
+		if a.pinDir == "" {
+			l, err = attach()
+		} else {
+			l, err = pins.Link(linkPin(a.pinDir, a.ifindex, p.typ), p.prog, attach)
+		}
 		if err != nil {
 			return errors.Join(fmt.Errorf("tcx %v on interface %d: %w", p.typ, a.ifindex, err), a.detach())
 		}
@@ -90,7 +108,7 @@ func (a *attached) clsact(ingress, egress *ebpf.Program) error {
 				Protocol: unix.ETH_P_ALL, Priority: 1},
 			Fd: p.prog.FD(), Name: filterName, DirectAction: true,
 		}
-		if err := a.nl.FilterAdd(f); err != nil {
+		if err := a.nl.FilterReplace(f); err != nil {
 			return errors.Join(fmt.Errorf("cls_bpf filter on interface %d: %w", a.ifindex, err), a.detach())
 		}
 		a.filters = append(a.filters, f)
@@ -105,6 +123,9 @@ func (a *attached) detach() error {
 		errs = append(errs, l.Close())
 	}
 	a.links = nil
+	if a.pinDir != "" {
+		a.filters, a.qdisc = nil, nil
+	}
 	for _, f := range a.filters {
 		if err := a.nl.FilterDel(f); err != nil && !errors.Is(err, unix.ENODEV) {
 			errs = append(errs, fmt.Errorf("cls_bpf filter on interface %d: %w", a.ifindex, err))
@@ -122,4 +143,13 @@ func (a *attached) detach() error {
 		a.nl = nil
 	}
 	return errors.Join(errs...)
+}
+
+// linkPin is where the tcx link of an interface's hook is pinned.
+func linkPin(pinDir string, ifindex int, typ ebpf.AttachType) string {
+	hook := "ingress"
+	if typ == ebpf.AttachTCXEgress {
+		hook = "egress"
+	}
+	return filepath.Join(pinDir, fmt.Sprintf("link-%d-%s", ifindex, hook))
 }

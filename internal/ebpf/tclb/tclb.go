@@ -44,26 +44,39 @@ type LB struct {
 	objs   tclbObjects
 	att    []attached
 	svcs   map[tclbSvcKey]uint32 // frontend -> backends held
+	pinned bool
 	closed bool
 }
 
 // Open loads the programs and their maps, writes cfg and attaches the
 // programs to the interfaces of ifindexes in the calling thread's network
-// namespace (see Attach for mode). Close removes it all.
+// namespace (see Mode). Nothing is pinned: Close removes it all.
 func Open(cfg Config, mode Mode, ifindexes ...int) (*LB, error) {
+	return open(cfg, mode, "", ifindexes)
+}
+
+func open(cfg Config, mode Mode, pinDir string, ifindexes []int) (*LB, error) {
 	nc, err := nodeConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tclb: %w", err)
 	}
-	lb := &LB{svcs: map[tclbSvcKey]uint32{}}
-	if err := loadTclbObjects(&lb.objs, nil); err != nil {
-		return nil, fmt.Errorf("tclb: load: %w", err)
+	lb := &LB{svcs: map[tclbSvcKey]uint32{}, pinned: pinDir != ""}
+	if err := lb.load(pinDir); err != nil {
+		return nil, err
 	}
 	if err := lb.objs.Node.Put(uint32(0), nc); err != nil {
 		return nil, errors.Join(fmt.Errorf("tclb: node config: %w", err), lb.Close())
 	}
+	if pinDir != "" {
+		if err := lb.adopt(); err != nil {
+			return nil, errors.Join(fmt.Errorf("tclb: adopt %s: %w", pinDir, err), lb.Close())
+		}
+		if err := unpinOthers(pinDir, ifindexes); err != nil {
+			return nil, errors.Join(fmt.Errorf("tclb: %w", err), lb.Close())
+		}
+	}
 	for _, ifindex := range ifindexes {
-		a, err := attach(ifindex, mode, lb.objs.TclbIngress, lb.objs.TclbEgress)
+		a, err := attach(ifindex, mode, pinDir, lb.objs.TclbIngress, lb.objs.TclbEgress)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("tclb: %w", err), lb.Close())
 		}
@@ -243,7 +256,8 @@ func svcKey(frontend netip.AddrPort, proto model.Protocol) (tclbSvcKey, error) {
 }
 
 // Close detaches the programs and frees the maps: connections made through
-// them lose their translation.
+// them lose their translation. Pinned (OpenPinned), the programs stay
+// attached and the maps kept, for the next load balancer to adopt.
 func (lb *LB) Close() error {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()

@@ -128,20 +128,30 @@ func (v *View) Service(frontend netip.AddrPort, proto model.Protocol) (backends 
 	if err != nil {
 		return nil, false, false, fmt.Errorf("tclb: %w", err)
 	}
+	backends, local, ok, err = readService(v.services, v.backends, sk)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("tclb: %v/%s: %w", frontend, proto, err)
+	}
+	return backends, local, ok, nil
+}
+
+// readService reads the entry of frontend sk from services and its backends
+// (ok false: no entry).
+func readService(services, backends *ebpf.Map, sk tclbSvcKey) (bes []Backend, local, ok bool, err error) {
 	var sv tclbSvcValue
-	if err := v.services.Lookup(sk, &sv); errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := services.Lookup(sk, &sv); errors.Is(err, ebpf.ErrKeyNotExist) {
 		return nil, false, false, nil
 	} else if err != nil {
-		return nil, false, false, fmt.Errorf("tclb: services %v/%s: %w", frontend, proto, err)
+		return nil, false, false, fmt.Errorf("services: %w", err)
 	}
 	for i := range sv.Count {
 		var bv tclbBackendValue
-		if err := v.backends.Lookup(tclbBackendKey{Svc: sk, Index: i}, &bv); err != nil {
-			return nil, false, false, fmt.Errorf("tclb: backend %d of %v/%s: %w", i, frontend, proto, err)
+		if err := backends.Lookup(tclbBackendKey{Svc: sk, Index: i}, &bv); err != nil {
+			return nil, false, false, fmt.Errorf("backend %d: %w", i, err)
 		}
-		backends = append(backends, Backend{AddrPort: netip.AddrPortFrom(bpfaddr.Addr(bv.Addr), bpfaddr.Port(bv.Port)), Local: bv.Flags&1 != 0})
+		bes = append(bes, Backend{AddrPort: netip.AddrPortFrom(bpfaddr.Addr(bv.Addr), bpfaddr.Port(bv.Port)), Local: bv.Flags&1 != 0})
 	}
-	return backends, sv.Flags&1 != 0, true, nil
+	return bes, sv.Flags&1 != 0, true, nil
 }
 
 // Conn is a connection the tc load balancer made.
