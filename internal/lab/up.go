@@ -108,6 +108,12 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	info := &cluster.Info{Name: n.Lab, Nodes: o.Nodes, ControlPlane: o.ControlPlane, Binary: o.Binary, ProxyArgs: o.ProxyArgs,
 		Proxy: o.Proxy, DataPlane: o.DataPlane, K8sBin: o.K8sBin}
+	if cluster.ProxyPins(info) {
+		progress("BPF filesystem for the proxies' pins: %s", n.BPFDir())
+		if err := topology.MountBPFFS(n); err != nil {
+			return nil, err
+		}
+	}
 	if err := cluster.WriteInfo(n, info); err != nil {
 		return nil, err
 	}

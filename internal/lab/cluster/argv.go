@@ -24,7 +24,8 @@ import (
 // for on the node network. Beside kube-proxy it programs no Service
 // (--data-plane none) and moves its health and metrics off kube-proxy's
 // ports; else info.DataPlane, when set, is its --data-plane, and the eBPF
-// plane gets --cgroup, the node's cgroup (see proxyNeedsCgroup).
+// plane gets --cgroup, the node's cgroup (see proxyNeedsCgroup), and
+// --bpf-pin-dir, its directory in the lab's BPF filesystem.
 // info.ProxyArgs come last, so they may override any of these.
 func svcnetProxyArgv(info *Info, state []string, i int, keyFile string) []string {
 	argv := append([]string{info.Binary, "proxy"}, state...)
@@ -38,10 +39,15 @@ func svcnetProxyArgv(info *Info, state []string, i int, keyFile string) []string
 		argv = append(argv, "--data-plane", info.DataPlane)
 	}
 	if proxyNeedsCgroup(info) {
-		argv = append(argv, "--cgroup", topology.Names{Lab: info.Name}.NodeCgroupPath(i))
+		n := topology.Names{Lab: info.Name}
+		argv = append(argv, "--cgroup", n.NodeCgroupPath(i), "--bpf-pin-dir", n.NodeBPFDir(i))
 	}
 	return append(argv, info.ProxyArgs...)
 }
+
+// ProxyPins reports whether the lab's proxies pin their BPF objects in the
+// lab's BPF filesystem (topology.MountBPFFS): those of the eBPF plane.
+func ProxyPins(info *Info) bool { return proxyNeedsCgroup(info) }
 
 // DataPlaneEBPF is svcnet proxy's eBPF data plane: it translates the connects
 // of the processes in the cgroup named by the proxy's --cgroup.

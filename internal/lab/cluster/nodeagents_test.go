@@ -108,12 +108,12 @@ func TestAgentArgv(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("svcnet proxy with a data plane argv (-want +got):\n%s", diff)
 	}
-	// The eBPF plane: the node's cgroup, by its cgroup v2 path.
+	// The eBPF plane: the node's cgroup, by its cgroup v2 path, and its pins.
 	info := &Info{Name: "x", Binary: "/bin/svcnet", Proxy: ProxySvcnet, DataPlane: DataPlaneEBPF}
 	got = svcnetProxyArgv(info, state, 1, key)
 	want = []string{"/bin/svcnet", "proxy", "--kubeconfig", "/run/kc", "--hostname-override", "node1", "--pod-routes",
 		"--cluster-cidr", "192.168.0.0/16", "--announce", "l2", "--announce-key-file", "/run/svcnet/lab/x/heartbeat.key", "--v", "1",
-		"--data-plane", "ebpf", "--cgroup", "/svcnet-lab-x/node1"}
+		"--data-plane", "ebpf", "--cgroup", "/svcnet-lab-x/node1", "--bpf-pin-dir", "/run/svcnet/lab/x/bpf/node1"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("svcnet proxy on the eBPF plane argv (-want +got):\n%s", diff)
 	}

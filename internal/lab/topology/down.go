@@ -60,8 +60,12 @@ func Remove(n Names) error {
 			errs = append(errs, err)
 		}
 	}
-	// After the namespaces: their processes are gone, so are the cgroups'.
+	// After the namespaces: their processes are gone, so are the cgroups'
+	// and the pins' users.
 	if err := RemoveCgroups(n); err != nil {
+		errs = append(errs, err)
+	}
+	if err := UnmountBPFFS(n); err != nil {
 		errs = append(errs, err)
 	}
 	etc, _ := filepath.Glob(filepath.Join(EtcNetns, n.Lab+".*"))
