@@ -153,3 +153,37 @@ func TestSourcePortReuse(t *testing.T) {
 		t.Errorf("backends reached in %d connections from one source port: %v, want both", tries, seen)
 	}
 }
+
+// TestUDPFlowLeavesRemovedBackend: a UDP flow keeps its backend while the
+// backend stays, and its next datagram goes to a new one once the backend
+// is removed, as kube-proxy clears conntrack.
+func TestUDPFlowLeavesRemovedBackend(t *testing.T) {
+	h := newHarness(t)
+	serve(t, h.pod, "pod", beNode)
+	serve(t, h.remote, "remote", beNode)
+	lb := h.open(t, TCX)
+	front := ap(nodeIP4, nodePort)
+	if err := lb.SetService(front, model.ProtocolUDP, []Backend{{ap(remoteIP4, beNode), false}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := ask(h.client, "udp", front.String(), 40200); err != nil || a.Server != "remote" {
+		t.Fatalf("first datagram: %+v, %v; want the remote backend", a, err)
+	}
+	// Another backend added: the flow stays.
+	bes := []Backend{{ap(remoteIP4, beNode), false}, {ap(podIP4, beNode), true}}
+	if err := lb.SetService(front, model.ProtocolUDP, bes, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if a, err := ask(h.client, "udp", front.String(), 40200); err != nil || a.Server != "remote" {
+			t.Fatalf("datagram %d after a backend was added: %+v, %v; want the remote backend still", i, a, err)
+		}
+	}
+	// Its backend removed: the next datagram goes to the one left.
+	if err := lb.SetService(front, model.ProtocolUDP, bes[1:], false); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := ask(h.client, "udp", front.String(), 40200); err != nil || a.Server != "pod" {
+		t.Fatalf("datagram after its backend was removed: %+v, %v; want the pod", a, err)
+	}
+}

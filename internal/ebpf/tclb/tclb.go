@@ -154,7 +154,9 @@ func maskOf(p netip.Prefix) netip.Addr {
 // its family), chosen at random; local says the frontend's policy is
 // externalTrafficPolicy Local (every backend is then local, and traffic
 // from the pod network is left to the rules). With no backends the
-// frontend is deleted (left to the rules, which reject or drop).
+// frontend is deleted (left to the rules, which reject or drop). A UDP
+// flow to a backend no longer in the set is forgotten (flushConns): its
+// next datagram starts a new one.
 func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []Backend, local bool) error {
 	aps := make([]netip.AddrPort, len(backends))
 	for i, b := range backends {
@@ -202,11 +204,54 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 	if err := lb.deleteBackends(sk, sv.Count, old); err != nil {
 		return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
 	}
+	if proto == model.ProtocolUDP {
+		keep := map[netip.AddrPort]bool{}
+		for _, b := range backends {
+			keep[b.AddrPort] = true
+		}
+		if err := lb.flushConns(sk, keep); err != nil {
+			return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
+		}
+	}
+	return nil
+}
+
+// flushConns deletes the connections to frontend sk whose backend is not in
+// keep. For UDP, as kube-proxy clears conntrack: a datagram flow has no end
+// and would keep a backend that is gone for as long as the client sends.
+func (lb *LB) flushConns(sk tclbSvcKey, keep map[netip.AddrPort]bool) error {
+	var (
+		k     tclbConnKey
+		v     tclbConnValue
+		stale []tclbConnKey
+		revs  []tclbConnKey
+	)
+	it := lb.objs.Conns.Iterate()
+	for it.Next(&k, &v) {
+		if k.Daddr != sk.Addr || k.Dport != sk.Port || k.Proto != sk.Proto {
+			continue
+		}
+		if !keep[netip.AddrPortFrom(bpfaddr.Addr(v.Backend), bpfaddr.Port(v.BackendPort))] {
+			stale, revs = append(stale, k), append(revs, v.Rev)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("connections: %w", err)
+	}
+	for i := range stale {
+		if err := lb.objs.Revnat.Delete(revs[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("connections: %w", err)
+		}
+		if err := lb.objs.Conns.Delete(stale[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("connections: %w", err)
+		}
+	}
 	return nil
 }
 
 // DeleteService removes frontend: new connections to it are left to the
-// node's rules (connections already made keep their backend).
+// node's rules (TCP connections already made keep their backend; UDP flows
+// are forgotten, flushConns).
 func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error {
 	sk, err := svcKey(frontend, proto)
 	if err != nil {
@@ -227,6 +272,11 @@ func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 	delete(lb.svcs, sk)
 	if err := lb.deleteBackends(sk, 0, old); err != nil {
 		return fmt.Errorf("tclb: delete service %v/%s: %w", frontend, proto, err)
+	}
+	if proto == model.ProtocolUDP {
+		if err := lb.flushConns(sk, nil); err != nil {
+			return fmt.Errorf("tclb: delete service %v/%s: %w", frontend, proto, err)
+		}
 	}
 	return nil
 }
