@@ -7,7 +7,8 @@
 // packet of the connection both ways.
 //
 //   ingress, a connection's first packet (a TCP SYN, any UDP datagram) to a
-//     frontend in services: a backend at random among its count in backends.
+//     frontend in services: a backend at random among its count in backends,
+//     or by its flow's hash in the frontend's Maglev table.
 //     A backend on this node: the destination is rewritten and the packet
 //     goes on through the node's stack (routing, conntrack, the pod's
 //     interface). Under externalTrafficPolicy Cluster it carries the node's
@@ -39,6 +40,8 @@
 //             address and port, TCP state and when it was last seen (LRU)
 //   revnat:   an answer's addresses and ports as they arrive -> the
 //             connection's key in conns (LRU)
+//   maglev:   frontend -> its Maglev table, for frontends that choose by
+//             the flow's hash (SVC_MAGLEV)
 //   node:     this node's SNAT addresses and the pod network per family
 //
 // A connection's entry lives for its state's lifetime after its last packet
@@ -80,6 +83,11 @@ struct svc_key {
 };
 
 #define SVC_LOCAL 1
+// SVC_MAGLEV: the backend of a new connection is the one its flow hashes to
+// in the frontend's table in maglev, not one at random.
+#define SVC_MAGLEV 2
+
+#define MAGLEV_M 65537
 
 struct svc_value {
 	__u32 count;
@@ -166,6 +174,22 @@ struct {
 	__type(key, struct conn_key);
 	__type(value, struct conn_value);
 } conns SEC(".maps");
+
+struct maglev_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAGLEV_M);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+// maglev: a frontend with SVC_MAGLEV -> its Maglev table (internal/maglev):
+// slot -> index of its backend.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, SVC_MAX);
+	__type(key, struct svc_key);
+	__array(values, struct maglev_table);
+} maglev SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -470,6 +494,51 @@ static __always_inline int translate_forward(struct __sk_buff *skb, const struct
 	return TC_ACT_OK;
 }
 
+// mix is MurmurHash3's 32-bit finalizer step of h with k.
+static __always_inline __u32 mix(__u32 h, __u32 k)
+{
+	k *= 0xcc9e2d51;
+	k = (k << 15) | (k >> 17);
+	k *= 0x1b873593;
+	h ^= k;
+	h = (h << 13) | (h >> 19);
+	return h * 5 + 0xe6546b64;
+}
+
+// flow_hash hashes a connection's addresses, ports and protocol with a
+// fixed seed, so that every node hashes a flow the same.
+static __always_inline __u32 flow_hash(const struct conn_key *k)
+{
+	__u32 h = 0x5f3759df;
+	for (int i = 0; i < 4; i++) {
+		h = mix(h, k->saddr[i]);
+		h = mix(h, k->daddr[i]);
+	}
+	h = mix(h, ((__u32)k->sport << 16) | k->dport);
+	h = mix(h, k->proto);
+	h ^= h >> 16;
+	h *= 0x85ebca6b;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35;
+	h ^= h >> 16;
+	return h;
+}
+
+// pick returns the index of the backend of svc (key sk) for the new
+// connection p: its flow's slot in the frontend's Maglev table, or one at
+// random. count when there is none.
+static __always_inline __u32 pick(const struct pkt *p, const struct svc_key *sk, const struct svc_value *svc)
+{
+	if (!(svc->flags & SVC_MAGLEV))
+		return bpf_get_prandom_u32() % svc->count;
+	void *table = bpf_map_lookup_elem(&maglev, sk);
+	if (!table)
+		return svc->count;
+	__u32 slot = flow_hash(&p->key) % MAGLEV_M;
+	__u32 *idx = bpf_map_lookup_elem(table, &slot);
+	return idx ? *idx : svc->count;
+}
+
 // snat_port reserves a port of addr for a connection to be, its answers'
 // key written to rev, mapping to fwd.
 static __always_inline int snat_port(struct conn_key *rev, const struct conn_key *fwd)
@@ -502,7 +571,9 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 	}
 	struct backend_key bk = {};
 	bk.svc = *sk;
-	bk.index = bpf_get_prandom_u32() % svc->count;
+	bk.index = pick(p, sk, svc);
+	if (bk.index >= svc->count)
+		return 0;
 	struct backend_value *be = bpf_map_lookup_elem(&backends, &bk);
 	if (!be)
 		return 0;

@@ -60,8 +60,10 @@ const (
 )
 
 // SchedulerAnnotation on a Service chooses how svcnet's eBPF data plane picks
-// an endpoint per connect: "random", "rr" (round robin) or "sh" (source
-// hash); unset, the plane's --ebpf-scheduler. Other planes ignore it.
+// an endpoint per connect: "random", "rr" (round robin), "sh" (source
+// hash), "lc" (least connection) or "maglev" (connections from outside the
+// node by Maglev consistent hashing of the flow; connects on the node at
+// random); unset, the plane's --ebpf-scheduler. Other planes ignore it.
 const SchedulerAnnotation = "svcnet.io/scheduler"
 
 // DefaultAffinityTimeout is the ClientIP affinity timeout when none is given (3 hours).

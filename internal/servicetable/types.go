@@ -84,7 +84,7 @@ func (e EgressMasquerade) clone() EgressMasquerade {
 }
 
 // Schedulers are the values model.SchedulerAnnotation accepts.
-var Schedulers = []string{"random", "rr", "sh", "lc"}
+var Schedulers = []string{"random", "rr", "sh", "lc", "maglev"}
 
 // DefaultMasqueradeMark is kube-proxy's: masqueradeBit 14.
 const DefaultMasqueradeMark = 1 << 14

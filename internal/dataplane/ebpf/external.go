@@ -3,6 +3,8 @@ package ebpf
 import (
 	"net/netip"
 
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
+
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
@@ -24,10 +26,18 @@ const (
 // backend: it runs on this node); LocalPolicy is externalTrafficPolicy
 // Local.
 type external struct {
-	Backends    []netip.AddrPort
 	Local       []bool
 	LocalPolicy bool
+	// Maglev chooses by the flow's hash in a Maglev table (else at
+	// random).
+	Maglev bool
 }
+
+// Maglev is the scheduler (model.SchedulerAnnotation, --ebpf-scheduler)
+// that chooses the backend of a connection from outside the node by
+// Maglev consistent hashing of its flow (the tc load balancer), the same
+// on every node; connects on the node choose at random.
+const Maglev socklb.Scheduler = "maglev"
 
 // externalEntries returns what the tc load balancer does for the frontends
 // of sp that take traffic from outside the node (its NodePorts on this
@@ -75,6 +85,7 @@ func externalEntries(sp *servicetable.ServicePort) (entries []entry, left []left
 // Held, it sends it to one of Backends at random (a Local one keeps the
 // client's address; another is reached from the node's address, SNAT), and
 // keeps it there; not Held, the nftables rules decide and Left says why.
+// Maglev is not decided here: it is the plane's scheduler or the port's.
 type External struct {
 	Held        bool
 	Backends    []netip.AddrPort

@@ -6,9 +6,11 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/ebpf/tclb"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
@@ -127,11 +129,14 @@ type fakeExt struct {
 	closed bool
 }
 
-func (f *fakeExt) SetService(fe netip.AddrPort, p model.Protocol, bes []tclb.Backend, local bool) error {
+func (f *fakeExt) SetService(fe netip.AddrPort, p model.Protocol, bes []tclb.Backend, pol tclb.Policy) error {
 	if f.calls++; f.calls == f.failAt {
 		return fmt.Errorf("fake: call %d fails", f.calls)
 	}
-	f.held[key{fe, p}] = fmt.Sprintf("%v/%s->%v local=%v", fe, p, bes, local)
+	f.held[key{fe, p}] = fmt.Sprintf("%v/%s->%v local=%v", fe, p, bes, pol.Local)
+	if pol.Maglev {
+		f.held[key{fe, p}] += " maglev"
+	}
 	return nil
 }
 
@@ -256,5 +261,35 @@ func TestExternalAdopts(t *testing.T) {
 	mustSync(t, p, table(a), false)
 	if ext.calls != 1 {
 		t.Errorf("sync after adopting: %d tc calls, want 1 (the delete of 30009 only)", ext.calls)
+	}
+}
+
+// TestExternalMaglev: the maglev scheduler (the port's annotation, or the
+// plane's) puts the external frontends under Maglev; the socket load
+// balancer chooses at random for them.
+func TestExternalMaglev(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		port, plane socklb.Scheduler
+		maglev      bool
+	}{{"annotation", Maglev, "", true}, {"plane default", "", Maglev, true}, {"annotation over plane", "rr", Maglev, false}, {"none", "", "", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, lb, _ := newTestPlane(t)
+			p.SetScheduler(tc.plane)
+			ext := &fakeExt{held: map[key]string{}}
+			p.SetExternal(func(servicetable.NodeConfig) (ExternalLB, error) { return ext, nil })
+			a := nodePortPort("default/a:80/tcp", "10.96.0.1:80", 30001, ep("192.168.1.2:8080", true))
+			a.Scheduler = string(tc.port)
+			mustSync(t, p, table(a), false)
+			got := ext.list()
+			if len(got) != 1 || strings.HasSuffix(got[0], " maglev") != tc.maglev {
+				t.Errorf("tc load balancer holds %q, want Maglev %v", got, tc.maglev)
+			}
+			for k, pol := range lb.policy {
+				if want := socklb.Scheduler(tc.port); (want == "" || want == Maglev) && pol.Scheduler != socklb.Random && tc.plane != "rr" {
+					t.Errorf("socket load balancer %v: scheduler %q, want random", k, pol.Scheduler)
+				}
+			}
+		})
 	}
 }

@@ -36,7 +36,8 @@ func (e entry) equal(o entry) bool {
 	if e.key() != o.key() || e.Policy != o.Policy || len(e.Backends) != len(o.Backends) || (e.External == nil) != (o.External == nil) {
 		return false
 	}
-	if e.External != nil && (e.External.LocalPolicy != o.External.LocalPolicy || !slices.Equal(e.External.Local, o.External.Local)) {
+	if e.External != nil && (e.External.LocalPolicy != o.External.LocalPolicy || e.External.Maglev != o.External.Maglev ||
+		!slices.Equal(e.External.Local, o.External.Local)) {
 		return false
 	}
 	for i := range e.Backends {

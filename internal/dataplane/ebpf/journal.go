@@ -32,7 +32,7 @@ func (x externalFrontends) set(e entry) error {
 	for i, b := range e.Backends {
 		bes[i] = tclb.Backend{AddrPort: b, Local: e.External.Local[i]}
 	}
-	return x.lb.SetService(e.Frontend, e.Protocol, bes, e.External.LocalPolicy)
+	return x.lb.SetService(e.Frontend, e.Protocol, bes, tclb.Policy{Local: e.External.LocalPolicy, Maglev: e.External.Maglev})
 }
 func (x externalFrontends) del(k key) error { return x.lb.DeleteService(k.Frontend, k.Protocol) }
 

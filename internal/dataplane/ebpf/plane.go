@@ -38,7 +38,7 @@ type SocketLB interface {
 // ExternalLB is the kernel boundary of the tc load balancer
 // (internal/ebpf/tclb.LB): frontends taking traffic from outside the node.
 type ExternalLB interface {
-	SetService(frontend netip.AddrPort, proto model.Protocol, backends []tclb.Backend, local bool) error
+	SetService(frontend netip.AddrPort, proto model.Protocol, backends []tclb.Backend, pol tclb.Policy) error
 	DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 	// Held returns every frontend held: at open, what an earlier load
 	// balancer left in pinned maps (adopted).
@@ -115,13 +115,15 @@ func (p *Plane) SetScheduler(s socklb.Scheduler) { p.scheduler = s }
 // lose their translation). Call it before the first Sync.
 func (p *Plane) SetExternal(open func(servicetable.NodeConfig) (ExternalLB, error)) { p.openExt = open }
 
-// policy is e's policy with the plane's default scheduler applied.
+// policy is e's policy with the plane's default scheduler applied. Maglev
+// is for connections from outside (externalEntriesOf); the socket load
+// balancer chooses at random for it.
 func (p *Plane) policy(e entry) entry {
 	if e.Policy.Scheduler == "" {
 		e.Policy.Scheduler = p.scheduler
-		if e.Policy.Scheduler == "" {
-			e.Policy.Scheduler = socklb.Random
-		}
+	}
+	if e.Policy.Scheduler == "" || e.Policy.Scheduler == Maglev {
+		e.Policy.Scheduler = socklb.Random
 	}
 	return e
 }
@@ -135,8 +137,15 @@ func (p *Plane) socketEntriesOf(sp *servicetable.ServicePort) []entry {
 	return es
 }
 
-func externalEntriesOf(sp *servicetable.ServicePort) []entry {
+// externalEntriesOf is externalEntries, under Maglev when the port's
+// scheduler, else the plane's, is Maglev.
+func (p *Plane) externalEntriesOf(sp *servicetable.ServicePort) []entry {
 	es, _ := externalEntries(sp)
+	if s := socklb.Scheduler(sp.Scheduler); s == Maglev || (s == "" && p.scheduler == Maglev) {
+		for i := range es {
+			es[i].External.Maglev = true
+		}
+	}
 	return es
 }
 
@@ -201,9 +210,9 @@ func (p *Plane) openExternal(node servicetable.NodeConfig) error {
 		return errors.Join(fmt.Errorf("ebpf: tc load balancer: %w", err), ext.Close())
 	}
 	p.ext = ext
-	p.external = newLayer("tc load balancer", externalFrontends{ext}, externalEntriesOf)
+	p.external = newLayer("tc load balancer", externalFrontends{ext}, p.externalEntriesOf)
 	for _, h := range held {
-		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, External: &external{LocalPolicy: h.Local}}
+		e := entry{Frontend: h.Frontend, Protocol: h.Protocol, External: &external{LocalPolicy: h.Policy.Local, Maglev: h.Policy.Maglev}}
 		for _, b := range h.Backends {
 			e.Backends = append(e.Backends, b.AddrPort)
 			e.External.Local = append(e.External.Local, b.Local)

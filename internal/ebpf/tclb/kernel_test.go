@@ -52,7 +52,7 @@ func TestClusterPolicy(t *testing.T) {
 				for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP} {
 					t.Run(f.name+"/"+string(proto), func(t *testing.T) {
 						bes := []Backend{{ap(f.pod, beNode), true}, {ap(f.remote, beNode), false}}
-						if err := lb.SetService(ap(f.node, nodePort), proto, bes, false); err != nil {
+						if err := lb.SetService(ap(f.node, nodePort), proto, bes, Policy{}); err != nil {
 							t.Fatal(err)
 						}
 						network := map[model.Protocol]string{model.ProtocolTCP: "tcp", model.ProtocolUDP: "udp"}[proto]
@@ -98,7 +98,7 @@ func TestLocalPolicy(t *testing.T) {
 			run(t, h.client, "ip", "route", "add", f.lb, "via", f.node)
 			run(t, h.remote, "ip", "route", "add", f.lb, "via", map[string]string{"ipv4": "10.2.0.1", "ipv6": "fd32::1"}[f.name])
 			front := ap(f.lb, 80)
-			if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(f.pod, beNode), true}}, true); err != nil {
+			if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(f.pod, beNode), true}}, Policy{Local: true}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 4 {
@@ -115,7 +115,7 @@ func TestLocalPolicy(t *testing.T) {
 			if a, err := askWithin(h.remote, "tcp", front.String(), 0, 300*time.Millisecond); err == nil {
 				t.Errorf("from the pod network: %+v, want no answer (left to the node's rules)", a)
 			}
-			if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(f.remote, beNode), false}}, true); err == nil {
+			if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(f.remote, beNode), false}}, Policy{Local: true}); err == nil {
 				t.Error("a remote backend under a Local policy: no error")
 			}
 			if err := lb.DeleteService(front, model.ProtocolTCP); err != nil {
@@ -138,7 +138,7 @@ func TestSourcePortReuse(t *testing.T) {
 	lb := h.open(t, TCX)
 	front := ap(nodeIP4, nodePort)
 	bes := []Backend{{ap(podIP4, beNode), true}, {ap(remoteIP4, beNode), false}}
-	if err := lb.SetService(front, model.ProtocolTCP, bes, false); err != nil {
+	if err := lb.SetService(front, model.ProtocolTCP, bes, Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
@@ -163,7 +163,7 @@ func TestUDPFlowLeavesRemovedBackend(t *testing.T) {
 	serve(t, h.remote, "remote", beNode)
 	lb := h.open(t, TCX)
 	front := ap(nodeIP4, nodePort)
-	if err := lb.SetService(front, model.ProtocolUDP, []Backend{{ap(remoteIP4, beNode), false}}, false); err != nil {
+	if err := lb.SetService(front, model.ProtocolUDP, []Backend{{ap(remoteIP4, beNode), false}}, Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	if a, err := ask(h.client, "udp", front.String(), 40200); err != nil || a.Server != "remote" {
@@ -171,7 +171,7 @@ func TestUDPFlowLeavesRemovedBackend(t *testing.T) {
 	}
 	// Another backend added: the flow stays.
 	bes := []Backend{{ap(remoteIP4, beNode), false}, {ap(podIP4, beNode), true}}
-	if err := lb.SetService(front, model.ProtocolUDP, bes, false); err != nil {
+	if err := lb.SetService(front, model.ProtocolUDP, bes, Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 8 {
@@ -180,7 +180,7 @@ func TestUDPFlowLeavesRemovedBackend(t *testing.T) {
 		}
 	}
 	// Its backend removed: the next datagram goes to the one left.
-	if err := lb.SetService(front, model.ProtocolUDP, bes[1:], false); err != nil {
+	if err := lb.SetService(front, model.ProtocolUDP, bes[1:], Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	if a, err := ask(h.client, "udp", front.String(), 40200); err != nil || a.Server != "pod" {

@@ -20,7 +20,7 @@ import (
 
 // pinnedMaps are the maps OpenPinned pins: the frontends, their backends,
 // the connection table and the node's settings.
-var pinnedMaps = []string{"services", "backends", "conns", "revnat", "node"}
+var pinnedMaps = []string{"services", "backends", "maglev", "conns", "revnat", "node"}
 
 // OpenPinned is Open with the maps and the tcx links pinned in pinDir, a
 // directory of a BPF filesystem. If it holds the pins of an earlier load
@@ -134,8 +134,7 @@ type Held struct {
 	Frontend netip.AddrPort
 	Protocol model.Protocol
 	Backends []Backend
-	// Local is externalTrafficPolicy Local.
-	Local bool
+	Policy   Policy
 }
 
 // Held returns every frontend the load balancer holds (for an adopted one,
@@ -151,7 +150,7 @@ func (lb *LB) Held() ([]Held, error) {
 		}
 		h := Held{Frontend: netip.AddrPortFrom(bpfaddr.Addr(k.Addr), bpfaddr.Port(k.Port)), Protocol: proto}
 		var ok bool
-		if h.Backends, h.Local, ok, err = readService(lb.objs.Services, lb.objs.Backends, k); err != nil {
+		if h.Backends, h.Policy, ok, err = readService(lb.objs.Services, lb.objs.Backends, k); err != nil {
 			return nil, fmt.Errorf("tclb: held %v/%s: %w", h.Frontend, proto, err)
 		} else if !ok || len(h.Backends) != int(n) {
 			return nil, fmt.Errorf("tclb: held %v/%s: the maps changed under the load balancer", h.Frontend, proto)

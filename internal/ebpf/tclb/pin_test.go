@@ -73,10 +73,10 @@ func TestPinnedAdopt(t *testing.T) {
 			}
 			lb := openIn()
 			remote, local := ap(nodeIP4, 30001), ap(nodeIP4, 30002)
-			if err := lb.SetService(remote, model.ProtocolTCP, []Backend{{ap(remoteIP4, 9000), false}}, false); err != nil {
+			if err := lb.SetService(remote, model.ProtocolTCP, []Backend{{ap(remoteIP4, 9000), false}}, Policy{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := lb.SetService(local, model.ProtocolTCP, []Backend{{ap(podIP4, 9000), true}}, true); err != nil {
+			if err := lb.SetService(local, model.ProtocolTCP, []Backend{{ap(podIP4, 9000), true}}, Policy{Local: true}); err != nil {
 				t.Fatal(err)
 			}
 			var conns []*bufio.ReadWriter
@@ -109,7 +109,7 @@ func TestPinnedAdopt(t *testing.T) {
 			lb2 := openIn()
 			defer lb2.Close()
 			held, err := lb2.Held()
-			if err != nil || len(held) != 2 || held[0].Frontend != remote || held[1].Frontend != local || !held[1].Local ||
+			if err != nil || len(held) != 2 || held[0].Frontend != remote || held[1].Frontend != local || !held[1].Policy.Local ||
 				held[0].Backends[0] != (Backend{ap(remoteIP4, 9000), false}) {
 				t.Errorf("adopted: Held = %+v, %v; want both frontends as set", held, err)
 			}

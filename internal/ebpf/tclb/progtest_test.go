@@ -213,7 +213,7 @@ func TestProgramsDNAT(t *testing.T) {
 				tcp := proto == model.ProtocolTCP
 
 				// A local backend.
-				if err := lb.SetService(front, proto, []Backend{{local, true}}, false); err != nil {
+				if err := lb.SetService(front, proto, []Backend{{local, true}}, Policy{}); err != nil {
 					t.Fatal(err)
 				}
 				ret, out := runIn(in, packet(t, proto, client, front, true, false))
@@ -235,7 +235,7 @@ func TestProgramsDNAT(t *testing.T) {
 				}
 
 				// A remote backend, from another client port.
-				if err := lb.SetService(front, proto, []Backend{{remote, false}}, false); err != nil {
+				if err := lb.SetService(front, proto, []Backend{{remote, false}}, Policy{}); err != nil {
 					t.Fatal(err)
 				}
 				client2 := ap(f.client, 40002)
@@ -276,7 +276,7 @@ func TestProgramsDNAT(t *testing.T) {
 
 	// A UDP datagram over IPv4 without a checksum keeps none.
 	front, local := ap(nodeIP4, nodePort), ap(podIP4, beNode)
-	if err := lb.SetService(front, model.ProtocolUDP, []Backend{{local, true}}, false); err != nil {
+	if err := lb.SetService(front, model.ProtocolUDP, []Backend{{local, true}}, Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	frame := packet(t, model.ProtocolUDP, ap(clientIP4, 40004), front, false, false)
@@ -287,7 +287,7 @@ func TestProgramsDNAT(t *testing.T) {
 	}
 
 	// Under the Local policy the client's address is kept: no mark.
-	if err := lb.SetService(front, model.ProtocolTCP, []Backend{{local, true}}, true); err != nil {
+	if err := lb.SetService(front, model.ProtocolTCP, []Backend{{local, true}}, Policy{Local: true}); err != nil {
 		t.Fatal(err)
 	}
 	ret, out = runIn(in, packet(t, model.ProtocolTCP, ap(clientIP4, 40005), front, true, false))

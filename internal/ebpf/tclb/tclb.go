@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/svcnet/svcnet/internal/ebpf/bpfaddr"
+	"github.com/svcnet/svcnet/internal/maglev"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -149,19 +150,31 @@ func maskOf(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
+// Policy is how a frontend takes new connections.
+type Policy struct {
+	// Local is externalTrafficPolicy Local: every backend is local, and
+	// traffic from the pod network is left to the rules.
+	Local bool
+	// Maglev chooses a connection's backend by its flow's hash in the
+	// frontend's Maglev table (internal/maglev, MaglevSize slots), the same
+	// on every node with the same backends; else at random.
+	Maglev bool
+}
+
+// MaglevSize is the size of a frontend's Maglev table (Katran's; a prime).
+const MaglevSize = maglev.SizeLarge
+
 // SetService makes frontend (an IPv4 or IPv6 address and port) of protocol
 // proto take new connections from outside the node to one of backends (of
-// its family), chosen at random; local says the frontend's policy is
-// externalTrafficPolicy Local (every backend is then local, and traffic
-// from the pod network is left to the rules). With no backends the
+// its family), chosen by pol. With no backends the
 // frontend is deleted (left to the rules, which reject or drop). A UDP
 // flow to a backend no longer in the set is forgotten (flushConns): its
 // next datagram starts a new one.
-func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []Backend, local bool) error {
+func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends []Backend, pol Policy) error {
 	aps := make([]netip.AddrPort, len(backends))
 	for i, b := range backends {
 		aps[i] = b.AddrPort
-		if local && !b.Local {
+		if pol.Local && !b.Local {
 			return fmt.Errorf("tclb: set service %v/%s: backend %v: not local under a Local policy", frontend, proto, b.AddrPort)
 		}
 	}
@@ -186,18 +199,29 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 		keys[i] = tclbBackendKey{Svc: sk, Index: uint32(i)}
 		vals[i] = tclbBackendValue{Addr: bpfaddr.AddrWords(b.AddrPort.Addr()), Port: bpfaddr.PortWord(b.AddrPort.Port())}
 		if b.Local {
-			vals[i].Flags = 1 // BACKEND_LOCAL
+			vals[i].Flags = backendLocal
 		}
 	}
 	if _, err := lb.objs.Backends.BatchUpdate(keys, vals, nil); err != nil {
 		return fmt.Errorf("tclb: set service %v/%s: backends: %w", frontend, proto, err)
 	}
 	sv := tclbSvcValue{Count: uint32(len(backends))}
-	if local {
-		sv.Flags = 1 // SVC_LOCAL
+	if pol.Local {
+		sv.Flags |= svcLocal
+	}
+	if pol.Maglev {
+		sv.Flags |= svcMaglev
+		if err := lb.setMaglev(sk, aps); err != nil {
+			return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
+		}
 	}
 	if err := lb.objs.Services.Put(sk, sv); err != nil {
 		return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
+	}
+	if !pol.Maglev {
+		if err := lb.objs.Maglev.Delete(sk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("tclb: set service %v/%s: maglev: %w", frontend, proto, err)
+		}
 	}
 	old := lb.svcs[sk]
 	lb.svcs[sk] = sv.Count
@@ -270,6 +294,9 @@ func (lb *LB) DeleteService(frontend netip.AddrPort, proto model.Protocol) error
 		return fmt.Errorf("tclb: delete service %v/%s: %w", frontend, proto, err)
 	}
 	delete(lb.svcs, sk)
+	if err := lb.objs.Maglev.Delete(sk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("tclb: delete service %v/%s: maglev: %w", frontend, proto, err)
+	}
 	if err := lb.deleteBackends(sk, 0, old); err != nil {
 		return fmt.Errorf("tclb: delete service %v/%s: %w", frontend, proto, err)
 	}
@@ -292,6 +319,42 @@ func (lb *LB) deleteBackends(sk tclbSvcKey, from, to uint32) error {
 	}
 	if _, err := lb.objs.Backends.BatchDelete(keys, nil); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("backends: %w", err)
+	}
+	return nil
+}
+
+// Flags of a services entry (bpf/tclb.c SVC_*) and of a backend.
+const (
+	svcLocal     = 1
+	svcMaglev    = 2
+	backendLocal = 1
+)
+
+// setMaglev writes the Maglev table of backends (named by address and
+// port, in their order) as frontend sk's in the maglev map.
+func (lb *LB) setMaglev(sk tclbSvcKey, backends []netip.AddrPort) error {
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = b.String()
+	}
+	table, err := maglev.Table(names, MaglevSize)
+	if err != nil {
+		return err
+	}
+	inner, err := ebpf.NewMap(&ebpf.MapSpec{Name: "maglev_table", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: MaglevSize})
+	if err != nil {
+		return fmt.Errorf("maglev table: %w", err)
+	}
+	defer inner.Close()
+	slots := make([]uint32, len(table))
+	for i := range slots {
+		slots[i] = uint32(i)
+	}
+	if _, err := inner.BatchUpdate(slots, table, nil); err != nil {
+		return fmt.Errorf("maglev table: %w", err)
+	}
+	if err := lb.objs.Maglev.Put(sk, inner); err != nil {
+		return fmt.Errorf("maglev: %w", err)
 	}
 	return nil
 }

@@ -82,6 +82,7 @@ type tclbSvcValue struct {
 const (
 	tclbMapBackends     = "backends"
 	tclbMapConns        = "conns"
+	tclbMapMaglev       = "maglev"
 	tclbMapNode         = "node"
 	tclbMapRevnat       = "revnat"
 	tclbMapServices     = "services"
@@ -141,6 +142,7 @@ type tclbProgramSpecs struct {
 type tclbMapSpecs struct {
 	Backends *ebpf.MapSpec `ebpf:"backends"`
 	Conns    *ebpf.MapSpec `ebpf:"conns"`
+	Maglev   *ebpf.MapSpec `ebpf:"maglev"`
 	Node     *ebpf.MapSpec `ebpf:"node"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
 	Services *ebpf.MapSpec `ebpf:"services"`
@@ -174,6 +176,7 @@ func (o *tclbObjects) Close() error {
 type tclbMaps struct {
 	Backends *ebpf.Map `ebpf:"backends"`
 	Conns    *ebpf.Map `ebpf:"conns"`
+	Maglev   *ebpf.Map `ebpf:"maglev"`
 	Node     *ebpf.Map `ebpf:"node"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
 	Services *ebpf.Map `ebpf:"services"`
@@ -183,6 +186,7 @@ func (m *tclbMaps) Close() error {
 	return _TclbClose(
 		m.Backends,
 		m.Conns,
+		m.Maglev,
 		m.Node,
 		m.Revnat,
 		m.Services,

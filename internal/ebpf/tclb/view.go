@@ -121,37 +121,36 @@ func ingressProgram(ifindex int) (ebpf.ProgramID, error) {
 }
 
 // Service returns the backends the tc load balancer holds for frontend and
-// whether it is under the Local policy (ok false: it holds none, and the
-// node's rules decide).
-func (v *View) Service(frontend netip.AddrPort, proto model.Protocol) (backends []Backend, local, ok bool, err error) {
+// its policy (ok false: it holds none, and the node's rules decide).
+func (v *View) Service(frontend netip.AddrPort, proto model.Protocol) (backends []Backend, pol Policy, ok bool, err error) {
 	sk, err := svcKey(frontend, proto)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("tclb: %w", err)
+		return nil, pol, false, fmt.Errorf("tclb: %w", err)
 	}
-	backends, local, ok, err = readService(v.services, v.backends, sk)
+	backends, pol, ok, err = readService(v.services, v.backends, sk)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("tclb: %v/%s: %w", frontend, proto, err)
+		return nil, pol, false, fmt.Errorf("tclb: %v/%s: %w", frontend, proto, err)
 	}
-	return backends, local, ok, nil
+	return backends, pol, ok, nil
 }
 
 // readService reads the entry of frontend sk from services and its backends
 // (ok false: no entry).
-func readService(services, backends *ebpf.Map, sk tclbSvcKey) (bes []Backend, local, ok bool, err error) {
+func readService(services, backends *ebpf.Map, sk tclbSvcKey) (bes []Backend, pol Policy, ok bool, err error) {
 	var sv tclbSvcValue
 	if err := services.Lookup(sk, &sv); errors.Is(err, ebpf.ErrKeyNotExist) {
-		return nil, false, false, nil
+		return nil, pol, false, nil
 	} else if err != nil {
-		return nil, false, false, fmt.Errorf("services: %w", err)
+		return nil, pol, false, fmt.Errorf("services: %w", err)
 	}
 	for i := range sv.Count {
 		var bv tclbBackendValue
 		if err := backends.Lookup(tclbBackendKey{Svc: sk, Index: i}, &bv); err != nil {
-			return nil, false, false, fmt.Errorf("backend %d: %w", i, err)
+			return nil, pol, false, fmt.Errorf("backend %d: %w", i, err)
 		}
-		bes = append(bes, Backend{AddrPort: netip.AddrPortFrom(bpfaddr.Addr(bv.Addr), bpfaddr.Port(bv.Port)), Local: bv.Flags&1 != 0})
+		bes = append(bes, Backend{AddrPort: netip.AddrPortFrom(bpfaddr.Addr(bv.Addr), bpfaddr.Port(bv.Port)), Local: bv.Flags&backendLocal != 0})
 	}
-	return bes, sv.Flags&1 != 0, true, nil
+	return bes, Policy{Local: sv.Flags&svcLocal != 0, Maglev: sv.Flags&svcMaglev != 0}, true, nil
 }
 
 // Conn is a connection the tc load balancer made.

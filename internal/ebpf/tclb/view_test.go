@@ -30,7 +30,7 @@ func TestView(t *testing.T) {
 			lb := h.open(t, mode.m)
 			front := ap(nodeIP4, nodePort)
 			bes := []Backend{{ap(remoteIP4, beNode), false}}
-			if err := lb.SetService(front, model.ProtocolTCP, bes, false); err != nil {
+			if err := lb.SetService(front, model.ProtocolTCP, bes, Policy{}); err != nil {
 				t.Fatal(err)
 			}
 			a, err := ask(h.client, "tcp", front.String(), 40100)
@@ -43,9 +43,9 @@ func TestView(t *testing.T) {
 					return err
 				}
 				defer v.Close()
-				got, local, ok, err := v.Service(front, model.ProtocolTCP)
-				if err != nil || !ok || local || len(got) != 1 || got[0] != bes[0] {
-					t.Errorf("Service(%v) = %v, %v, %v, %v; want %v, Cluster", front, got, local, ok, err, bes)
+				got, pol, ok, err := v.Service(front, model.ProtocolTCP)
+				if err != nil || !ok || pol.Local || len(got) != 1 || got[0] != bes[0] {
+					t.Errorf("Service(%v) = %v, %+v, %v, %v; want %v, Cluster", front, got, pol, ok, err, bes)
 				}
 				if _, _, ok, err := v.Service(ap(nodeIP4, nodePort+1), model.ProtocolTCP); ok || err != nil {
 					t.Errorf("Service(another port) = ok %v, %v; want none", ok, err)
