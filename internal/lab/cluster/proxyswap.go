@@ -111,7 +111,21 @@ func (c *Cluster) SetProxyPlane(ctx context.Context, proxy, dataPlane string) er
 			return err
 		}
 	}
+	// The eBPF plane's pins go with the lab's BPF filesystem (its load
+	// balancers stay attached while pinned, whatever --cleanup removed);
+	// a new eBPF plane gets a fresh one.
+	pinned := ProxyPins(c.Info)
 	c.Info.Proxy, c.Info.DataPlane = proxy, dataPlane
+	if pinned {
+		if err := topology.UnmountBPFFS(c.Names); err != nil {
+			return err
+		}
+	}
+	if ProxyPins(c.Info) {
+		if err := topology.MountBPFFS(c.Names); err != nil {
+			return err
+		}
+	}
 	if err := WriteInfo(c.Names, c.Info); err != nil {
 		return err
 	}
