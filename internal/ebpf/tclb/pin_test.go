@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns"
+	"golang.org/x/sys/unix"
 )
 
 // serveLines answers every line on each connection to port in ns with the
@@ -141,5 +143,60 @@ func TestPinnedAdopt(t *testing.T) {
 				t.Error(attached)
 			}
 		})
+	}
+}
+
+// TestUnmountDetaches: a pinned load balancer whose process is gone is
+// detached when its BPF filesystem is unmounted (the lab's proxy swap).
+func TestUnmountDetaches(t *testing.T) {
+	h := newHarness(t)
+	dir, err := os.MkdirTemp("", "svcnet-bpffs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	mounted := true
+	defer func() {
+		if mounted {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	}()
+	err = h.node.Do(func() error {
+		lb, err := OpenPinned(Config{}, TCX, dir+"/tclb", h.ifindexes...)
+		if err != nil {
+			return err
+		}
+		return lb.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attached := func() bool {
+		var ok bool
+		h.node.Do(func() error {
+			v, err := OpenAttached(h.ifindexes[0])
+			if err == nil {
+				ok = true
+				v.Close()
+			}
+			return nil
+		})
+		return ok
+	}
+	if !attached() {
+		t.Fatal("pinned and closed: not attached, want attached")
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	for try := 0; attached(); try++ {
+		if try == 100 {
+			t.Fatal("still attached 1 s after the BPF filesystem was unmounted")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
