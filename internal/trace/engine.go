@@ -41,6 +41,11 @@ type Engine struct {
 	// holds them, for Verify (NewEngine: those attached to the node's
 	// cgroup, from Network.Cgroups or the node's running svcnet proxy).
 	SocketMaps SocketMapsFunc
+	// TC says what each node's tc load balancer does with a connection
+	// from off the nodes, for a plane that has one (nil: not consulted).
+	TC TCFunc
+	// TCMaps opens a node's tc load balancer maps, for Verify.
+	TCMaps TCMapsFunc
 }
 
 // plane returns e.Plane, or the default one.
@@ -62,6 +67,10 @@ type Start struct {
 	// (as the kernel picked it, for verification); otherwise the first
 	// candidate in rule order is followed.
 	Endpoint netip.AddrPort
+	// SNATPort, when set, is the port the tc load balancer took for a
+	// connection to a remote backend (as the kernel took it, for
+	// verification); otherwise the lowest of its range is shown.
+	SNATPort uint16
 }
 
 // reasonLeft is the verdict reason of a packet routed out of the cluster
@@ -85,9 +94,12 @@ func (e *Engine) Trace(st Start, req Request) (*Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr.Hops, tr.Verdict, tr.Choice, tr.Socket = hops, v, w.choice, w.socket
+	tr.Hops, tr.Verdict, tr.Choice, tr.Socket, tr.TC = hops, v, w.choice, w.socket, w.tc
 	if s := w.socket; s != nil && !s.Held {
 		tr.Request.Notes = append(tr.Request.Notes, socketNote(s))
+	}
+	if x := w.tc; x != nil && !x.Held {
+		tr.Request.Notes = append(tr.Request.Notes, tcNote(x))
 	}
 	// The packets carry the backend's address when the socket load
 	// balancer translated the connect; getpeername still reports the
@@ -121,6 +133,7 @@ type walk struct {
 	sims   map[string]*sim.Simulator
 	choice *Choice
 	socket *SocketLB
+	tc     *TCLB
 }
 
 func (w *walk) simulator(node string) (*sim.Simulator, error) {
@@ -156,6 +169,9 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 	// name netfilter's iifname sees there (a pod's veth is a port of the
 	// pod bridge, so its packets come in on the bridge).
 	in, iif, at := "", "", from
+	// outside: the packet is a connection's first, from off the nodes, at
+	// its first node.
+	outside := false
 	switch from.Kind {
 	case PlacePod:
 		p := net.Pod(from.Name)
@@ -190,30 +206,62 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 			return append(hops, h), Verdict{Kind: Delivered, Place: r.Next.Name, Reason: "to the external host, on the node network"}, r.Next, t, nil
 		}
 		at, in, iif = r.Next, NodeIface, NodeIface
+		outside = !reply
 	}
 	for range maxHops {
 		nd := net.Node(at.Name)
 		if at.Kind != PlaceNode || nd == nil {
 			return nil, Verdict{}, Place{}, Tuple{}, fmt.Errorf("place %s: not a node of the cluster: %w", at, ErrTrace)
 		}
-		hop, res, err := w.atNode(nd, at, in, iif, t, reply)
-		if err != nil {
-			return nil, Verdict{}, Place{}, Tuple{}, err
+		// The tc load balancer at the uplink's ingress, before netfilter.
+		var tcIn *TCStep
+		if outside {
+			var err error
+			if tcIn, t, err = w.tcIngress(nd, t); err != nil {
+				return nil, Verdict{}, Place{}, Tuple{}, err
+			}
+			outside = false
+		} else if in == NodeIface && reply {
+			tcIn = w.tcRevNAT(nd, t, true)
 		}
-		final := tupleOf(res.Final)
-		if res.Verdict != sim.Accepted {
-			v := endVerdict(w.e.plane(), res, at)
-			hop.End = string(v.Kind) + ": " + v.Reason
-			return append(hops, hop), v, Place{}, Tuple{}, nil
-		}
-		if res.Delivery == sim.DeliverLocal {
-			hop.End = fmt.Sprintf("delivered to a local socket of node %s (%s)", nd.Name, final.Dst)
-			return append(hops, hop), Verdict{Kind: Delivered, Place: at.String(), Reason: "to a socket of the node"}, at, final, nil
+		var hop Hop
+		var final Tuple
+		if tcIn != nil && tcIn.PastNetfilter {
+			hop, final = Hop{Place: at, In: in, Arrive: tcIn.Before, TC: tcIn, Rewrites: tcRewrites(tcIn)}, tcIn.After
+		} else {
+			var res sim.Result
+			var err error
+			hop, res, err = w.atNode(nd, at, in, iif, t, reply)
+			if err != nil {
+				return nil, Verdict{}, Place{}, Tuple{}, err
+			}
+			if tcIn != nil {
+				hop.Arrive, hop.TC = tcIn.Before, tcIn
+				hop.Rewrites = append(tcRewrites(tcIn), hop.Rewrites...)
+			}
+			final = tupleOf(res.Final)
+			if res.Verdict != sim.Accepted {
+				v := endVerdict(w.e.plane(), res, at)
+				hop.End = string(v.Kind) + ": " + v.Reason
+				return append(hops, hop), v, Place{}, Tuple{}, nil
+			}
+			if res.Delivery == sim.DeliverLocal {
+				hop.End = fmt.Sprintf("delivered to a local socket of node %s (%s)", nd.Name, final.Dst)
+				return append(hops, hop), Verdict{Kind: Delivered, Place: at.String(), Reason: "to a socket of the node"}, at, final, nil
+			}
 		}
 		r, err := net.RouteFromNode(nd, final.Dst.Addr())
 		if err != nil {
 			hop.End = "unreachable: " + err.Error()
 			return append(hops, hop), Verdict{Kind: Unreachable, Place: at.String(), Reason: err.Error()}, Place{}, Tuple{}, nil
+		}
+		// The tc load balancer at the uplink's egress, after netfilter.
+		if r.Dev == NodeIface && hop.TC == nil {
+			if st := w.tcRevNAT(nd, final, false); st != nil {
+				hop.TC = st
+				hop.Rewrites = append(hop.Rewrites, tcRewrites(st)...)
+				final = st.After
+			}
 		}
 		leave := final
 		hop.Route, hop.Leave = &r, &leave

@@ -25,6 +25,10 @@ type Trace struct {
 	// before any packet existed (--data-plane ebpf; nil when the
 	// destination is no frontend it sees or the sender is off the nodes).
 	Socket *SocketLB `json:"socket,omitempty"`
+	// TC is what the entry node's tc load balancer did with the first
+	// packet of a sender off the nodes (--data-plane ebpf with
+	// --ebpf-external; nil when the destination is no frontend of it).
+	TC *TCLB `json:"tc,omitempty"`
 	// Verdict is how the packet ended.
 	Verdict Verdict `json:"verdict"`
 	// Summary counts the rewrites and hops.
@@ -117,6 +121,9 @@ type Hop struct {
 	Arrive Tuple `json:"arrive"`
 	// Steps are the netfilter steps on a node, in order (empty elsewhere).
 	Steps []Step `json:"steps,omitempty"`
+	// TC is the tc load balancer's work on the packet here (nil: none):
+	// at ingress before Steps, at egress after them.
+	TC *TCStep `json:"tc,omitempty"`
 	// Rewrites are the translations the packet met here, in order.
 	Rewrites []Rewrite `json:"rewrites,omitempty"`
 	// Route is the routing decision that sends the packet on (nil when it
@@ -195,7 +202,10 @@ type Choice struct {
 	// Socket is set when the socket load balancer chose, at connect() on
 	// the sender (Node is the sender's node), not a rule.
 	Socket bool `json:"socket,omitempty"`
-	// Scheduler says how the socket load balancer chooses (Socket only).
+	// TC is set when the tc load balancer of Node chose, at its uplink's
+	// ingress, not a rule.
+	TC bool `json:"tc,omitempty"`
+	// Scheduler says how the socket or tc load balancer chooses.
 	Scheduler string `json:"scheduler,omitempty"`
 }
 

@@ -40,17 +40,22 @@ func WriteText(w io.Writer, tr *Trace) error {
 		if i == 0 && tr.Socket != nil && tr.Socket.Held {
 			socket = tr.Socket
 		}
-		writeHop(b, n, h, tr.Choice, socket, r.Packet)
+		writeHop(b, n, h, tr.Choice, socket, r.Packet, tr.TC)
 	}
 	if len(tr.Reply) > 0 {
-		if tr.Socket.Translated() && tr.Summary.ReplyRewrites == 0 {
+		switch {
+		case tr.Socket.Translated() && tr.Summary.ReplyRewrites == 0:
 			b.WriteString("\nreply (nothing to translate back: the connect was translated at the socket):\n")
-		} else {
+		case tr.TC.Remote():
+			b.WriteString("\nreply (the tc load balancer translates it back):\n")
+		case tr.TC.Translated():
+			b.WriteString("\nreply (conntrack, then the tc load balancer, translate it back):\n")
+		default:
 			b.WriteString("\nreply (conntrack translates it back):\n")
 		}
 		for _, h := range tr.Reply {
 			n++
-			writeHop(b, n, h, nil, nil, Tuple{})
+			writeHop(b, n, h, nil, nil, Tuple{}, tr.TC)
 		}
 	}
 	fmt.Fprintf(b, "\nverdict: %s at %s: %s\n", tr.Verdict.Kind, tr.Verdict.Place, tr.Verdict.Reason)
@@ -60,8 +65,9 @@ func WriteText(w io.Writer, tr *Trace) error {
 }
 
 // writeHop prints one hop; socket, when set, is the socket load balancer's
-// work on the sender's connect of dialled, before the hop's first packet.
-func writeHop(b *strings.Builder, n int, h Hop, choice *Choice, socket *SocketLB, dialled Tuple) {
+// work on the sender's connect of dialled, before the hop's first packet;
+// x is the tc load balancer's decision, shown where its step is.
+func writeHop(b *strings.Builder, n int, h Hop, choice *Choice, socket *SocketLB, dialled Tuple, x *TCLB) {
 	fmt.Fprintf(b, "\n%2d. %s", n, h.Place)
 	var attrs []string
 	if h.Place.Addr.IsValid() {
@@ -87,8 +93,15 @@ func writeHop(b *strings.Builder, n int, h Hop, choice *Choice, socket *SocketLB
 	if !socket.Refused() {
 		fmt.Fprintf(b, "    %-9s %s\n", verb, h.Arrive)
 	}
+	egress := h.TC != nil && strings.HasPrefix(h.TC.Hook, "tc egress")
+	if h.TC != nil && !egress {
+		writeTC(b, h.TC, x, choice)
+	}
 	for _, s := range h.Steps {
 		writeStep(b, s)
+	}
+	if egress {
+		writeTC(b, h.TC, x, choice)
 	}
 	for _, rw := range h.Rewrites {
 		fmt.Fprintf(b, "    %-9s %s  ⇒  %s\n", rw.Kind, rw.Before, rw.After)
@@ -98,7 +111,7 @@ func writeHop(b *strings.Builder, n int, h Hop, choice *Choice, socket *SocketLB
 		}
 		b.WriteString("\n")
 	}
-	if choice != nil && !choice.Socket && h.Place.Kind == PlaceNode && h.Place.Name == choice.Node {
+	if choice != nil && !choice.Socket && !choice.TC && h.Place.Kind == PlaceNode && h.Place.Name == choice.Node {
 		writeChoice(b, choice)
 	}
 	if h.Route != nil {
@@ -177,7 +190,7 @@ func writeChoice(b *strings.Builder, c *Choice) {
 	if c.Affinity != "" {
 		fmt.Fprintf(b, "; %s", c.Affinity)
 	}
-	if c.Socket {
+	if c.Socket || c.TC {
 		fmt.Fprintf(b, "; one of %d backend%s, %s", len(c.Candidates), plural(len(c.Candidates)), c.Scheduler)
 	}
 	b.WriteString(":\n")
@@ -209,12 +222,23 @@ func summaryText(tr *Trace) string {
 	if sk := tr.Socket; sk.Translated() {
 		s = fmt.Sprintf("connect() to %s translated to %s by the socket load balancer (%s of node %s); ", sk.Frontend, sk.Backend, sk.Hook, sk.Node)
 	}
+	if x := tr.TC; x.Remote() {
+		s = fmt.Sprintf("sent to %s by the tc load balancer (%s of node %s), past its netfilter both ways; ", x.Backend, x.Hook, x.Node)
+	} else if x.Translated() {
+		s = fmt.Sprintf("sent to %s by the tc load balancer (%s of node %s) before netfilter; ", x.Backend, x.Hook, x.Node)
+	}
 	s += fmt.Sprintf("%d rewrite%s on the way in", tr.Summary.Rewrites, plural(tr.Summary.Rewrites))
 	if len(kinds) > 0 {
 		s += " (" + strings.Join(kinds, ", ") + ")"
 	}
 	if len(tr.Reply) > 0 {
-		s += fmt.Sprintf(", %d reversed by conntrack on the way back", tr.Summary.ReplyRewrites)
+		by := "conntrack"
+		if tr.TC.Remote() {
+			by = "the tc load balancer"
+		} else if tr.TC.Translated() {
+			by = "conntrack and the tc load balancer"
+		}
+		s += fmt.Sprintf(", %d reversed by %s on the way back", tr.Summary.ReplyRewrites, by)
 	}
 	s += fmt.Sprintf("; %d node hop%s", tr.Summary.NodeHops, plural(tr.Summary.NodeHops))
 	return s
@@ -225,4 +249,28 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// writeTC prints a tc program's work on a hop: for the connection's first
+// packet, the services map entry x and the endpoint choice c too.
+func writeTC(b *strings.Builder, st *TCStep, x *TCLB, c *Choice) {
+	fmt.Fprintf(b, "    %-9s at %s: the tc load balancer (svcnet proxy --ebpf-external)", "tc", st.Hook)
+	if strings.HasPrefix(st.Hook, "tc ingress") {
+		b.WriteString(", before netfilter")
+	} else {
+		b.WriteString(", after netfilter")
+	}
+	b.WriteString("\n")
+	if st.Action != "revnat" && x != nil {
+		n := len(x.Backends)
+		policy := "Cluster"
+		if x.LocalPolicy {
+			policy = "Local"
+		}
+		fmt.Fprintf(b, "    %-9s services map %s/%s → %d backend%s (%s, %s, externalTrafficPolicy %s)\n", "entry", x.Frontend, x.Proto, n, plural(n), x.Service, x.Kind, policy)
+		if c != nil && c.TC {
+			writeChoice(b, c)
+		}
+	}
+	fmt.Fprintf(b, "    %-9s %s\n", st.Action, st.Detail)
 }

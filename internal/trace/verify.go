@@ -33,6 +33,10 @@ type Report struct {
 	// traced frontend, when they agree with the trace (a disagreement is
 	// a difference).
 	Socket string `json:"socket,omitempty"`
+	// TC says what the entry node's tc load balancer maps hold for the
+	// traced frontend and the probe's connection, when they agree with the
+	// trace (a disagreement is a difference).
+	TC string `json:"tc,omitempty"`
 }
 
 // HopCheck compares one node pass of the packet or its reply.
@@ -42,6 +46,9 @@ type HopCheck struct {
 	Expected  []string `json:"expected"`
 	Kernel    []string `json:"kernel"`
 	OK        bool     `json:"ok"`
+	// Note says why the pass has no events when the tc load balancer
+	// forwarded the packet past the node's netfilter.
+	Note string `json:"note,omitempty"`
 }
 
 // OK reports whether the kernel took the traced path.
@@ -57,6 +64,9 @@ func (r *Report) Write(w io.Writer) error {
 			mark = "DIFFERS"
 		}
 		fmt.Fprintf(b, "  %-8s %-7s %d kernel trace events, %s\n", c.Node, c.Direction, len(c.Kernel), mark)
+		if c.Note != "" {
+			fmt.Fprintf(b, "    %s\n", c.Note)
+		}
 		if !c.OK {
 			fmt.Fprintf(b, "    simulated:\n")
 			for _, l := range c.Expected {
@@ -73,6 +83,9 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	if r.Socket != "" {
 		fmt.Fprintf(b, "  socket:   %s\n", r.Socket)
+	}
+	if r.TC != "" {
+		fmt.Fprintf(b, "  tc:       %s\n", r.TC)
 	}
 	for _, u := range r.Unchecked {
 		fmt.Fprintf(b, "  unchecked: %s\n", u)
@@ -295,6 +308,34 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 			}
 			if diff != "" {
 				rep.Differences = append(rep.Differences, diff)
+			}
+		}
+	}
+	// The tc load balancer's choice is read from its conns map: the probe's
+	// connection names the backend the kernel chose (and a remote one's
+	// SNAT port, which the trace then shows).
+	if first.TC != nil {
+		if e.TCMaps == nil {
+			return nil, false, fmt.Errorf("verify: no reader of the tc load balancer's maps")
+		}
+		k, err := checkTC(first, e.TCMaps)
+		if err != nil {
+			return nil, false, err
+		}
+		rep.Differences, rep.TC = append(rep.Differences, k.diffs...), k.checked
+		if k.found {
+			for i, tr := range cands {
+				if tr.TC.Backend != k.conn.Backend {
+					continue
+				}
+				pinned = i
+				if k.conn.SNAT.IsValid() {
+					s := st
+					s.Endpoint, s.SNATPort = k.conn.Backend, k.conn.SNAT.Port()
+					if cands[i], err = e.Trace(s, req); err != nil {
+						return nil, false, err
+					}
+				}
 			}
 		}
 	}

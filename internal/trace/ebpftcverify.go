@@ -1,0 +1,151 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/svcnet/svcnet/internal/ebpf/tclb"
+	"github.com/svcnet/svcnet/internal/model"
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// TCMaps reads what a node's tc load balancer holds (tclb.View): a
+// frontend's backends (found false: no services entry) and the connection
+// it made for a client.
+type TCMaps interface {
+	Service(frontend netip.AddrPort, proto model.Protocol) (backends []tclb.Backend, pol tclb.Policy, found bool, err error)
+	Conn(client, frontend netip.AddrPort, proto model.Protocol) (c tclb.Conn, found bool, err error)
+	Close() error
+}
+
+// TCMapsFunc opens the maps of the tc load balancer on node's interface
+// iface.
+type TCMapsFunc func(node, iface string) (TCMaps, error)
+
+// KernelTCMaps opens the maps of the tc load balancer attached to the
+// interface of each node's network namespace, which nsOf names.
+func KernelTCMaps(nsOf func(node string) (string, error)) TCMapsFunc {
+	return func(node, iface string) (TCMaps, error) {
+		name, err := nsOf(node)
+		if err != nil {
+			return nil, err
+		}
+		var v *tclb.View
+		err = netns.DoNamed(name, func() error {
+			ifc, err := net.InterfaceByName(iface)
+			if err != nil {
+				return err
+			}
+			v, err = tclb.OpenAttached(ifc.Index)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %s: %w", node, iface, err)
+		}
+		return v, nil
+	}
+}
+
+// tcKernel is what a node's tc load balancer maps say about a traced
+// connection: the differences from the trace, what agreed, and the
+// connection the programs made (found false: none).
+type tcKernel struct {
+	diffs   []string
+	checked string
+	conn    tclb.Conn
+	found   bool
+}
+
+// checkTC compares the tc load balancer's decision in tr with its maps on
+// the entry node, after the probe: a frontend the trace says it holds has
+// an entry with exactly the traced backends (as a set) and policy, and the
+// probe's connection is in conns, to one of them, with the traced
+// translation (a remote backend's SNAT, a local one's masquerade mark); a
+// frontend the trace leaves to the rules has no entry.
+func checkTC(tr *Trace, open TCMapsFunc) (tcKernel, error) {
+	x := tr.TC
+	var k tcKernel
+	proto, err := modelProtocol(x.Proto)
+	if err != nil {
+		return k, err
+	}
+	key := fmt.Sprintf("%s/%s", x.Frontend, x.Proto)
+	where := fmt.Sprintf("node %s's tc load balancer (%s)", x.Node, x.Hook)
+	m, err := open(x.Node, x.Iface)
+	if errors.Is(err, tclb.ErrNotAttached) {
+		k.diffs = append(k.diffs, fmt.Sprintf("node %s: the trace has its tc load balancer decide %s, but %v (is svcnet proxy running with --ebpf-external?)", x.Node, key, err))
+		return k, nil
+	} else if err != nil {
+		return k, fmt.Errorf("verify: tc load balancer: %w", err)
+	}
+	defer m.Close()
+	bes, pol, found, err := m.Service(x.Frontend, proto)
+	local := pol.Local
+	if err != nil {
+		return k, fmt.Errorf("verify: node %s: %w", x.Node, err)
+	}
+	got := make([]netip.AddrPort, len(bes))
+	for i, b := range bes {
+		got[i] = b.AddrPort
+	}
+	switch {
+	case !x.Held && found:
+		k.diffs = append(k.diffs, fmt.Sprintf("%s holds %s (backends %s), but the trace leaves it to the nftables rules (%s)", where, key, addrList(got), x.Left))
+		return k, nil
+	case !x.Held:
+		k.checked = fmt.Sprintf("%s: its services map has no entry for %s, as traced: the nftables rules decide", where, key)
+		return k, nil
+	case !found:
+		k.diffs = append(k.diffs, fmt.Sprintf("%s has no services map entry for %s, but the trace has it send the connection to one of %s", where, key, addrList(x.Backends)))
+		return k, nil
+	case !sameSet(got, x.Backends):
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: the services map entry for %s has backends %s, but the trace has %s", where, key, addrList(got), addrList(x.Backends)))
+		return k, nil
+	case local != x.LocalPolicy:
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: the services map entry for %s has the Local policy %v, but the trace has %v", where, key, local, x.LocalPolicy))
+		return k, nil
+	}
+	k.checked = fmt.Sprintf("%s: the services map entry for %s has backends %s, as traced", where, key, addrList(got))
+	if !x.Translated() {
+		return k, nil
+	}
+	c, ok, err := m.Conn(x.Client, x.Frontend, proto)
+	if err != nil {
+		return k, fmt.Errorf("verify: node %s: %w", x.Node, err)
+	}
+	if !ok {
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: its conns map has no connection %s → %s after the probe", where, x.Client, key))
+		return k, nil
+	}
+	k.conn, k.found = c, true
+	i := -1
+	for j, be := range x.Backends {
+		if be == c.Backend {
+			i = j
+		}
+	}
+	if i < 0 {
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: the probe's connection went to %s, none of the traced backends %s", where, c.Backend, addrList(x.Backends)))
+		return k, nil
+	}
+	conn := fmt.Sprintf("the probe's connection %s → %s went to %s", x.Client, key, c.Backend)
+	switch {
+	case x.Local[i] && c.SNAT.IsValid():
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, on this node, but SNATed to %s: the trace only DNATs it", where, conn, c.SNAT))
+	case !x.Local[i] && !c.SNAT.IsValid():
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, on another node, without SNAT: the trace SNATs it to the node's address", where, conn))
+	case !x.Local[i] && (c.SNAT.Addr() != x.SNAT.Addr() || c.SNAT.Port() < tcSNATPortMin):
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, SNATed to %s, but the trace has %s and a port of %d–%d", where, conn, c.SNAT, x.SNAT.Addr(), tcSNATPortMin, tcSNATPortMax))
+	case x.Local[i] && c.Masquerade != !x.LocalPolicy:
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s with masquerade %v, but the trace has %v", where, conn, c.Masquerade, !x.LocalPolicy))
+	case c.SNAT.IsValid():
+		k.checked += fmt.Sprintf("; %s, SNATed to %s, as traced", conn, c.SNAT)
+	case c.Masquerade:
+		k.checked += fmt.Sprintf("; %s with the masquerade mark, as traced", conn)
+	default:
+		k.checked += fmt.Sprintf("; %s keeping the client's address, as traced", conn)
+	}
+	return k, nil
+}
