@@ -32,8 +32,10 @@ func socketRefused(sc *scenario) {
 // the nftables plane: senders on a node connecting to a frontend the socket
 // load balancer holds. Every other row (senders off the nodes; frontends it
 // leaves to the rules: a policy drop, source ranges, SCTP, and every UDP
-// socket's connect; destinations that are no frontend) is the nftables
-// plane's path.
+// socket's connect; destinations that are no frontend) has the nftables
+// plane's places and rewrites (by kind and node): for senders off the
+// nodes, the entry node's tc load balancer makes the rules' translations
+// itself (tcRows).
 var ebpfDifferences = map[string]func(sc *scenario){
 	"ClusterIP from a pod to an endpoint on its node":                     socketTranslated,
 	"ClusterIP from a pod to an endpoint on another node":                 socketTranslated,

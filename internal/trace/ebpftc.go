@@ -127,7 +127,7 @@ func tcOf(t *servicetable.Table, node string, dst netip.AddrPort, proto string, 
 		}
 		x := &TCLB{Hook: "tc ingress " + NodeIface, Node: node, Iface: NodeIface, Frontend: dst, Proto: proto,
 			Service: sp.ID, Held: d.Held, Backends: d.Backends, Local: d.Local, LocalPolicy: d.LocalPolicy, Left: d.Left}
-		if !d.LocalPolicy {
+		if d.Held && !d.LocalPolicy {
 			x.Mark = mark
 		}
 		for _, f := range sp.Frontends {
@@ -175,7 +175,6 @@ func (w *walk) tcIngress(nd *NodeNet, t Tuple) (*TCStep, Tuple, error) {
 		} else {
 			st.Detail += "; externalTrafficPolicy Local: no mark, the client's address is kept"
 		}
-		x.Mark = after.Mark & x.Mark
 	} else {
 		x.Mark = 0
 		port := w.start.SNATPort

@@ -46,10 +46,12 @@ func WriteText(w io.Writer, tr *Trace) error {
 		switch {
 		case tr.Socket.Translated() && tr.Summary.ReplyRewrites == 0:
 			b.WriteString("\nreply (nothing to translate back: the connect was translated at the socket):\n")
-		case tr.TC.Remote():
-			b.WriteString("\nreply (the tc load balancer translates it back):\n")
 		case tr.TC.Translated():
-			b.WriteString("\nreply (conntrack, then the tc load balancer, translate it back):\n")
+			by, verb := reversedBy(tr.Reply), "translates"
+			if strings.Contains(by, " and ") {
+				verb = "translate"
+			}
+			fmt.Fprintf(b, "\nreply (%s %s it back):\n", by, verb)
 		default:
 			b.WriteString("\nreply (conntrack translates it back):\n")
 		}
@@ -232,12 +234,7 @@ func summaryText(tr *Trace) string {
 		s += " (" + strings.Join(kinds, ", ") + ")"
 	}
 	if len(tr.Reply) > 0 {
-		by := "conntrack"
-		if tr.TC.Remote() {
-			by = "the tc load balancer"
-		} else if tr.TC.Translated() {
-			by = "conntrack and the tc load balancer"
-		}
+		by := reversedBy(tr.Reply)
 		s += fmt.Sprintf(", %d reversed by %s on the way back", tr.Summary.ReplyRewrites, by)
 	}
 	s += fmt.Sprintf("; %d node hop%s", tr.Summary.NodeHops, plural(tr.Summary.NodeHops))
@@ -273,4 +270,26 @@ func writeTC(b *strings.Builder, st *TCStep, x *TCLB, c *Choice) {
 		}
 	}
 	fmt.Fprintf(b, "    %-9s %s\n", st.Action, st.Detail)
+}
+
+// reversedBy names what translated the reply back: conntrack, the tc load
+// balancer, or both.
+func reversedBy(reply []Hop) string {
+	ct, tc := false, false
+	for _, h := range reply {
+		for _, rw := range h.Rewrites {
+			if strings.HasPrefix(rw.Hook, "tc ") {
+				tc = true
+			} else {
+				ct = true
+			}
+		}
+	}
+	switch {
+	case ct && tc:
+		return "conntrack and the tc load balancer"
+	case tc:
+		return "the tc load balancer"
+	}
+	return "conntrack"
 }
