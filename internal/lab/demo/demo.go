@@ -114,7 +114,11 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	client := lab.Place{NS: l.Names().Client()}
 	node1 := fmt.Sprintf("http://%s:%d/", topology.NodeAddr(1), nodePort)
-	d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so it forwards to node2 and node3, about 50/50, and masquerades the client's address as its own.", topology.ClientAddr, nodePort)
+	if d.plane == ebpfplane.Name {
+		d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so its tc load balancer forwards to node2 and node3, about 50/50, with node1's address as the source.", topology.ClientAddr, nodePort)
+	} else {
+		d.say("From the external client %s to node1's NodePort %d (externalTrafficPolicy Cluster): node1 has no pod, so it forwards to node2 and node3, about 50/50, and masquerades the client's address as its own.", topology.ClientAddr, nodePort)
+	}
 	hits, err = l.Curl(ctx, client, node1, 20, 2*time.Second)
 	if err != nil {
 		return err

@@ -118,7 +118,7 @@ func (d *demo) planeRules(ctx context.Context, l *lab.Lab, svc *corev1.Service, 
 		d.say("The data plane is eBPF: node1's svcnet proxy attached its socket load balancer (cgroup connect, sendmsg, recvmsg and getpeername programs) to node1's cgroup, where the node's pods and agents run, and holds %s in its services map:", name)
 		fmt.Fprintf(d.out, "    cgroup %s\n    services map %s:80/tcp → %s\n", dir, svc.Spec.ClusterIP, bes)
 		d.check(len(bes) == len(pods) && podBackends(bes, pods), "the services map sends %s:80 to the %d pods", svc.Spec.ClusterIP, len(pods))
-		d.say("A pod's connect to the ClusterIP is connected to one of them at once: its packets carry the pod's address from the first, so no rule rewrites them. Traffic from outside the node (NodePort, the LoadBalancer IP) still meets the nftables rules under it.")
+		d.say("A pod's connect to the ClusterIP is connected to one of them at once: its packets carry the pod's address from the first, so no rule rewrites them. Traffic from outside the node (NodePort, the LoadBalancer IP) meets its tc load balancer on eth0 instead (svcnet proxy --ebpf-external): tc programs that choose a pod before netfilter, and forward a connection to a pod on another node themselves, from the node's address.")
 	}
 	return nil
 }

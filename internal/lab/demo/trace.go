@@ -22,6 +22,9 @@ import (
 func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Service, pods []*corev1.Pod, client lab.Place, node1URL, svg string) error {
 	nodePort := svc.Spec.Ports[0].NodePort
 	d.say("Back to externalTrafficPolicy Cluster, and trace one request from the client to node1's NodePort %d: every hop, hook, chain, rule and rewrite, and the way back, checked against the kernel's own trace (svcnet lab trace client node1:%d --verify).", nodePort, nodePort)
+	if d.plane == ebpfplane.Name {
+		d.say("On the eBPF plane, node1's tc load balancer decides at eth0 ingress: the trace shows its services map entry and choice, and the check reads its maps (the entry, the probe's connection) besides the kernel's trace events.")
+	}
 	back := svc.DeepCopy()
 	back.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	back.Spec.HealthCheckNodePort = 0
@@ -53,8 +56,14 @@ func (d *demo) traceNodePort(ctx context.Context, l *lab.Lab, svc *corev1.Servic
 				return err
 			}
 		}
-		d.check(rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
-			"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (\"The Packet's-Eye View of a Kubernetes Service\" counts five on its hostPort path)")
+		if d.plane == ebpfplane.Name {
+			x := rep.Trace.TC
+			d.check(x.Remote() && rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
+				"two rewrites on the way in (DNAT, SNAT to node1's address) by node1's tc load balancer at eth0 ingress, both undone there on the way back, past node1's netfilter both ways")
+		} else {
+			d.check(rep.Trace.Summary.Rewrites == 2 && rep.Trace.Summary.ReplyRewrites == 2,
+				"two rewrites on the way in (DNAT, masquerade), both undone by conntrack on the way back (\"The Packet's-Eye View of a Kubernetes Service\" counts five on its hostPort path)")
+		}
 	}
 	if svg != "" {
 		if err := os.WriteFile(svg, diagram.SVG(rep.Trace), 0o644); err != nil {
@@ -103,7 +112,7 @@ func (d *demo) traceSocket(ctx context.Context, l *lab.Lab, svc *corev1.Service,
 	if err != nil {
 		return fmt.Errorf("pod %s: IP %q: %w", to.Name, to.Status.PodIP, err)
 	}
-	d.say("The NodePort came from outside the node, so the nftables rules under the socket load balancer translated it. From a pod the connect itself is translated: trace one from %s to the ClusterIP, to the pod on %s (svcnet lab trace %s %s:80 --endpoint %s:80 --verify).",
+	d.say("The NodePort came from outside the node, so node1's tc load balancer on eth0 (svcnet proxy --ebpf-external) chose a pod at ingress, before netfilter, and, the pod being on another node, rewrote both addresses and forwarded the packet itself: node1's netfilter never saw it, nor the answer, which the same program translated back. From a pod the connect itself is translated: trace one from %s to the ClusterIP, to the pod on %s (svcnet lab trace %s %s:80 --endpoint %s:80 --verify).",
 		pods[0].Name, to.Spec.NodeName, from, svc.Spec.ClusterIP, to.Status.PodIP)
 	rep, err := d.verify(ctx, l, trace.Ask{From: from, To: svc.Spec.ClusterIP + ":80"}, netip.AddrPortFrom(ep, 80))
 	if err != nil {
