@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/svcnet/svcnet/internal/cgroup"
@@ -42,17 +43,13 @@ func nodeCgroupPath(net *Network, node string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("node %s: its cgroup is unknown (give --cgroup %s=PATH) and so is its network namespace, where its svcnet proxy would say", node, node)
 	}
-	pids, err := netns.PidsIn(filepath.Join(netns.RunDir, name))
+	argvs, err := proxyArgvs(net, node)
 	if err != nil {
-		return "", fmt.Errorf("node %s: %w", node, err)
+		return "", err
 	}
 	var found []string
-	for _, pid := range pids {
-		argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
-			continue // exited
-		}
-		if p, ok := proxyCgroup(strings.Split(string(bytes.TrimRight(argv, "\x00")), "\x00")); ok {
+	for _, argv := range argvs {
+		if p, ok := proxyCgroup(argv); ok {
 			found = append(found, p)
 		}
 	}
@@ -66,6 +63,52 @@ func nodeCgroupPath(net *Network, node string) (string, error) {
 		return found[0], nil
 	}
 	return "", fmt.Errorf("node %s: %d svcnet proxy --data-plane %s processes run in its network namespace %s (give --cgroup %s=PATH)", node, len(found), ebpfplane.Name, name, node)
+}
+
+// proxyArgvs returns the command lines of the processes in node's network
+// namespace (Network.NetNS; none when it is unknown).
+func proxyArgvs(net *Network, node string) ([][]string, error) {
+	name := net.NetNS[node]
+	if name == "" {
+		return nil, nil
+	}
+	pids, err := netns.PidsIn(filepath.Join(netns.RunDir, name))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", node, err)
+	}
+	var out [][]string
+	for _, pid := range pids {
+		argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue // exited
+		}
+		out = append(out, strings.Split(string(bytes.TrimRight(argv, "\x00")), "\x00"))
+	}
+	return out, nil
+}
+
+// externalOff reports whether a process's command line argv is svcnet
+// proxy running the eBPF plane with its tc load balancer turned off
+// (--ebpf-external=false).
+func externalOff(argv []string) bool {
+	if _, ok := proxyCgroup(argv); !ok {
+		return false
+	}
+	on := true
+	for _, a := range argv[2:] {
+		if a == "--" {
+			break
+		}
+		switch {
+		case a == "--ebpf-external":
+			on = true
+		case strings.HasPrefix(a, "--ebpf-external="):
+			if v, err := strconv.ParseBool(strings.TrimPrefix(a, "--ebpf-external=")); err == nil {
+				on = v
+			}
+		}
+	}
+	return !on
 }
 
 // proxyCgroup reads a process's command line argv: ok when it is svcnet

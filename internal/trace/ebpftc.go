@@ -114,6 +114,39 @@ func RenderedTC(snap *model.Snapshot, net *Network, base servicetable.NodeConfig
 	}
 }
 
+// leftExternalOff is why a node whose svcnet proxy runs with
+// --ebpf-external=false leaves traffic from outside to the rules.
+const leftExternalOff = "the node's svcnet proxy runs with --ebpf-external=false: no tc load balancer, the nftables rules take traffic from outside the node"
+
+// withoutExternalOff wraps f: a node whose svcnet proxy (found in its
+// network namespace, Network.NetNS) runs with --ebpf-external=false holds
+// no frontend in a tc load balancer; a node whose namespace is unknown
+// runs the default (on).
+func withoutExternalOff(net *Network, f TCFunc) TCFunc {
+	off := map[string]bool{}
+	return func(node string, dst netip.AddrPort, proto string) (*TCLB, error) {
+		x, err := f(node, dst, proto)
+		if err != nil || x == nil {
+			return x, err
+		}
+		o, seen := off[node]
+		if !seen {
+			argvs, err := proxyArgvs(net, node)
+			if err != nil {
+				return nil, err
+			}
+			for _, argv := range argvs {
+				o = o || externalOff(argv)
+			}
+			off[node] = o
+		}
+		if o {
+			x.Held, x.Backends, x.Local, x.LocalPolicy, x.Mark, x.Left = false, nil, nil, false, 0, leftExternalOff
+		}
+		return x, nil
+	}
+}
+
 // tcOf finds dst among the outside frontends of t and says what the tc
 // load balancer does with it; mark is the masquerade mark.
 func tcOf(t *servicetable.Table, node string, dst netip.AddrPort, proto string, mark uint32) *TCLB {

@@ -74,7 +74,10 @@ func checkTC(tr *Trace, open TCMapsFunc) (tcKernel, error) {
 	key := fmt.Sprintf("%s/%s", x.Frontend, x.Proto)
 	where := fmt.Sprintf("node %s's tc load balancer (%s)", x.Node, x.Hook)
 	m, err := open(x.Node, x.Iface)
-	if errors.Is(err, tclb.ErrNotAttached) {
+	if errors.Is(err, tclb.ErrNotAttached) && !x.Held {
+		k.checked = fmt.Sprintf("node %s: no tc load balancer attached to %s, as traced: the nftables rules decide %s", x.Node, x.Iface, key)
+		return k, nil
+	} else if errors.Is(err, tclb.ErrNotAttached) {
 		k.diffs = append(k.diffs, fmt.Sprintf("node %s: the trace has its tc load balancer decide %s, but %v (is svcnet proxy running with --ebpf-external?)", x.Node, key, err))
 		return k, nil
 	} else if err != nil {

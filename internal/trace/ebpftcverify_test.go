@@ -89,6 +89,8 @@ func TestCheckTC(t *testing.T) {
 		{name: "left, no entry", x: left, checked: "has no entry for 172.26.236.177:30080/tcp, as traced"},
 		{name: "left, but an entry", x: left, maps: fakeTC{backends: entry, found: true},
 			diff: "but the trace leaves it to the nftables rules (loadBalancerSourceRanges"},
+		{name: "left, not attached", x: left, openErr: fmt.Errorf("node node1: eth0: tclb: interface 2: %w", tclb.ErrNotAttached),
+			checked: "no tc load balancer attached to eth0, as traced"},
 		{name: "not attached", x: held(false), openErr: fmt.Errorf("node node1: eth0: tclb: interface 2: %w", tclb.ErrNotAttached),
 			diff: "no tc load balancer attached"},
 		{name: "the maps cannot be read", x: held(false), openErr: errors.New("permission denied"), err: true},

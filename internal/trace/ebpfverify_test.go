@@ -135,6 +135,28 @@ func TestProxyCgroup(t *testing.T) {
 	}
 }
 
+// TestExternalOff: a node's svcnet proxy runs its tc load balancer unless
+// its command line turns it off.
+func TestExternalOff(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		off  bool
+	}{
+		{[]string{"svcnet", "proxy", "--data-plane", "ebpf"}, false},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-external=false"}, true},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-external=0"}, true},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-external=false", "--ebpf-external"}, false},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-external=true"}, false},
+		{[]string{"svcnet", "proxy", "--data-plane=nftables", "--ebpf-external=false"}, false},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--", "--ebpf-external=false"}, false},
+		{nil, false},
+	} {
+		if off := externalOff(tc.argv); off != tc.off {
+			t.Errorf("externalOff(%q) = %v; want %v", tc.argv, off, tc.off)
+		}
+	}
+}
+
 // TestNodeCgroupPath: a cgroup path given for the node is used as is, once
 // checked; a node with neither a path nor a namespace cannot be verified.
 func TestNodeCgroupPath(t *testing.T) {

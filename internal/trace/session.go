@@ -78,7 +78,7 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 	if plane.sockets {
 		e.Sockets = RenderedSockets(snap, net, base)
 		e.SocketMaps = KernelSocketMaps(func(node string) (string, error) { return nodeCgroup(net, node) })
-		e.TC = RenderedTC(snap, net, base)
+		e.TC = withoutExternalOff(net, RenderedTC(snap, net, base))
 		e.TCMaps = KernelTCMaps(func(node string) (string, error) {
 			if ns, ok := net.NetNS[node]; ok {
 				return ns, nil
