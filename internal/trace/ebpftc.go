@@ -64,8 +64,10 @@ type TCLB struct {
 	BackendLocal bool           `json:"backendLocal,omitempty"`
 	Mark         uint32         `json:"mark,omitempty"`
 	SNAT         netip.AddrPort `json:"snat,omitzero"`
-	// Client is the connection's client as the program keys it.
-	Client netip.AddrPort `json:"client,omitzero"`
+	// Client is the connection's client as the program keys it; NodeAddr
+	// the node's address of its family, the source a remote backend sees.
+	Client   netip.AddrPort `json:"client,omitzero"`
+	NodeAddr netip.Addr     `json:"nodeAddr,omitzero"`
 }
 
 // Translated reports whether the tc load balancer took the connection.
@@ -196,6 +198,7 @@ func (w *walk) tcIngress(nd *NodeNet, t Tuple) (*TCStep, Tuple, error) {
 		}
 	}
 	x.Backend, x.BackendLocal, x.Client = x.Backends[pick], x.Local[pick], t.Src
+	x.NodeAddr = nd.Addr(t.Dst.Addr().Is6())
 	w.choice = w.tcChoice(x, pick)
 	after := Tuple{Proto: t.Proto, Src: t.Src, Dst: x.Backend}
 	st := &TCStep{Hook: x.Hook, Before: t}
@@ -214,7 +217,7 @@ func (w *walk) tcIngress(nd *NodeNet, t Tuple) (*TCStep, Tuple, error) {
 		if port == 0 {
 			port = tcSNATPortMin
 		}
-		x.SNAT = netip.AddrPortFrom(nd.Addr(t.Dst.Addr().Is6()), port)
+		x.SNAT = netip.AddrPortFrom(x.NodeAddr, port)
 		after.Src = x.SNAT
 		st.Action, st.PastNetfilter = "dnat+snat", true
 		st.Detail = fmt.Sprintf("a backend on another node: destination rewritten to %s and source to %s (the node's address; the port is the program's random choice of %d–%d), TTL lowered; forwarded by FIB lookup and bpf_redirect, past this node's netfilter",

@@ -46,7 +46,7 @@ func TestCheckTC(t *testing.T) {
 	held := func(localPolicy bool) *TCLB {
 		return &TCLB{Hook: "tc ingress eth0", Node: "node1", Iface: "eth0", Frontend: fe, Proto: "tcp", Held: true,
 			Backends: []netip.AddrPort{local, remote}, Local: []bool{true, false}, LocalPolicy: localPolicy,
-			Backend: remote, Client: client, SNAT: netip.MustParseAddrPort("172.26.236.177:61000")}
+			Backend: local, BackendLocal: true, Client: client, NodeAddr: netip.MustParseAddr("172.26.236.177")}
 	}
 	entry := []tclb.Backend{{AddrPort: remote}, {AddrPort: local, Local: true}}
 	snat := netip.MustParseAddrPort("172.26.236.177:63001")
@@ -60,10 +60,10 @@ func TestCheckTC(t *testing.T) {
 		checked string // a phrase of what agreed
 		err     bool
 	}{
-		{name: "remote backend, SNATed", x: held(false),
+		{name: "remote backend, SNATed (the trace followed a local one first)", x: held(false),
 			maps:    fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: remote, SNAT: snat}}},
 			checked: "went to 192.168.2.10:8080, SNATed to 172.26.236.177:63001, as traced"},
-		{name: "local backend, masqueraded (the kernel chose another than the first trace)", x: held(false),
+		{name: "local backend, masqueraded", x: held(false),
 			maps:    fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: local, Masquerade: true}}},
 			checked: "went to 192.168.1.10:8080 with the masquerade mark, as traced"},
 		{name: "local backend under the Local policy keeps the client", x: held(true),
@@ -72,6 +72,9 @@ func TestCheckTC(t *testing.T) {
 		{name: "local backend masqueraded under the Local policy", x: held(true),
 			maps: fakeTC{backends: entry, local: true, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: local, Masquerade: true}}},
 			diff: "with masquerade true, but the trace has false"},
+		{name: "remote backend SNATed to another address", x: held(false),
+			maps: fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: remote, SNAT: netip.MustParseAddrPort("172.26.236.178:63001")}}},
+			diff: "SNATed to 172.26.236.178:63001, but the trace has the node's address 172.26.236.177 and a port of 61000–65535"},
 		{name: "remote backend without SNAT", x: held(false),
 			maps: fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: remote}}},
 			diff: "on another node, without SNAT"},

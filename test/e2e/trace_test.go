@@ -245,8 +245,14 @@ func traceCommand(t *testing.T, e *env) {
 		if plane == iptablesPlane {
 			endpoint = "endpoint  default/web-np, cluster endpoints"
 		}
+		summary := "summary: 2 rewrites"
+		if plane == cluster.DataPlaneEBPF {
+			// The entry node's tc load balancer chooses at its eth0's
+			// ingress, before netfilter, and says so first.
+			summary = "by the tc load balancer (tc ingress eth0 of node "
+		}
 		labTraceVerify(t, e, name, "client", "default/web-np",
-			"(Service default/web-np, NodePort)", "DNAT ", endpoint, "un-DNAT", "summary: 2 rewrites")
+			"(Service default/web-np, NodePort)", "DNAT ", endpoint, "un-DNAT", summary)
 	}
 	svg, err := exec.CommandContext(e.ctx, svcnetBin, "lab", "trace", "--name", name, "client", "default/web-np", "-o", "svg").Output()
 	if err != nil {
