@@ -118,7 +118,33 @@ func traceScenarios(t *testing.T, e *env) {
 			if proxied && tc.endpoint != "" {
 				proxyLeg(t, e, tr, tc.endpoint, out)
 			}
+			if e.l.DataPlane() == cluster.DataPlaneEBPF && tc.from == "client" && tc.endpoint != "" {
+				tcPath(t, tr, tc.clientKept, out)
+			}
 		})
+	}
+}
+
+// tcPath checks a connection from the client on the eBPF plane: the entry
+// node's tc load balancer took it, and Verify found its choice in the tc
+// maps with the traced translation: a local backend's masquerade mark
+// (externalTrafficPolicy Cluster) or none (Local, clientKept), a remote
+// one's SNAT.
+func tcPath(t *testing.T, tr *trace.Trace, clientKept bool, out string) {
+	t.Helper()
+	x := tr.TC
+	if !x.Translated() {
+		t.Fatalf("the tc load balancer did not take the connection: %+v\n%s", x, out)
+	}
+	want := "with the masquerade mark, as traced"
+	switch {
+	case x.Remote():
+		want = fmt.Sprintf("SNATed to %s:", x.NodeAddr)
+	case clientKept:
+		want = "keeping the client's address, as traced"
+	}
+	if !strings.Contains(out, "  tc:       node "+x.Node+"'s tc load balancer") || !strings.Contains(out, want) {
+		t.Errorf("the verification lacks the tc load balancer's maps saying %q\n%s", want, out)
 	}
 }
 
