@@ -27,11 +27,11 @@ const (
 	tcSNATPortMax = 65535
 )
 
-// TCFunc says what node's tc load balancer does with a new connection from
-// off the nodes to dst of protocol proto ("tcp", ...): nil when dst is no
-// frontend of the node's table that takes outside traffic. Backend is left
-// unset.
-type TCFunc func(node string, dst netip.AddrPort, proto string) (*TCLB, error)
+// TCFunc says what node's tc load balancer does with a new connection
+// from src, arriving on the node's uplink, to dst of protocol proto ("tcp",
+// ...): nil when dst is no frontend of the node's table that takes outside
+// traffic. Backend is left unset.
+type TCFunc func(node string, src, dst netip.AddrPort, proto string) (*TCLB, error)
 
 // TCLB is what a node's tc load balancer does with the first packet of a
 // connection from off the nodes to one of its frontends: send it to a
@@ -97,7 +97,7 @@ type TCStep struct {
 // node's own), with the plane's own decision (ebpfplane.ExternalFor).
 func RenderedTC(snap *model.Snapshot, net *Network, base servicetable.NodeConfig) TCFunc {
 	tables := map[string]*servicetable.Table{}
-	return func(node string, dst netip.AddrPort, proto string) (*TCLB, error) {
+	return func(node string, src, dst netip.AddrPort, proto string) (*TCLB, error) {
 		nd := net.Node(node)
 		if nd == nil {
 			return nil, fmt.Errorf("node %s: not in the cluster state", node)
@@ -112,9 +112,21 @@ func RenderedTC(snap *model.Snapshot, net *Network, base servicetable.NodeConfig
 		if mark == 0 {
 			mark = servicetable.DefaultMasqueradeMark
 		}
-		return tcOf(t, node, dst, proto, mark), nil
+		x := tcOf(t, node, dst, proto, mark)
+		if x != nil && x.Held && x.LocalPolicy {
+			for _, p := range cfg.ClusterCIDRs {
+				if p.Contains(src.Addr()) {
+					x.Held, x.Backends, x.Local, x.Left = false, nil, nil, leftPodToLocal
+				}
+			}
+		}
+		return x, nil
 	}
 }
+
+// leftPodToLocal is why the tc load balancer leaves a connection from the
+// pod network to an externalTrafficPolicy Local frontend to the rules.
+const leftPodToLocal = "traffic from the cluster's pod network to an externalTrafficPolicy Local frontend is left to the rules, which send it to any endpoint (as kube-proxy short-circuits it)"
 
 // leftExternalOff is why a node whose svcnet proxy runs with
 // --ebpf-external=false leaves traffic from outside to the rules.
@@ -126,8 +138,8 @@ const leftExternalOff = "the node's svcnet proxy runs with --ebpf-external=false
 // runs the default (on).
 func withoutExternalOff(net *Network, f TCFunc) TCFunc {
 	off := map[string]bool{}
-	return func(node string, dst netip.AddrPort, proto string) (*TCLB, error) {
-		x, err := f(node, dst, proto)
+	return func(node string, src, dst netip.AddrPort, proto string) (*TCLB, error) {
+		x, err := f(node, src, dst, proto)
 		if err != nil || x == nil {
 			return x, err
 		}
@@ -175,15 +187,15 @@ func tcOf(t *servicetable.Table, node string, dst netip.AddrPort, proto string, 
 	return nil
 }
 
-// tcIngress runs the first packet t of a connection from off the nodes,
-// arriving at node nd on its uplink, through the node's tc load balancer:
+// tcIngress runs the first packet t of a connection, arriving at node nd
+// on its uplink, through the node's tc load balancer:
 // it records the decision and the endpoint choice and returns the tc step
 // (nil when the rules decide) and the packet after it.
 func (w *walk) tcIngress(nd *NodeNet, t Tuple) (*TCStep, Tuple, error) {
 	if !w.e.plane().sockets || w.e.TC == nil || w.tc != nil {
 		return nil, t, nil
 	}
-	x, err := w.e.TC(nd.Name, t.Dst, t.Proto)
+	x, err := w.e.TC(nd.Name, t.Src, t.Dst, t.Proto)
 	if err != nil || x == nil {
 		return nil, t, err
 	}

@@ -217,3 +217,42 @@ func TestScenarioJSONTC(t *testing.T) {
 		})
 	}
 }
+
+// TestTCFromAnotherNode: a connection from a pod to another node's
+// NodePort is no frontend of its own node's load balancers, so it reaches
+// the other node's uplink, whose tc load balancer takes it like any from
+// outside: from the pod's node's address, egress-masqueraded, or left to
+// the rules from the pod network itself (egress masquerade off) to a Local
+// frontend, which send it to any endpoint.
+func TestTCFromAnotherNode(t *testing.T) {
+	snap := loadScenario(t)
+	for _, tc := range []struct {
+		name      string
+		to        string
+		egressOff bool
+		held      bool
+		left      string
+	}{
+		{name: "Cluster, masqueraded by the pod's node", to: "node2:30080", held: true},
+		{name: "Local, masqueraded by the pod's node", to: "node2:30081", held: true},
+		{name: "Local, from the pod network", to: "node2:30081", egressOff: true, left: "from the cluster's pod network to an externalTrafficPolicy Local frontend"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := scenario{name: tc.name, ask: trace.Ask{From: "client-1", To: tc.to}}
+			if tc.egressOff {
+				sc.opts = func(o *trace.Options) { o.EgressOff = true }
+			}
+			tr := runScenario(t, snap, ebpfScenario(sc))
+			x := tr.TC
+			if x == nil || x.Node != "node2" || x.Held != tc.held || !strings.Contains(x.Left, tc.left) {
+				t.Fatalf("tc load balancer decision %+v; want node2's, held %v, left %q", x, tc.held, tc.left)
+			}
+			if tc.held && (tr.Hops[2].TC == nil || tr.Hops[2].Place.Name != "node2") {
+				t.Errorf("hop 3 %s has no tc step", tr.Hops[2].Place)
+			}
+			if tr.Verdict.Kind != trace.Delivered {
+				t.Errorf("verdict %s (%s); want delivered", tr.Verdict.Kind, tr.Verdict.Reason)
+			}
+		})
+	}
+}

@@ -169,9 +169,6 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 	// name netfilter's iifname sees there (a pod's veth is a port of the
 	// pod bridge, so its packets come in on the bridge).
 	in, iif, at := "", "", from
-	// outside: the packet is a connection's first, from off the nodes, at
-	// its first node.
-	outside := false
 	switch from.Kind {
 	case PlacePod:
 		p := net.Pod(from.Name)
@@ -206,7 +203,6 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 			return append(hops, h), Verdict{Kind: Delivered, Place: r.Next.Name, Reason: "to the external host, on the node network"}, r.Next, t, nil
 		}
 		at, in, iif = r.Next, NodeIface, NodeIface
-		outside = !reply
 	}
 	for range maxHops {
 		nd := net.Node(at.Name)
@@ -215,12 +211,11 @@ func (w *walk) path(from Place, t Tuple, reply bool) ([]Hop, Verdict, Place, Tup
 		}
 		// The tc load balancer at the uplink's ingress, before netfilter.
 		var tcIn *TCStep
-		if outside {
+		if in == NodeIface && !reply {
 			var err error
 			if tcIn, t, err = w.tcIngress(nd, t); err != nil {
 				return nil, Verdict{}, Place{}, Tuple{}, err
 			}
-			outside = false
 		} else if in == NodeIface && reply {
 			tcIn = w.tcRevNAT(nd, t, true)
 		}

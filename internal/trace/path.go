@@ -25,9 +25,9 @@ type Trace struct {
 	// before any packet existed (--data-plane ebpf; nil when the
 	// destination is no frontend it sees or the sender is off the nodes).
 	Socket *SocketLB `json:"socket,omitempty"`
-	// TC is what the entry node's tc load balancer did with the first
-	// packet of a sender off the nodes (--data-plane ebpf with
-	// --ebpf-external; nil when the destination is no frontend of it).
+	// TC is what a node's tc load balancer did with the first packet as it
+	// arrived on the node's uplink (--data-plane ebpf with --ebpf-external;
+	// nil when the packet met no frontend of it there).
 	TC *TCLB `json:"tc,omitempty"`
 	// Verdict is how the packet ended.
 	Verdict Verdict `json:"verdict"`
