@@ -17,8 +17,10 @@
 //     answer); under Local the client's address is kept. A backend
 //     elsewhere: the
 //     source is rewritten too, to this node's address (node) and a port
-//     of SNAT_PORT_MIN..SNAT_PORT_MAX (outside the kernel's default
-//     ephemeral ports), and the packet is forwarded out of the interface the
+//     of 1024-32767 or 61000-65535 (outside the kernel's default ephemeral
+//     ports, so never one of the node's own connections), held until a
+//     minute after the connection closed (the backend's TIME_WAIT), and the
+//     packet is forwarded out of the interface the
 //     FIB names, past the node's stack (it would drop a packet from its own
 //     address as a martian).
 //   ingress, an answer from a remote backend to a SNAT address and port
@@ -69,8 +71,14 @@
 #define AF_INET 2
 #define AF_INET6 10
 
-#define SNAT_PORT_MIN 61000
-#define SNAT_PORT_COUNT 4536
+// SNAT ports: SNAT_LOW_COUNT from 1024, then from SNAT_HIGH_MIN to 65535.
+#define SNAT_LOW_COUNT 31744
+#define SNAT_HIGH_MIN 61000
+#define SNAT_PORT_COUNT (SNAT_LOW_COUNT + 65536 - SNAT_HIGH_MIN)
+// SNAT_HOLD_NS: a SNAT port is not given to another connection to the same
+// backend until this long after its connection closed, the backend's
+// TIME_WAIT (60 s on Linux), as conntrack holds a closed NAT mapping.
+#define SNAT_HOLD_NS (60ULL * 1000000000ULL)
 #define SNAT_TRIES 16
 
 // Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order.
@@ -191,11 +199,19 @@ struct {
 	__array(values, struct maglev_table);
 } maglev SEC(".maps");
 
+// rev_value is a connection's key in conns, and when it was closed (0:
+// open; a closed SNAT connection's entry stays, holding its port, for
+// SNAT_HOLD_NS).
+struct rev_value {
+	struct conn_key fwd;
+	__u64 closed_ns;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, CONN_MAX);
 	__type(key, struct conn_key);
-	__type(value, struct conn_key);
+	__type(value, struct rev_value);
 } revnat SEC(".maps");
 
 struct {
@@ -539,13 +555,41 @@ static __always_inline __u32 pick(const struct pkt *p, const struct svc_key *sk,
 	return idx ? *idx : svc->count;
 }
 
-// snat_port reserves a port of addr for a connection to be, its answers'
-// key written to rev, mapping to fwd.
-static __always_inline int snat_port(struct conn_key *rev, const struct conn_key *fwd)
+static __always_inline int same_key(const struct conn_key *a, const struct conn_key *b)
 {
+	return addr_eq(a->saddr, b->saddr) && addr_eq(a->daddr, b->daddr) && a->sport == b->sport &&
+	       a->dport == b->dport && a->proto == b->proto;
+}
+
+// reclaimable reports whether the SNAT port of revnat entry rev (value v)
+// may go to a new connection: its connection closed over SNAT_HOLD_NS ago,
+// or is gone, or expired without closing.
+static __always_inline int reclaimable(const struct conn_key *rev, const struct rev_value *v, __u64 now)
+{
+	if (v->closed_ns)
+		return now - v->closed_ns > SNAT_HOLD_NS;
+	struct conn_value *c = bpf_map_lookup_elem(&conns, &v->fwd);
+	if (!c || !same_key(&c->rev, rev))
+		return 1;
+	if (!expired(c, rev->proto, now))
+		return 0;
+	return c->state != CT_CLOSING || now - c->last_ns > SNAT_HOLD_NS;
+}
+
+// snat_port reserves a port of rev's destination address for a new
+// connection to its source (the backend), its answers' key written to rev,
+// mapping to fwd.
+static __always_inline int snat_port(struct conn_key *rev, const struct conn_key *fwd, __u64 now)
+{
+	struct rev_value v = {};
+	v.fwd = *fwd;
 	for (int i = 0; i < SNAT_TRIES; i++) {
-		rev->dport = bpf_htons(SNAT_PORT_MIN + bpf_get_prandom_u32() % SNAT_PORT_COUNT);
-		if (bpf_map_update_elem(&revnat, rev, fwd, BPF_NOEXIST) == 0)
+		__u32 r = bpf_get_prandom_u32() % SNAT_PORT_COUNT;
+		rev->dport = bpf_htons(r < SNAT_LOW_COUNT ? 1024 + r : SNAT_HIGH_MIN + (r - SNAT_LOW_COUNT));
+		if (bpf_map_update_elem(&revnat, rev, &v, BPF_NOEXIST) == 0)
+			return 0;
+		struct rev_value *held = bpf_map_lookup_elem(&revnat, rev);
+		if (held && reclaimable(rev, held, now) && bpf_map_update_elem(&revnat, rev, &v, BPF_ANY) == 0)
 			return 0;
 	}
 	return -1;
@@ -587,7 +631,9 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 	if (be->flags & BACKEND_LOCAL) {
 		addr_cp(c.rev.daddr, p->key.saddr);
 		c.rev.dport = p->key.sport;
-		if (bpf_map_update_elem(&revnat, &c.rev, &p->key, BPF_ANY))
+		struct rev_value rv = {};
+		rv.fwd = p->key;
+		if (bpf_map_update_elem(&revnat, &c.rev, &rv, BPF_ANY))
 			return 0;
 		if (!(svc->flags & SVC_LOCAL) && cfg->masq_mark) {
 			c.flags = CONN_MASQ;
@@ -599,7 +645,7 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 			return 0;
 		addr_cp(c.snat, snat);
 		addr_cp(c.rev.daddr, snat);
-		if (snat_port(&c.rev, &p->key))
+		if (snat_port(&c.rev, &p->key, now))
 			return 0;
 		c.snat_port = c.rev.dport;
 		c.flags = CONN_SNAT;
@@ -611,11 +657,19 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 	return bpf_map_lookup_elem(&conns, &p->key);
 }
 
-// close_conn deletes connection c of key.
-static __always_inline void close_conn(const struct conn_key *key, struct conn_value *c)
+// close_conn deletes connection c of key; a SNAT connection's revnat
+// entry stays, closed, holding its port (reclaimable).
+static __always_inline void close_conn(const struct conn_key *key, struct conn_value *c, __u64 now)
 {
 	struct conn_key rev = c->rev;
-	bpf_map_delete_elem(&revnat, &rev);
+	if (c->flags & CONN_SNAT) {
+		struct rev_value v = {};
+		v.fwd = *key;
+		v.closed_ns = now;
+		bpf_map_update_elem(&revnat, &rev, &v, BPF_EXIST);
+	} else {
+		bpf_map_delete_elem(&revnat, &rev);
+	}
 	bpf_map_delete_elem(&conns, key);
 }
 
@@ -623,15 +677,17 @@ static __always_inline void close_conn(const struct conn_key *key, struct conn_v
 // address: TC_ACT_UNSPEC when p is none.
 static __always_inline int from_backend_snat(struct __sk_buff *skb, const struct pkt *p, __u64 now)
 {
-	struct conn_key *fwd = bpf_map_lookup_elem(&revnat, &p->key);
-	if (!fwd)
+	struct rev_value *rv = bpf_map_lookup_elem(&revnat, &p->key);
+	if (!rv || rv->closed_ns)
 		return TC_ACT_UNSPEC;
-	struct conn_key k = *fwd;
+	struct conn_key k = rv->fwd;
 	struct conn_value *c = bpf_map_lookup_elem(&conns, &k);
-	if (!c || !(c->flags & CONN_SNAT))
+	// The connection must still be this entry's: a connection that
+	// replaced it (the client reused its port) has another.
+	if (!c || !(c->flags & CONN_SNAT) || !same_key(&c->rev, &p->key))
 		return TC_ACT_UNSPEC;
 	if (expired(c, p->key.proto, now)) {
-		close_conn(&k, c);
+		close_conn(&k, c, now);
 		return TC_ACT_UNSPEC;
 	}
 	track(c, p, 1, now);
@@ -656,7 +712,7 @@ int tclb_ingress(struct __sk_buff *skb)
 	int syn = p.key.proto == IPPROTO_TCP && (p.tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN;
 	struct conn_value *c = bpf_map_lookup_elem(&conns, &p.key);
 	if (c && (expired(c, p.key.proto, now) || (syn && c->state != CT_SYN_SENT))) {
-		close_conn(&p.key, c);
+		close_conn(&p.key, c, now);
 		c = 0;
 	}
 	if (!c) {
@@ -687,16 +743,16 @@ int tclb_egress(struct __sk_buff *skb)
 	struct pkt p = {};
 	if (parse(skb, &p))
 		return TC_ACT_UNSPEC;
-	struct conn_key *fwd = bpf_map_lookup_elem(&revnat, &p.key);
-	if (!fwd)
+	struct rev_value *rv = bpf_map_lookup_elem(&revnat, &p.key);
+	if (!rv || rv->closed_ns)
 		return TC_ACT_UNSPEC;
-	struct conn_key k = *fwd;
+	struct conn_key k = rv->fwd;
 	struct conn_value *c = bpf_map_lookup_elem(&conns, &k);
-	if (!c || (c->flags & CONN_SNAT))
+	if (!c || (c->flags & CONN_SNAT) || !same_key(&c->rev, &p.key))
 		return TC_ACT_UNSPEC;
 	__u64 now = bpf_ktime_get_ns();
 	if (expired(c, p.key.proto, now)) {
-		close_conn(&k, c);
+		close_conn(&k, c, now);
 		return TC_ACT_UNSPEC;
 	}
 	track(c, &p, 1, now);

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
+	"github.com/svcnet/svcnet/internal/ebpf/tclb"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
@@ -20,12 +21,9 @@ import (
 // the node's address and forwarded by a FIB lookup, past the node's
 // netfilter; the answers are translated back by the programs.
 
-// SNAT ports of the tc load balancer (bpf/tclb.c SNAT_PORT_MIN and its
-// count): outside the kernel's default ephemeral ports.
-const (
-	tcSNATPortMin = 61000
-	tcSNATPortMax = 65535
-)
+// tcSNATPort is the SNAT port a trace shows before the probe tells the
+// one the program chose (one of tclb.SNATPorts).
+const tcSNATPort = 61000
 
 // TCFunc says what node's tc load balancer does with a new connection
 // from src, arriving on the node's uplink, to dst of protocol proto ("tcp",
@@ -59,7 +57,7 @@ type TCLB struct {
 	// says it is on Node. Mark is the masquerade mark a local backend's
 	// packets get under the Cluster policy (0: none, the client's address
 	// is kept). SNAT is the node's address and port a remote backend sees
-	// (the port is the program's random choice of 61000–65535).
+	// (the port is the program's random choice of tclb.SNATPorts).
 	Backend      netip.AddrPort `json:"backend,omitzero"`
 	BackendLocal bool           `json:"backendLocal,omitempty"`
 	Mark         uint32         `json:"mark,omitempty"`
@@ -227,13 +225,13 @@ func (w *walk) tcIngress(nd *NodeNet, t Tuple) (*TCStep, Tuple, error) {
 		x.Mark = 0
 		port := w.start.SNATPort
 		if port == 0 {
-			port = tcSNATPortMin
+			port = tcSNATPort
 		}
 		x.SNAT = netip.AddrPortFrom(x.NodeAddr, port)
 		after.Src = x.SNAT
 		st.Action, st.PastNetfilter = "dnat+snat", true
-		st.Detail = fmt.Sprintf("a backend on another node: destination rewritten to %s and source to %s (the node's address; the port is the program's random choice of %d–%d), TTL lowered; forwarded by FIB lookup and bpf_redirect, past this node's netfilter",
-			x.Backend, x.SNAT, tcSNATPortMin, tcSNATPortMax)
+		st.Detail = fmt.Sprintf("a backend on another node: destination rewritten to %s and source to %s (the node's address; the port is the program's random choice of %s), TTL lowered; forwarded by FIB lookup and bpf_redirect, past this node's netfilter",
+			x.Backend, x.SNAT, tclb.SNATPorts)
 	}
 	st.After = after
 	return st, after, nil

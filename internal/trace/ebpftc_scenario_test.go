@@ -144,7 +144,7 @@ func TestScenarioTextTC(t *testing.T) {
 				"    endpoint  default/np:80/tcp, cluster endpoints; one of 2 backends, uniformly at random, per new connection (the tc load balancer):\n" +
 				"              ✓ 1/2    192.168.1.10:8080        pod default/web-1 on node1\n" +
 				"                1/2    192.168.2.10:8080        pod default/web-2 on node2\n" +
-				"    dnat+snat a backend on another node: destination rewritten to 192.168.1.10:8080 and source to 172.26.236.179:61000 (the node's address; the port is the program's random choice of 61000–65535), TTL lowered; forwarded by FIB lookup and bpf_redirect, past this node's netfilter\n",
+				"    dnat+snat a backend on another node: destination rewritten to 192.168.1.10:8080 and source to 172.26.236.179:61000 (the node's address; the port is the program's random choice of 1024–32767 or 61000–65535), TTL lowered; forwarded by FIB lookup and bpf_redirect, past this node's netfilter\n",
 			"SNAT      tcp 172.26.236.10:33768 → 192.168.1.10:8080  ⇒  tcp 172.26.236.179:61000 → 192.168.1.10:8080\n              at tc ingress eth0 by the tc load balancer (tclb conns)",
 			"reply (the tc load balancer translates it back):",
 			"revnat    an answer to the SNAT address 172.26.236.179:61000 (revnat): rewritten back to 172.26.236.179:30080 → 172.26.236.10:33768, forwarded by FIB lookup and bpf_redirect, past this node's netfilter",

@@ -139,8 +139,8 @@ func checkTC(tr *Trace, open TCMapsFunc) (tcKernel, error) {
 		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, on this node, but SNATed to %s: the trace only DNATs it", where, conn, c.SNAT))
 	case !x.Local[i] && !c.SNAT.IsValid():
 		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, on another node, without SNAT: the trace SNATs it to the node's address", where, conn))
-	case !x.Local[i] && (c.SNAT.Addr() != x.NodeAddr || c.SNAT.Port() < tcSNATPortMin):
-		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, SNATed to %s, but the trace has the node's address %s and a port of %d–%d", where, conn, c.SNAT, x.NodeAddr, tcSNATPortMin, tcSNATPortMax))
+	case !x.Local[i] && (c.SNAT.Addr() != x.NodeAddr || !tclb.IsSNATPort(c.SNAT.Port())):
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, SNATed to %s, but the trace has the node's address %s and a port of %s", where, conn, c.SNAT, x.NodeAddr, tclb.SNATPorts))
 	case x.Local[i] && c.Masquerade != !x.LocalPolicy:
 		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s with masquerade %v, but the trace has %v", where, conn, c.Masquerade, !x.LocalPolicy))
 	case c.SNAT.IsValid():

@@ -74,7 +74,7 @@ func TestCheckTC(t *testing.T) {
 			diff: "with masquerade true, but the trace has false"},
 		{name: "remote backend SNATed to another address", x: held(false),
 			maps: fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: remote, SNAT: netip.MustParseAddrPort("172.26.236.178:63001")}}},
-			diff: "SNATed to 172.26.236.178:63001, but the trace has the node's address 172.26.236.177 and a port of 61000–65535"},
+			diff: "SNATed to 172.26.236.178:63001, but the trace has the node's address 172.26.236.177 and a port of 1024–32767 or 61000–65535"},
 		{name: "remote backend without SNAT", x: held(false),
 			maps: fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: remote}}},
 			diff: "on another node, without SNAT"},

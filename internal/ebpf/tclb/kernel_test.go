@@ -11,10 +11,9 @@ import (
 )
 
 const (
-	tries     = 32 // P(one of two backends never chosen) = 2^-31
-	nodePort  = 30080
-	beNode    = 8080
-	snatFirst = 61000
+	tries    = 32 // P(one of two backends never chosen) = 2^-31
+	nodePort = 30080
+	beNode   = 8080
 )
 
 type family struct {
@@ -69,8 +68,8 @@ func TestClusterPolicy(t *testing.T) {
 									t.Errorf("request %d: the local backend saw %v, want the node's masquerade address %s", i, a.Peer, f.podGW)
 								}
 							case "remote":
-								if a.Peer.Addr() != netip.MustParseAddr(f.node) || a.Peer.Port() < snatFirst {
-									t.Errorf("request %d: the remote backend saw %v, want %s and a SNAT port ≥ %d", i, a.Peer, f.node, snatFirst)
+								if a.Peer.Addr() != netip.MustParseAddr(f.node) || !IsSNATPort(a.Peer.Port()) {
+									t.Errorf("request %d: the remote backend saw %v, want %s and a SNAT port of %s", i, a.Peer, f.node, SNATPorts)
 								}
 							}
 						}
@@ -185,5 +184,33 @@ func TestUDPFlowLeavesRemovedBackend(t *testing.T) {
 	}
 	if a, err := ask(h.client, "udp", front.String(), 40200); err != nil || a.Server != "pod" {
 		t.Fatalf("datagram after its backend was removed: %+v, %v; want the pod", a, err)
+	}
+}
+
+// TestSNATPortsHeld: many short connections to one remote backend, each
+// closed by the server first (so the backend holds TIME_WAIT), all succeed,
+// each from a SNAT port none of the others used (a closed connection's port
+// is held for the backend's TIME_WAIT).
+func TestSNATPortsHeld(t *testing.T) {
+	h := newHarness(t)
+	serve(t, h.remote, "remote", beNode)
+	lb := h.open(t, TCX)
+	front := ap(nodeIP4, nodePort)
+	if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(remoteIP4, beNode), false}}, Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	used := map[uint16]bool{}
+	const conns = 300
+	for i := range conns {
+		// Ten client ports, reused in turn: each reuse replaces the
+		// connection and releases its SNAT entry, closed.
+		a, err := ask(h.client, "tcp", front.String(), 41000+i%10)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if used[a.Peer.Port()] {
+			t.Fatalf("connection %d: SNAT port %d again, within the backend's TIME_WAIT", i, a.Peer.Port())
+		}
+		used[a.Peer.Port()] = true
 	}
 }

@@ -241,7 +241,7 @@ func TestProgramsDNAT(t *testing.T) {
 				client2 := ap(f.client, 40002)
 				ret, out = runIn(in, packet(t, proto, client2, front, true, false))
 				d = decode(t, out)
-				if ret != actRedirect || d.src.Addr() != front.Addr() || d.src.Port() < snatFirst || d.dst != remote ||
+				if ret != actRedirect || d.src.Addr() != front.Addr() || !IsSNATPort(d.src.Port()) || d.dst != remote ||
 					!d.csumOK || d.ttl != 63 || d.dstMAC.String() != macRemote.String() {
 					t.Errorf("first packet to a remote backend: verdict %d, %+v; want %d, from %v and a SNAT port to %v, checksums right, TTL 63, to %v",
 						ret, d, actRedirect, front.Addr(), remote, macRemote)

@@ -323,6 +323,17 @@ func (lb *LB) deleteBackends(sk tclbSvcKey, from, to uint32) error {
 	return nil
 }
 
+// SNATPorts says which ports a connection to a backend on another node may
+// leave the node's address from (bpf/tclb.c SNAT_LOW_COUNT, SNAT_HIGH_MIN):
+// the unprivileged ports outside the kernel's default ephemeral range, so
+// never one of the node's own connections.
+const SNATPorts = "1024–32767 or 61000–65535"
+
+// IsSNATPort reports whether port is one of SNATPorts.
+func IsSNATPort(port uint16) bool {
+	return (port >= 1024 && port <= 32767) || port >= 61000
+}
+
 // Flags of a services entry (bpf/tclb.c SVC_*) and of a backend.
 const (
 	svcLocal     = 1

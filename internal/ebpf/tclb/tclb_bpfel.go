@@ -62,6 +62,12 @@ type tclbNodeConfig struct {
 	MasqMark  uint32
 }
 
+type tclbRevValue struct {
+	_        structs.HostLayout
+	Fwd      tclbConnKey
+	ClosedNs uint64
+}
+
 type tclbSvcKey struct {
 	_     structs.HostLayout
 	Addr  [4]uint32
