@@ -37,8 +37,12 @@ func CheckBPFFS(root string) error {
 
 // Load loads spec into to (as ebpf.CollectionSpec.LoadAndAssign), the maps
 // named in maps pinned by name in dir: pins of the same layout are reused,
-// pins of another layout (a different build) removed and replaced.
+// pins of another layout (a different build) removed and replaced. With dir
+// "", nothing is pinned.
 func Load(spec *ebpf.CollectionSpec, maps []string, dir string, to any) error {
+	if dir == "" {
+		return spec.LoadAndAssign(to, nil)
+	}
 	for _, name := range maps {
 		m, ok := spec.Maps[name]
 		if !ok {

@@ -93,17 +93,11 @@ const unpinWait = 2 * time.Second
 // load loads the programs and maps, the maps pinned by name in pinDir (when
 // not ""): existing pins of the same layout are reused, others replaced.
 func (lb *LB) load(pinDir string) error {
-	if pinDir == "" {
-		if err := loadSocklbObjects(&lb.objs, nil); err != nil {
-			return fmt.Errorf("socklb: load: %w", err)
-		}
-		return nil
-	}
 	spec, err := loadSocklb()
-	if err != nil {
-		return fmt.Errorf("socklb: load: %w", err)
+	if err == nil {
+		err = pins.Load(spec, pinnedMaps, pinDir, &lb.objs)
 	}
-	if err := pins.Load(spec, pinnedMaps, pinDir, &lb.objs); err != nil {
+	if err != nil {
 		return fmt.Errorf("socklb: load: %w", err)
 	}
 	return nil

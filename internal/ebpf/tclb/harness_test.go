@@ -39,6 +39,12 @@ const (
 	masqMark  = "0x4000"
 )
 
+// modes are the attach modes every kernel test of both runs in.
+var modes = []struct {
+	name string
+	m    Mode
+}{{"tcx", TCX}, {"clsact", Clsact}}
+
 type harness struct {
 	client, node, pod, remote *netns.NS
 	ifindexes                 []int
@@ -138,28 +144,13 @@ func serve(t *testing.T, ns *netns.NS, name string, port int) {
 	for _, network := range []string{"tcp", "udp"} {
 		addr := fmt.Sprintf(":%d", port)
 		if network == "tcp" {
-			ln, err := netns.Listen(ns, "tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ln.Close() })
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						c.SetDeadline(time.Now().Add(10 * time.Second))
-						// One answer, then the server closes first, so that
-						// the client's end does not wait in TIME_WAIT.
-						if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
-							fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr())
-						}
-					}()
+			acceptLoop(t, ns, port, func(c net.Conn) {
+				// One answer, then the server closes first, so that the
+				// client's end does not wait in TIME_WAIT.
+				if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+					fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr())
 				}
-			}()
+			})
 			continue
 		}
 		var pc net.PacketConn
@@ -183,6 +174,30 @@ func serve(t *testing.T, ns *netns.NS, name string, port int) {
 			}
 		}()
 	}
+}
+
+// acceptLoop accepts TCP connections to port on ns's addresses until the
+// test ends, each handled by handle (for at most 20 s) and then closed.
+func acceptLoop(t *testing.T, ns *netns.NS, port int, handle func(net.Conn)) {
+	t.Helper()
+	ln, err := netns.Listen(ns, "tcp", fmt.Sprintf(":%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				handle(c)
+			}()
+		}
+	}()
 }
 
 // answer is what a backend said of one request.

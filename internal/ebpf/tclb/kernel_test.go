@@ -38,10 +38,7 @@ func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strc
 // node's address and a SNAT port, both ways through the programs, over TCP
 // and UDP, IPv4 and IPv6; in both attach modes.
 func TestClusterPolicy(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		m    Mode
-	}{{"tcx", TCX}, {"clsact", Clsact}} {
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			h := newHarness(t)
 			serve(t, h.pod, "pod", beNode)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -19,31 +20,16 @@ import (
 // same line, until the test ends.
 func serveLines(t *testing.T, ns *netns.NS, port int) {
 	t.Helper()
-	ln, err := netns.Listen(ns, "tcp", fmt.Sprintf(":%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	acceptLoop(t, ns, port, func(c net.Conn) {
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			l, err := r.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(20 * time.Second))
-				r := bufio.NewReader(c)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					fmt.Fprint(c, l)
-				}
-			}()
+			fmt.Fprint(c, l)
 		}
-	}()
+	})
 }
 
 // TestPinnedAdopt: a pinned load balancer closed (its process gone) keeps
@@ -52,10 +38,7 @@ func serveLines(t *testing.T, ns *netns.NS, port int) {
 // the gap and the new programs; it holds what the first held; Unpin
 // detaches it all.
 func TestPinnedAdopt(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		m    Mode
-	}{{"tcx", TCX}, {"clsact", Clsact}} {
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			h := newHarness(t)
 			serveLines(t, h.pod, 9000)

@@ -10,10 +10,7 @@ import (
 // TestView: another reader finds the programs on the interface (tcx and
 // clsact) and reads the frontend and the connection a request made.
 func TestView(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		m    Mode
-	}{{"tcx", TCX}, {"clsact", Clsact}} {
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			h := newHarness(t)
 			serve(t, h.remote, "remote", beNode)
