@@ -60,10 +60,10 @@ func Table(backends []string, m int) ([]uint32, error) {
 	}
 }
 
-// hash is FNV-1a of seed and name: stable across processes and nodes.
-func hash(name string, seed byte) uint64 {
+// hash is FNV-1a of salt and name: stable across processes and nodes.
+func hash(name string, salt byte) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte{seed})
+	h.Write([]byte{salt})
 	h.Write([]byte(name))
 	return h.Sum64()
 }
