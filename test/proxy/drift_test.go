@@ -44,7 +44,10 @@ func TestDriftRepair(t *testing.T) {
 			if !proxy.running() || len(c.proxies) != 1 {
 				t.Fatalf("proxy restarted or exited: %s", proxy.describe())
 			}
-			i := proxy.waitLog(t, 3*time.Second, m, reSyncComplete)
+			// The repair is the first full sync after the drift (a partial
+			// sync of the sync period may come before it, rate-limited
+			// verification waiting): it must report what it found.
+			i := proxy.waitLog(t, 3*time.Second, m, reFullSyncComplete)
 			if line := proxy.lines()[i]; !strings.Contains(line, "drift=true") {
 				t.Errorf("repair sync %q does not report drift=true", line)
 			}

@@ -141,8 +141,10 @@ func (p *proxyProc) kill() {
 // Log lines the tests wait for (klog text format, key=value pairs).
 var (
 	reSyncComplete = regexp.MustCompile(`"SyncProxyRules complete".*`)
-	reLoaded       = regexp.MustCompile(`"Loaded manifests"`)
-	reOps          = regexp.MustCompile(`\bops=(\d+)`)
+	// reFullSyncComplete is a full sync's completion.
+	reFullSyncComplete = regexp.MustCompile(`"SyncProxyRules complete".* full=true`)
+	reLoaded           = regexp.MustCompile(`"Loaded manifests"`)
+	reOps              = regexp.MustCompile(`\bops=(\d+)`)
 )
 
 // lines returns the log's lines.
