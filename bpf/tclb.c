@@ -20,14 +20,18 @@
 //     of 1024-32767 or 61000-65535 (outside the kernel's default ephemeral
 //     ports, so never one of the node's own connections), held until a
 //     minute after the connection closed (the backend's TIME_WAIT), and the
-//     packet is forwarded out of the interface the
-//     FIB names, past the node's stack (it would drop a packet from its own
-//     address as a martian).
+//     packet is forwarded out of the interface the FIB names, past the
+//     node's stack (it would drop a packet from its own address as a
+//     martian). When that interface is not one the programs are attached to
+//     (ifaces: a tunnel, another NIC), the backend's answers would arrive
+//     where no program sees them, so the connection goes through the node's
+//     stack as a local backend's does, DNAT and mark, masqueraded by the
+//     rules.
 //   ingress, an answer from a remote backend to a SNAT address and port
 //     (revnat): source and destination rewritten back to the frontend and
 //     the client, and forwarded likewise.
-//   egress, an answer from a backend on this node (revnat): its source
-//     rewritten back to the frontend.
+//   egress, an answer from a backend reached through the node's stack
+//     (revnat): its source rewritten back to the frontend.
 //
 // A frontend with externalTrafficPolicy Local (SVC_LOCAL) has only local
 // backends, so the client's address is always kept; traffic to it from the
@@ -44,6 +48,7 @@
 //             connection's key in conns (LRU)
 //   maglev:   frontend -> its Maglev table, for frontends that choose by
 //             the flow's hash (SVC_MAGLEV)
+//   ifaces:   the interfaces the programs are attached to
 //   node:     this node's SNAT addresses and the pod network per family
 //
 // A connection's entry lives for its state's lifetime after its last packet
@@ -220,6 +225,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct node_config);
 } node SEC(".maps");
+
+// ifaces: the interfaces the programs are attached to (ifindex -> 1).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} ifaces SEC(".maps");
 
 // Header layouts, as on the wire.
 struct ethhdr_ {
@@ -595,11 +608,37 @@ static __always_inline int snat_port(struct conn_key *rev, const struct conn_key
 	return -1;
 }
 
+// via_attached reports whether the FIB sends a packet from snat to the
+// remote backend be out of an interface the programs are attached to
+// (ifaces), so that the backend's answers to snat arrive where the ingress
+// program sees them. Else (a tunnel, another interface) the connection
+// goes through the node's stack and its masquerade.
+static __always_inline int via_attached(struct __sk_buff *skb, const struct pkt *p, const __u32 snat[4],
+					const __u32 be[4])
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = p->family;
+	fib.l4_protocol = p->key.proto;
+	fib.ifindex = skb->ifindex;
+	if (p->family == AF_INET) {
+		fib.ipv4_src = snat[3];
+		fib.ipv4_dst = be[3];
+	} else {
+		addr_cp(fib.ipv6_src, snat);
+		addr_cp(fib.ipv6_dst, be);
+	}
+	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return 0;
+	__u32 ifindex = fib.ifindex;
+	return bpf_map_lookup_elem(&ifaces, &ifindex) != 0;
+}
+
 // open_conn starts a connection of the client's packet p to the frontend
 // svc: a backend chosen, its entries written. 0 when the packet is to be
 // left to the rules.
-static __always_inline struct conn_value *open_conn(const struct pkt *p, const struct svc_key *sk,
-						    const struct svc_value *svc, __u64 now)
+static __always_inline struct conn_value *open_conn(struct __sk_buff *skb, const struct pkt *p,
+						    const struct svc_key *sk, const struct svc_value *svc, __u64 now)
 {
 	if (svc->count == 0)
 		return 0;
@@ -628,7 +667,11 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 	c.rev.proto = p->key.proto;
 	addr_cp(c.rev.saddr, be->addr);
 	c.rev.sport = be->port;
-	if (be->flags & BACKEND_LOCAL) {
+	const __u32 *snat = p->family == AF_INET ? cfg->snat4 : cfg->snat6;
+	if ((be->flags & BACKEND_LOCAL) || addr_zero(snat) || !via_attached(skb, p, snat, be->addr)) {
+		// Through the node's stack: its answer comes back through it
+		// too (conntrack undoes the masquerade) and leaves by an
+		// interface whose egress program rewrites its source.
 		addr_cp(c.rev.daddr, p->key.saddr);
 		c.rev.dport = p->key.sport;
 		struct rev_value rv = {};
@@ -640,9 +683,6 @@ static __always_inline struct conn_value *open_conn(const struct pkt *p, const s
 			c.mark = cfg->masq_mark;
 		}
 	} else {
-		const __u32 *snat = p->family == AF_INET ? cfg->snat4 : cfg->snat6;
-		if (addr_zero(snat))
-			return 0;
 		addr_cp(c.snat, snat);
 		addr_cp(c.rev.daddr, snat);
 		if (snat_port(&c.rev, &p->key, now))
@@ -727,7 +767,7 @@ int tclb_ingress(struct __sk_buff *skb)
 			return TC_ACT_UNSPEC;
 		if (p.ttl <= 1)
 			return TC_ACT_UNSPEC;
-		c = open_conn(&p, &sk, svc, now);
+		c = open_conn(skb, &p, &sk, svc, now);
 		if (!c)
 			return TC_ACT_UNSPEC;
 	}

@@ -211,3 +211,35 @@ func TestSNATPortsHeld(t *testing.T) {
 		used[a.Peer.Port()] = true
 	}
 }
+
+// TestRemoteViaOtherInterface: a remote backend the node routes through an
+// interface the programs are not on (a tunnel, another NIC) is reached
+// through the node's stack, masqueraded by its rules, so its answers come
+// back through conntrack and the egress program: every request answered.
+func TestRemoteViaOtherInterface(t *testing.T) {
+	h := newHarness(t)
+	serve(t, h.remote, "remote", beNode)
+	var lb *LB
+	err := h.node.Do(func() error {
+		var err error
+		lb, err = Open(Config{SNAT: []netip.Addr{netip.MustParseAddr(nodeIP4)}, MasqueradeMark: 0x4000}, TCX, h.ifindexes[0])
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	front := ap(nodeIP4, nodePort)
+	if err := lb.SetService(front, model.ProtocolTCP, []Backend{{ap(remoteIP4, beNode), false}}, Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		a, err := ask(h.client, "tcp", front.String(), 0)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if a.Server != "remote" || a.Peer.Addr() != netip.MustParseAddr("10.2.0.1") {
+			t.Errorf("request %d: %+v, want the remote backend, seeing the node's address towards it (masqueraded)", i, a)
+		}
+	}
+}

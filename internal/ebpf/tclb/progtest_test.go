@@ -189,7 +189,14 @@ func TestProgramsDNAT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := Open(Config{SNAT: []netip.Addr{netip.MustParseAddr(nodeIP4), netip.MustParseAddr(nodeIP6)}, MasqueradeMark: 0x4000}, TCX)
+	// Attached to d0, so that a remote backend routed through it is
+	// reached by SNAT and redirect.
+	var lb *LB
+	err = ns.Do(func() error {
+		var err error
+		lb, err = Open(Config{SNAT: []netip.Addr{netip.MustParseAddr(nodeIP4), netip.MustParseAddr(nodeIP6)}, MasqueradeMark: 0x4000}, TCX, int(ifindex))
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

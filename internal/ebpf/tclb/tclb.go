@@ -77,6 +77,9 @@ func open(cfg Config, mode Mode, pinDir string, ifindexes []int) (*LB, error) {
 		}
 	}
 	for _, ifindex := range ifindexes {
+		if err := lb.objs.Ifaces.Put(uint32(ifindex), uint8(1)); err != nil {
+			return nil, errors.Join(fmt.Errorf("tclb: interface %d: %w", ifindex, err), lb.Close())
+		}
 		a, err := attach(ifindex, mode, pinDir, lb.objs.TclbIngress, lb.objs.TclbEgress)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("tclb: %w", err), lb.Close())

@@ -88,6 +88,7 @@ type tclbSvcValue struct {
 const (
 	tclbMapBackends     = "backends"
 	tclbMapConns        = "conns"
+	tclbMapIfaces       = "ifaces"
 	tclbMapMaglev       = "maglev"
 	tclbMapNode         = "node"
 	tclbMapRevnat       = "revnat"
@@ -148,6 +149,7 @@ type tclbProgramSpecs struct {
 type tclbMapSpecs struct {
 	Backends *ebpf.MapSpec `ebpf:"backends"`
 	Conns    *ebpf.MapSpec `ebpf:"conns"`
+	Ifaces   *ebpf.MapSpec `ebpf:"ifaces"`
 	Maglev   *ebpf.MapSpec `ebpf:"maglev"`
 	Node     *ebpf.MapSpec `ebpf:"node"`
 	Revnat   *ebpf.MapSpec `ebpf:"revnat"`
@@ -182,6 +184,7 @@ func (o *tclbObjects) Close() error {
 type tclbMaps struct {
 	Backends *ebpf.Map `ebpf:"backends"`
 	Conns    *ebpf.Map `ebpf:"conns"`
+	Ifaces   *ebpf.Map `ebpf:"ifaces"`
 	Maglev   *ebpf.Map `ebpf:"maglev"`
 	Node     *ebpf.Map `ebpf:"node"`
 	Revnat   *ebpf.Map `ebpf:"revnat"`
@@ -192,6 +195,7 @@ func (m *tclbMaps) Close() error {
 	return _TclbClose(
 		m.Backends,
 		m.Conns,
+		m.Ifaces,
 		m.Maglev,
 		m.Node,
 		m.Revnat,
