@@ -3,6 +3,7 @@ package tclb
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -248,8 +249,11 @@ func askWithin(ns *netns.NS, network, addr string, sport int, timeout time.Durat
 		return answer{}, fmt.Errorf("%s %s: %w", network, addr, err)
 	}
 	if strings.HasPrefix(network, "tcp") {
-		// Wait for the server's close, so that this end closes second.
-		if _, err := r.ReadByte(); err != io.EOF {
+		// Wait for the server's end of the connection, so that this end
+		// closes second (no TIME_WAIT here: the next request may reuse
+		// the port). The answer is what is checked; the server's end may
+		// be its close or a reset, and either leaves no TIME_WAIT here.
+		if _, err := r.ReadByte(); err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
 			return answer{}, fmt.Errorf("%s %s: after the answer: %v, want the server's close", network, addr, err)
 		}
 	}
