@@ -10,8 +10,9 @@
 //              -> backend count and the first slot of its backends
 //   backends:  slot -> backend address and port
 //   revnat:    socket cookie -> frontend and backend of a translated socket
-//              (deleted when the socket is released; LRU besides: a live
-//              socket whose entry was evicted reports its backend)
+//              (deleted when the socket is released; a plain hash, not LRU,
+//              so a live socket's entry is never evicted: when full, a new
+//              socket goes unrecorded and getpeername reports its backend)
 //   lc_conns:  frontend and backend -> sockets connected and not released,
 //              for least-connection
 //   affinity:  client (network namespace cookie) and frontend -> its backend
@@ -20,7 +21,7 @@
 //   udp_revnat: socket cookie, backend address and port -> frontend, for each
 //              backend a UDP socket was sent to (connect or sendmsg), so
 //              recvmsg reports a datagram from that backend as from the
-//              frontend (LRU, as revnat)
+//              frontend (LRU: the entries of closed sockets age out)
 //
 // A frontend with no backends refuses the connect, or the sendmsg of an
 // unconnected UDP socket, with ECONNREFUSED. A UDP socket's connect is left
@@ -106,7 +107,7 @@ struct {
 } backends SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, REVNAT_MAX);
 	__type(key, __u64);
 	__type(value, struct revnat_value);
@@ -362,45 +363,51 @@ static __always_inline void remember_udp(void *ctx, const struct svc_key *key, c
 	bpf_map_update_elem(&udp_revnat, &rk, &fe, BPF_ANY);
 }
 
-// release forgets the socket of cookie: its reverse translations, and its
-// count in lc_conns when it was counted.
+// uncount takes the socket whose translation rv is out of lc_conns, when
+// its connect was counted there.
+static __always_inline void uncount(const struct revnat_value *rv)
+{
+	if (!rv->counted)
+		return;
+	struct lc_key lk = {};
+	__builtin_memcpy(lk.svc.addr, rv->frontend.addr, sizeof(lk.svc.addr));
+	lk.svc.port = rv->frontend.port;
+	lk.svc.proto = rv->proto;
+	lk.backend = rv->backend;
+	__u64 *n = bpf_map_lookup_elem(&lc_conns, &lk);
+	if (n && *n > 0)
+		__sync_fetch_and_add(n, -1);
+}
+
+// release forgets the translation of the socket of cookie, if it has one.
 static __always_inline void release(__u64 cookie)
 {
 	struct revnat_value *rv = bpf_map_lookup_elem(&revnat, &cookie);
 	if (!rv)
 		return;
-	if (rv->counted) {
-		struct lc_key lk = {};
-		__builtin_memcpy(lk.svc.addr, rv->frontend.addr, sizeof(lk.svc.addr));
-		lk.svc.port = rv->frontend.port;
-		lk.svc.proto = rv->proto;
-		lk.backend = rv->backend;
-		__u64 *n = bpf_map_lookup_elem(&lc_conns, &lk);
-		if (n && *n > 0)
-			__sync_fetch_and_add(n, -1);
-	}
-	if (rv->proto == IPPROTO_UDP) {
-		struct udp_revnat_key rk = {};
-		rk.cookie = cookie;
-		rk.backend = rv->backend;
-		bpf_map_delete_elem(&udp_revnat, &rk);
-	}
+	uncount(rv);
 	bpf_map_delete_elem(&revnat, &cookie);
 }
 
+// remember records that the socket of ctx was translated from the frontend
+// of key to be. The insert comes first: only a socket connecting again (a
+// failed connect before, or a disconnect) holds an entry already, which it
+// gives up then. With revnat full, the socket goes unrecorded: getpeername
+// reports its backend, and it is not counted.
 static __always_inline void remember(void *ctx, const struct svc_key *key, const struct backend *be, int counted)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx);
-	release(cookie); // a socket connected before (UDP reconnects)
 	struct revnat_value rv = {};
 	__builtin_memcpy(rv.frontend.addr, key->addr, sizeof(rv.frontend.addr));
 	rv.frontend.port = key->port;
 	rv.backend = *be;
 	rv.proto = key->proto;
 	rv.counted = counted;
-	bpf_map_update_elem(&revnat, &cookie, &rv, BPF_ANY);
-	if (key->proto == IPPROTO_UDP)
-		remember_udp(ctx, key, be);
+	if (bpf_map_update_elem(&revnat, &cookie, &rv, BPF_NOEXIST) == 0)
+		return;
+	release(cookie);
+	if (bpf_map_update_elem(&revnat, &cookie, &rv, BPF_NOEXIST) != 0)
+		uncount(&rv);
 }
 
 // udp_frontend returns the frontend the UDP socket of ctx sent to, when be

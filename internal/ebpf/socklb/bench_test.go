@@ -6,9 +6,12 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/svcnet/svcnet/internal/ebpf/cgrouptest"
 	"github.com/svcnet/svcnet/internal/model"
+	"golang.org/x/sys/unix"
 )
 
 // fillServices sets n TCP frontends 10.97.x.y:80 with one backend each, so a
@@ -94,4 +97,70 @@ func BenchmarkSetService(b *testing.B) {
 			}
 		})
 	}
+}
+
+// progCost is what the kernel accounted to the socket load balancer's
+// programs (BPF_ENABLE_STATS run time) over some connects.
+type progCost struct{ connect, getpeername, release time.Duration }
+
+func readProgCost(b *testing.B, lb *LB) progCost {
+	b.Helper()
+	var c progCost
+	for _, p := range []struct {
+		prog *ebpf.Program
+		to   *time.Duration
+	}{{lb.objs.SocklbConnect4, &c.connect}, {lb.objs.SocklbGetpeername4, &c.getpeername}, {lb.objs.SocklbRelease, &c.release}} {
+		st, err := p.prog.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		*p.to = st.Runtime
+	}
+	return c
+}
+
+// BenchmarkProgramCost reports the run time the kernel accounts to the
+// programs (connect4, getpeername4, sock_release) per TCP connect, close
+// included, from a Go client (which calls getpeername after connect) among
+// 10000 Services: to a frontend (frontend-ns/op), directly to its backend
+// (direct-ns/op, where the programs look up and pass), and their
+// difference (excess-ns/op): the work a translated connect costs beyond an
+// untranslated one, without the noise of the connect itself that
+// BenchmarkConnect's excess carries. Statistics are on only while it runs.
+func BenchmarkProgramCost(b *testing.B) {
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatalf("enable BPF run time statistics: %v", err)
+	}
+	defer stats.Close()
+	h := newHarness(b)
+	h.serveTCP(b, be1, "be1")
+	fillServices(b, h.lb, 9999)
+	if err := h.lb.SetService(mustAP(vip), model.ProtocolTCP, []netip.AddrPort{mustAP(be1)}); err != nil {
+		b.Fatal(err)
+	}
+	const perRound = 500
+	var spent [2]progCost
+	rounds := 0
+	for b.Loop() {
+		for i, to := range []string{vip, be1} {
+			before := readProgCost(b, h.lb)
+			h.dial(b, "tcp", to, perRound)
+			after := readProgCost(b, h.lb)
+			spent[i].connect += after.connect - before.connect
+			spent[i].getpeername += after.getpeername - before.getpeername
+			spent[i].release += after.release - before.release
+		}
+		rounds++
+	}
+	per := func(c progCost) float64 {
+		return float64((c.connect + c.getpeername + c.release).Nanoseconds()) / float64(rounds*perRound)
+	}
+	for i, name := range []string{"frontend", "direct"} {
+		b.ReportMetric(float64(spent[i].connect.Nanoseconds())/float64(rounds*perRound), name+"-connect4-ns/op")
+		b.ReportMetric(float64(spent[i].release.Nanoseconds())/float64(rounds*perRound), name+"-release-ns/op")
+		b.ReportMetric(per(spent[i]), name+"-ns/op")
+	}
+	b.ReportMetric(per(spent[0])-per(spent[1]), "excess-ns/op")
+	b.ReportMetric(0, "ns/op")
 }
