@@ -2,6 +2,7 @@ package cgrouptest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -82,12 +83,13 @@ func runClient(args []string) int {
 			return fail(fmt.Errorf("sendto %q: %w", args[1:], err))
 		}
 		return each(n, func() Attempt { return sendTo(ap) })
-	case len(args) == 3 && args[0] == "hold":
+	case len(args) == 4 && args[0] == "hold":
 		ap, n, err := addrCount(args[1], args[2])
-		if err != nil {
-			return fail(fmt.Errorf("hold %q: %w", args[1:], err))
+		tries, terr := strconv.Atoi(args[3])
+		if err != nil || terr != nil || tries < 1 {
+			return fail(fmt.Errorf("hold %q: bad address, count or tries", args[1:]))
 		}
-		if err := hold(enc, ap, n); err != nil {
+		if err := hold(enc, ap, n, tries); err != nil {
 			return fail(err)
 		}
 		return 0
@@ -106,7 +108,7 @@ func runClient(args []string) int {
 		}
 		return 0
 	}
-	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | sendto ADDR:PORT N | hold ADDR:PORT N | bench ADDR:PORT ADDR:PORT N; got %q", args))
+	return fail(fmt.Errorf("usage: dial tcp|udp ADDR:PORT N | sendto ADDR:PORT N | hold ADDR:PORT N TRIES | bench ADDR:PORT ADDR:PORT N; got %q", args))
 }
 
 // addrCount parses an operation's ADDR:PORT and N.
@@ -205,10 +207,11 @@ func dial(network string, to netip.AddrPort) Attempt {
 	return a
 }
 
-// hold makes n TCP connections to to one after the other, writing each
-// one's attempt line as it is made, keeps them open until stdin ends, then
-// closes them.
-func hold(enc *json.Encoder, to netip.AddrPort, n int) error {
+// hold makes n TCP connections to to one after the other, each socket
+// connecting up to tries times while it is refused, writing each one's
+// attempt line as it is made, keeps them open until stdin ends, then closes
+// them.
+func hold(enc *json.Encoder, to netip.AddrPort, n, tries int) error {
 	var fds []int
 	defer func() {
 		for _, fd := range fds {
@@ -216,7 +219,7 @@ func hold(enc *json.Encoder, to netip.AddrPort, n int) error {
 		}
 	}()
 	for range n {
-		a, fd := connectKeep(to)
+		a, fd := connectKeep(to, tries)
 		if fd >= 0 {
 			fds = append(fds, fd)
 		}
@@ -229,15 +232,20 @@ func hold(enc *json.Encoder, to netip.AddrPort, n int) error {
 }
 
 // connectKeep is dial's connect, getpeername and greeting read over TCP,
-// returning the socket open (-1 on failure).
-func connectKeep(to netip.AddrPort) (Attempt, int) {
+// returning the socket open (-1 on failure). A refused connect is tried
+// again on the same socket, up to tries connects in all.
+func connectKeep(to netip.AddrPort, tries int) (Attempt, int) {
 	var a Attempt
 	fd, err := socket("tcp", to)
 	if err != nil {
 		a.Err = err.Error()
 		return a, -1
 	}
-	if err := unix.Connect(fd, sockaddr(to)); err != nil {
+	err = unix.Connect(fd, sockaddr(to))
+	for try := 1; try < tries && errors.Is(err, unix.ECONNREFUSED); try++ {
+		err = unix.Connect(fd, sockaddr(to))
+	}
+	if err != nil {
 		unix.Close(fd)
 		a.Err = err.Error()
 		return a, -1

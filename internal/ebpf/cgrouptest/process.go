@@ -85,8 +85,15 @@ type Holder struct {
 // open; Release (or the test's end) closes them.
 func Hold(t testing.TB, ns *netns.NS, cgfd int, addr string, n int) *Holder {
 	t.Helper()
+	return HoldRetry(t, ns, cgfd, addr, n, 1)
+}
+
+// HoldRetry is Hold, each socket connecting again while it is refused, up
+// to tries connects.
+func HoldRetry(t testing.TB, ns *netns.NS, cgfd int, addr string, n, tries int) *Holder {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name(), os.Args[0], "hold", addr, strconv.Itoa(n))
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name(), os.Args[0], "hold", addr, strconv.Itoa(n), strconv.Itoa(tries))
 	cmd.Env = append(os.Environ(), EnvClient+"=1", "GODEBUG=asyncpreemptoff=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgfd}
 	var stderr bytes.Buffer

@@ -137,3 +137,35 @@ func entries(t *testing.T, m *ebpf.Map) int {
 	}
 	return n
 }
+
+// TestConnectAgainAfterRefused: a socket whose translated connect was
+// refused and that connects again is translated afresh, its record of the
+// first translation replaced: getpeername reports the frontend for the
+// backend it reached, and revnat holds one entry per socket while they are
+// open and none after. Round robin over a refusing backend (no server at
+// be2) and a serving one sends every socket through a refused connect or
+// after one.
+func TestConnectAgainAfterRefused(t *testing.T) {
+	h := newHarness(t)
+	h.serveTCP(t, be1, "be1")
+	bes := []netip.AddrPort{mustAP(be2), mustAP(be1)}
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, bes, Policy{Scheduler: RoundRobin}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	held := cgrouptest.HoldRetry(t, h.ns, h.cgfd, vip, n, 2)
+	for i, a := range held.Attempts {
+		if a.Err != "" || a.Server != "be1" || a.Peer != vip {
+			t.Fatalf("socket %d: %+v, want be1 reached and reported as %s", i, a, vip)
+		}
+	}
+	if got := entries(t, h.lb.objs.Revnat); got != n {
+		t.Fatalf("revnat holds %d entries for %d open sockets, want one each", got, n)
+	}
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(t, h.lb.objs.Revnat); got != 0 {
+		t.Fatalf("revnat holds %d entries after every socket closed, want none", got)
+	}
+}
