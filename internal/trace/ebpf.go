@@ -10,7 +10,6 @@ import (
 
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
-	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
@@ -33,21 +32,13 @@ func init() {
 // of the node's table. Backend is left unset.
 type SocketsFunc func(node string, dst netip.AddrPort, proto string) (*SocketLB, error)
 
-// RenderedSockets answers from each node's service table, built from the
-// cluster state as svcnet proxy builds it (the settings of base and the
-// node's own, as RenderedRules), with the plane's own decision
-// (ebpfplane.SocketFor).
-func RenderedSockets(snap *model.Snapshot, net *Network, base servicetable.NodeConfig) SocketsFunc {
-	tables := map[string]*servicetable.Table{}
+// RenderedSockets answers from each node's service table (tables, as
+// RenderedRules), with the plane's own decision (ebpfplane.SocketFor).
+func RenderedSockets(tables *NodeTables) SocketsFunc {
 	return func(node string, dst netip.AddrPort, proto string) (*SocketLB, error) {
-		t := tables[node]
-		if t == nil {
-			nd := net.Node(node)
-			if nd == nil {
-				return nil, fmt.Errorf("node %s: not in the cluster state", node)
-			}
-			t = servicetable.Build(snap, nodeConfig(base, nd))
-			tables[node] = t
+		t, _, err := tables.Table(node)
+		if err != nil {
+			return nil, err
 		}
 		return socketOf(t, node, dst, proto), nil
 	}
@@ -131,16 +122,8 @@ func (w *walk) connect(from Place, t Tuple) (Tuple, error) {
 // socketChoice is the socket load balancer's endpoint choice: each backend
 // of the entry with the same probability, the followed one chosen.
 func (w *walk) socketChoice(s *SocketLB, pick int) *Choice {
-	c := &Choice{Node: s.Node, Service: s.Service, Set: s.Set, Socket: true, Scheduler: schedulerText(s.Scheduler)}
-	p := big.NewRat(1, int64(len(s.Backends)))
-	for i, be := range s.Backends {
-		cand := Candidate{Endpoint: be.String(), Probability: p.RatString(), Chosen: i == pick}
-		cand.P, _ = p.Float64()
-		if pod := w.e.Net.PodByIP(be.Addr()); pod != nil {
-			cand.Pod, cand.Node, cand.Terminating = pod.Key, pod.Node, pod.Terminating
-		}
-		c.Candidates = append(c.Candidates, cand)
-	}
+	c := &Choice{Node: s.Node, Service: s.Service, Set: s.Set, Socket: true, Scheduler: schedulerText(s.Scheduler),
+		Candidates: w.uniformCandidates(s.Backends, pick)}
 	if s.Affinity > 0 {
 		c.Affinity = fmt.Sprintf("sessionAffinity ClientIP: the socket load balancer keeps this client (its network namespace) on the backend of its last connect for %s", s.Affinity)
 	}
@@ -151,6 +134,22 @@ func (w *walk) socketChoice(s *SocketLB, pick int) *Choice {
 		}
 	}
 	return c
+}
+
+// uniformCandidates are backends as a choice's candidates, each with the
+// same probability, the one at pick chosen, named by their pods.
+func (w *walk) uniformCandidates(backends []netip.AddrPort, pick int) []Candidate {
+	p := big.NewRat(1, int64(len(backends)))
+	pf, _ := p.Float64()
+	out := make([]Candidate, 0, len(backends))
+	for i, be := range backends {
+		cand := Candidate{Endpoint: be.String(), Probability: p.RatString(), P: pf, Chosen: i == pick}
+		if pod := w.e.Net.PodByIP(be.Addr()); pod != nil {
+			cand.Pod, cand.Node, cand.Terminating = pod.Key, pod.Node, pod.Terminating
+		}
+		out = append(out, cand)
+	}
+	return out
 }
 
 // refusedHop is the sender's hop when the socket load balancer refuses the

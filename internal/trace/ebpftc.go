@@ -2,13 +2,11 @@ package trace
 
 import (
 	"fmt"
-	"math/big"
 	"net/netip"
 	"strings"
 
 	ebpfplane "github.com/svcnet/svcnet/internal/dataplane/ebpf"
 	"github.com/svcnet/svcnet/internal/ebpf/tclb"
-	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
@@ -90,27 +88,15 @@ type TCStep struct {
 	PastNetfilter bool `json:"pastNetfilter,omitempty"`
 }
 
-// RenderedTC answers from each node's service table, built from the
-// cluster state as svcnet proxy builds it (the settings of base and the
-// node's own), with the plane's own decision (ebpfplane.ExternalFor).
-func RenderedTC(snap *model.Snapshot, net *Network, base servicetable.NodeConfig) TCFunc {
-	tables := map[string]*servicetable.Table{}
+// RenderedTC answers from each node's service table (tables, as
+// RenderedRules), with the plane's own decision (ebpfplane.ExternalFor).
+func RenderedTC(tables *NodeTables) TCFunc {
 	return func(node string, src, dst netip.AddrPort, proto string) (*TCLB, error) {
-		nd := net.Node(node)
-		if nd == nil {
-			return nil, fmt.Errorf("node %s: not in the cluster state", node)
+		t, cfg, err := tables.Table(node)
+		if err != nil {
+			return nil, err
 		}
-		cfg := nodeConfig(base, nd)
-		t := tables[node]
-		if t == nil {
-			t = servicetable.Build(snap, cfg)
-			tables[node] = t
-		}
-		mark := cfg.MasqueradeMark
-		if mark == 0 {
-			mark = servicetable.DefaultMasqueradeMark
-		}
-		x := tcOf(t, node, dst, proto, mark)
+		x := tcOf(t, node, dst, proto, cfg.Mark())
 		if x != nil && x.Held && x.LocalPolicy {
 			for _, p := range cfg.ClusterCIDRs {
 				if p.Contains(src.Addr()) {
@@ -244,18 +230,9 @@ func (w *walk) tcChoice(x *TCLB, pick int) *Choice {
 	if x.LocalPolicy {
 		set = "local"
 	}
-	c := &Choice{Node: x.Node, Service: x.Service, Set: set, TC: true,
-		Scheduler: "uniformly at random, per new connection (the tc load balancer)"}
-	p := big.NewRat(1, int64(len(x.Backends)))
-	for i, be := range x.Backends {
-		cand := Candidate{Endpoint: be.String(), Probability: p.RatString(), Chosen: i == pick}
-		cand.P, _ = p.Float64()
-		if pod := w.e.Net.PodByIP(be.Addr()); pod != nil {
-			cand.Pod, cand.Node, cand.Terminating = pod.Key, pod.Node, pod.Terminating
-		}
-		c.Candidates = append(c.Candidates, cand)
-	}
-	return c
+	return &Choice{Node: x.Node, Service: x.Service, Set: set, TC: true,
+		Scheduler:  "uniformly at random, per new connection (the tc load balancer)",
+		Candidates: w.uniformCandidates(x.Backends, pick)}
 }
 
 // tcRevNAT translates an answer the tc load balancer's connection expects

@@ -11,23 +11,55 @@ import (
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
-// RenderedRules renders each node's ruleset from the cluster state exactly
-// as svcnet proxy programs it with data plane p, with the settings of base
-// every node shares (pod traffic detection, egress masquerade) and the
-// node's own (its name, zone, and NodePorts on its addresses). hostPort
-// tables are the CNI plugin's runtime state and are not rendered.
-func RenderedRules(p *Plane, snap *model.Snapshot, net *Network, base servicetable.NodeConfig) RulesFunc {
+// RenderedRules renders each node's ruleset from its service table
+// (tables: built from the cluster state with the settings every node
+// shares, pod traffic detection and egress masquerade, and the node's own,
+// its name, zone, and NodePorts on its addresses) exactly as svcnet proxy
+// programs it with data plane p. hostPort tables are the CNI plugin's
+// runtime state and are not rendered.
+func RenderedRules(p *Plane, tables *NodeTables) RulesFunc {
 	return func(node string) ([]*nft.Table, error) {
-		nd := net.Node(node)
-		if nd == nil {
-			return nil, fmt.Errorf("node %s: not in the cluster state", node)
+		t, _, err := tables.Table(node)
+		if err != nil {
+			return nil, err
 		}
-		tables, err := p.explain.Render(servicetable.Build(snap, nodeConfig(base, nd)))
+		rendered, err := p.explain.Render(t)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %s rules: %w", node, p.name, err)
 		}
-		return tables, nil
+		return rendered, nil
 	}
+}
+
+// NodeTables builds each node's service table from the cluster state as
+// svcnet proxy builds it (the settings of base and the node's own,
+// nodeConfig), once per node, for every reader of the same trace session.
+type NodeTables struct {
+	snap  *model.Snapshot
+	net   *Network
+	base  servicetable.NodeConfig
+	built map[string]*servicetable.Table
+}
+
+// NewNodeTables returns the tables of snap's nodes in net, none built yet.
+func NewNodeTables(snap *model.Snapshot, net *Network, base servicetable.NodeConfig) *NodeTables {
+	return &NodeTables{snap: snap, net: net, base: base, built: map[string]*servicetable.Table{}}
+}
+
+// Table returns node's service table and the configuration it was built
+// with; an error for a node not in the cluster state.
+func (n *NodeTables) Table(node string) (*servicetable.Table, servicetable.NodeConfig, error) {
+	nd := n.net.Node(node)
+	if nd == nil {
+		return nil, servicetable.NodeConfig{}, fmt.Errorf("node %s: not in the cluster state", node)
+	}
+	cfg := nodeConfig(n.base, nd)
+	t := n.built[node]
+	if t == nil {
+		t = servicetable.Build(n.snap, cfg)
+		n.built[node] = t
+	}
+	return t, cfg, nil
 }
 
 // nodeConfig is base with node nd's own settings: its name, zone, and

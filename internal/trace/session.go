@@ -67,7 +67,8 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 		base.Egress = opts.Egress
 		base.Egress.PodCIDRs = cidrs
 	}
-	rendered := RenderedRules(plane, snap, net, base)
+	tables := NewNodeTables(snap, net, base)
+	rendered := RenderedRules(plane, tables)
 	kernel := KernelRules(ctx, plane, func(node string) (string, error) {
 		if ns, ok := net.NetNS[node]; ok {
 			return ns, nil
@@ -76,9 +77,9 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 	})
 	e := &Engine{Net: net, Verbose: opts.Verbose, Plane: plane, Rendered: rendered}
 	if plane.sockets {
-		e.Sockets = RenderedSockets(snap, net, base)
+		e.Sockets = RenderedSockets(tables)
 		e.SocketMaps = KernelSocketMaps(func(node string) (string, error) { return nodeCgroup(net, node) })
-		e.TC = withoutExternalOff(net, RenderedTC(snap, net, base))
+		e.TC = withoutExternalOff(net, RenderedTC(tables))
 		e.TCMaps = KernelTCMaps(func(node string) (string, error) {
 			if ns, ok := net.NetNS[node]; ok {
 				return ns, nil
