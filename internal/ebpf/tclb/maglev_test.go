@@ -101,3 +101,79 @@ func mustKey(t *testing.T, front netip.AddrPort) tclbSvcKey {
 	}
 	return k
 }
+
+// TestMaglevPickPredictsProgram: for flows of both families and of TCP and
+// UDP, the backend the ingress program sends a new connection to is the
+// one MaglevTable.Pick computes (what the tracer tells), and
+// FlowHash matches flow_hash word for word.
+func TestMaglevPickPredictsProgram(t *testing.T) {
+	netnstest.RequireRoot(t)
+	lb, err := Open(Config{}, TCX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, c := range []struct {
+		client, front string
+		bes           []string
+	}{
+		{clientIP4, nodeIP4, []string{"10.1.0.2", "10.1.0.3", "10.1.0.4", "10.1.0.5", "10.1.0.6"}},
+		{clientIP6, nodeIP6, []string{"fd31::2", "fd31::3", "fd31::4"}},
+	} {
+		for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP} {
+			front := ap(c.front, nodePort)
+			var bes []Backend
+			var aps []netip.AddrPort
+			for _, b := range c.bes {
+				bes = append(bes, Backend{ap(b, beNode), true})
+				aps = append(aps, ap(b, beNode))
+			}
+			if err := lb.SetService(front, proto, bes, Policy{Maglev: true}); err != nil {
+				t.Fatal(err)
+			}
+			table, err := NewMaglevTable(aps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[int]bool{}
+			for sport := 41000; sport < 41100; sport++ {
+				client := ap(c.client, sport)
+				want, _, err := table.Pick(client, front, proto)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ret, out := runProg(t, lb.objs.TclbIngress, packet(t, proto, client, front, true, false), 1)
+				if got := decode(t, out).dst; ret != actOK || got != aps[want] {
+					t.Fatalf("%s %v → %v: the program sent it to %v (verdict %d), the prediction is %v", proto, client, front, got, ret, aps[want])
+				}
+				seen[want] = true
+			}
+			if len(seen) != len(aps) {
+				t.Errorf("%s %s: 100 flows reached %d of %d backends", proto, c.front, len(seen), len(aps))
+			}
+		}
+	}
+}
+
+// TestMaglevTableSlots: every slot names a backend and the shares are
+// even (Maglev's ⌊M/N⌋ or ⌈M/N⌉).
+func TestMaglevTableSlots(t *testing.T) {
+	aps := []netip.AddrPort{ap("10.1.0.2", 80), ap("10.1.0.3", 80), ap("10.1.0.4", 80)}
+	table, err := NewMaglevTable(aps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(table) != MaglevSize {
+		t.Fatalf("table of %d slots, want %d", len(table), MaglevSize)
+	}
+	total := 0
+	for i, n := range table.Slots(len(aps)) {
+		if n < MaglevSize/3 || n > MaglevSize/3+1 {
+			t.Errorf("backend %d holds %d slots, want %d or %d", i, n, MaglevSize/3, MaglevSize/3+1)
+		}
+		total += n
+	}
+	if total != MaglevSize {
+		t.Errorf("slots add up to %d, want %d", total, MaglevSize)
+	}
+}

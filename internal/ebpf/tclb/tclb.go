@@ -347,11 +347,7 @@ const (
 // setMaglev writes the Maglev table of backends (named by address and
 // port, in their order) as frontend sk's in the maglev map.
 func (lb *LB) setMaglev(sk tclbSvcKey, backends []netip.AddrPort) error {
-	names := make([]string, len(backends))
-	for i, b := range backends {
-		names[i] = b.String()
-	}
-	table, err := maglev.Table(names, MaglevSize)
+	table, err := NewMaglevTable(backends)
 	if err != nil {
 		return err
 	}
@@ -364,7 +360,7 @@ func (lb *LB) setMaglev(sk tclbSvcKey, backends []netip.AddrPort) error {
 	for i := range slots {
 		slots[i] = uint32(i)
 	}
-	if _, err := inner.BatchUpdate(slots, table, nil); err != nil {
+	if _, err := inner.BatchUpdate(slots, []uint32(table), nil); err != nil {
 		return fmt.Errorf("maglev table: %w", err)
 	}
 	if err := lb.objs.Maglev.Put(sk, inner); err != nil {
