@@ -142,3 +142,27 @@ func proxyCgroup(argv []string) (path string, ok bool) {
 	}
 	return cg, true
 }
+
+// proxyScheduler returns the --ebpf-scheduler of a process's command line
+// argv when it is svcnet proxy running the eBPF plane ("" otherwise, or
+// when the flag is not given: the default, random).
+func proxyScheduler(argv []string) string {
+	if _, ok := proxyCgroup(argv); !ok {
+		return ""
+	}
+	s := ""
+	for i := 2; i < len(argv); i++ {
+		a := argv[i]
+		if a == "--" {
+			break
+		}
+		switch {
+		case a == "--ebpf-scheduler" && i+1 < len(argv):
+			s = argv[i+1]
+			i++
+		case strings.HasPrefix(a, "--ebpf-scheduler="):
+			s = strings.TrimPrefix(a, "--ebpf-scheduler=")
+		}
+	}
+	return s
+}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"math/big"
 	"net/netip"
 	"strings"
 
@@ -51,6 +52,13 @@ type TCLB struct {
 	Local       []bool           `json:"local,omitempty"`
 	LocalPolicy bool             `json:"localPolicy,omitempty"`
 	Left        string           `json:"left,omitempty"`
+	// Scheduler is the Service's svcnet.io/scheduler ("": the proxy's
+	// --ebpf-scheduler decides). Maglev: the backend is the one the flow
+	// hashes to in the frontend's Maglev table, at MaglevSlot (held only),
+	// the same on every node; otherwise one at random.
+	Scheduler  string `json:"scheduler,omitempty"`
+	Maglev     bool   `json:"maglev,omitempty"`
+	MaglevSlot uint32 `json:"maglevSlot,omitempty"`
 	// Backend is the backend the trace follows (held only); BackendLocal
 	// says it is on Node. Mark is the masquerade mark a local backend's
 	// packets get under the Cluster policy (0: none, the client's address
@@ -116,30 +124,43 @@ const leftPodToLocal = "traffic from the cluster's pod network to an externalTra
 // --ebpf-external=false leaves traffic from outside to the rules.
 const leftExternalOff = "the node's svcnet proxy runs with --ebpf-external=false: no tc load balancer, the nftables rules take traffic from outside the node"
 
-// withoutExternalOff wraps f: a node whose svcnet proxy (found in its
-// network namespace, Network.NetNS) runs with --ebpf-external=false holds
-// no frontend in a tc load balancer; a node whose namespace is unknown
-// runs the default (on).
-func withoutExternalOff(net *Network, f TCFunc) TCFunc {
-	off := map[string]bool{}
+// withProxyFlags wraps f with the flags of the node's svcnet proxy (found
+// in its network namespace, Network.NetNS): one running with
+// --ebpf-external=false holds no frontend in a tc load balancer, and one
+// running with --ebpf-scheduler maglev chooses by Maglev for the Services
+// that name no scheduler. A node whose namespace is unknown runs the
+// defaults (on, random).
+func withProxyFlags(net *Network, f TCFunc) TCFunc {
+	type flags struct {
+		externalOff bool
+		scheduler   string
+	}
+	seen := map[string]*flags{}
 	return func(node string, src, dst netip.AddrPort, proto string) (*TCLB, error) {
 		x, err := f(node, src, dst, proto)
 		if err != nil || x == nil {
 			return x, err
 		}
-		o, seen := off[node]
-		if !seen {
+		fl := seen[node]
+		if fl == nil {
 			argvs, err := proxyArgvs(net, node)
 			if err != nil {
 				return nil, err
 			}
+			fl = &flags{}
 			for _, argv := range argvs {
-				o = o || externalOff(argv)
+				fl.externalOff = fl.externalOff || externalOff(argv)
+				if s := proxyScheduler(argv); s != "" {
+					fl.scheduler = s
+				}
 			}
-			off[node] = o
+			seen[node] = fl
 		}
-		if o {
+		if fl.externalOff {
 			x.Held, x.Backends, x.Local, x.LocalPolicy, x.Mark, x.Left = false, nil, nil, false, 0, leftExternalOff
+		}
+		if x.Scheduler == "" && fl.scheduler == string(ebpfplane.Maglev) {
+			x.Maglev = true
 		}
 		return x, nil
 	}
@@ -157,7 +178,8 @@ func tcOf(t *servicetable.Table, node string, dst netip.AddrPort, proto string, 
 			continue
 		}
 		x := &TCLB{Hook: "tc ingress " + NodeIface, Node: node, Iface: NodeIface, Frontend: dst, Proto: proto,
-			Service: sp.ID, Held: d.Held, Backends: d.Backends, Local: d.Local, LocalPolicy: d.LocalPolicy, Left: d.Left}
+			Service: sp.ID, Held: d.Held, Backends: d.Backends, Local: d.Local, LocalPolicy: d.LocalPolicy, Left: d.Left,
+			Scheduler: sp.Scheduler, Maglev: sp.Scheduler == string(ebpfplane.Maglev)}
 		if d.Held && !d.LocalPolicy {
 			x.Mark = mark
 		}
@@ -187,15 +209,24 @@ func (w *walk) tcIngress(nd *NodeNet, t Tuple) (*TCStep, Tuple, error) {
 	if !x.Held || len(x.Backends) == 0 {
 		return nil, t, nil
 	}
+	var choice *Choice
 	pick := 0
-	for i, be := range x.Backends {
-		if be == w.start.Endpoint {
-			pick = i
+	if x.Maglev {
+		var err error
+		if pick, choice, err = w.maglevChoice(x, t); err != nil {
+			return nil, t, err
 		}
+	} else {
+		for i, be := range x.Backends {
+			if be == w.start.Endpoint {
+				pick = i
+			}
+		}
+		choice = w.tcChoice(x, pick)
 	}
 	x.Backend, x.BackendLocal, x.Client = x.Backends[pick], x.Local[pick], t.Src
 	x.NodeAddr = nd.Addr(t.Dst.Addr().Is6())
-	w.choice = w.tcChoice(x, pick)
+	w.choice = choice
 	after := Tuple{Proto: t.Proto, Src: t.Src, Dst: x.Backend}
 	st := &TCStep{Hook: x.Hook, Before: t}
 	if x.BackendLocal {
@@ -283,4 +314,46 @@ func tcRewrites(st *TCStep) []Rewrite {
 // tcNote says why the tc load balancer left a frontend to the rules.
 func tcNote(x *TCLB) string {
 	return fmt.Sprintf("the tc load balancer (%s of node %s) leaves %s/%s to the nftables rules: %s", x.Hook, x.Node, x.Frontend, x.Proto, x.Left)
+}
+
+// maglevChoice is the tc load balancer's choice under Maglev: the backend
+// whose slot of the frontend's table the first packet's flow t hashes to
+// (tclb.MaglevTable, the program's own hash), each backend with its share
+// of the slots. A requested endpoint (Start.Endpoint) other than that one
+// cannot be reached by this flow, and the trace says so.
+func (w *walk) maglevChoice(x *TCLB, t Tuple) (int, *Choice, error) {
+	proto, err := modelProtocol(x.Proto)
+	if err != nil {
+		return 0, nil, err
+	}
+	table, err := tclb.NewMaglevTable(x.Backends)
+	if err != nil {
+		return 0, nil, fmt.Errorf("node %s: %s: %w", x.Node, x.Service, err)
+	}
+	pick, slot, err := table.Pick(t.Src, t.Dst, proto)
+	if err != nil {
+		return 0, nil, fmt.Errorf("node %s: %s: %w", x.Node, x.Service, err)
+	}
+	x.MaglevSlot = slot
+	set := "cluster"
+	if x.LocalPolicy {
+		set = "local"
+	}
+	c := &Choice{Node: x.Node, Service: x.Service, Set: set, TC: true, Hashed: true,
+		Scheduler: fmt.Sprintf("by Maglev consistent hashing (the tc load balancer): the flow's addresses, ports and protocol hash to slot %d of the frontend's %d-slot table, which holds %s; every node builds the same table, so the flow gets this backend whichever node it enters",
+			slot, len(table), x.Backends[pick])}
+	slots := table.Slots(len(x.Backends))
+	for i, be := range x.Backends {
+		p := big.NewRat(int64(slots[i]), int64(len(table)))
+		cand := Candidate{Endpoint: be.String(), Probability: p.RatString(), Chosen: i == pick}
+		cand.P, _ = p.Float64()
+		if pod := w.e.Net.PodByIP(be.Addr()); pod != nil {
+			cand.Pod, cand.Node, cand.Terminating = pod.Key, pod.Node, pod.Terminating
+		}
+		c.Candidates = append(c.Candidates, cand)
+	}
+	if ep := w.start.Endpoint; ep.IsValid() && ep != x.Backends[pick] {
+		w.notes = append(w.notes, fmt.Sprintf("the requested endpoint %s is not where this flow goes: under Maglev the tc load balancer of node %s sends %s → %s to %s (another source port may hash elsewhere)", ep, x.Node, t.Src, t.Dst, x.Backends[pick]))
+	}
+	return pick, c, nil
 }

@@ -3,11 +3,14 @@ package trace_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/svcnet/svcnet/internal/ebpf/tclb"
+	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/trace"
 )
 
@@ -252,6 +255,66 @@ func TestTCFromAnotherNode(t *testing.T) {
 			}
 			if tr.Verdict.Kind != trace.Delivered {
 				t.Errorf("verdict %s (%s); want delivered", tr.Verdict.Kind, tr.Verdict.Reason)
+			}
+		})
+	}
+}
+
+// TestScenarioMaglevTC: under Maglev (the Service's svcnet.io/scheduler)
+// the tc step names the slot the flow hashes to and follows the backend
+// the program's own hash gives (tclb.MaglevTable), each candidate with its
+// share of the slots; a requested endpoint the flow cannot reach is
+// followed by a note, not by the trace.
+func TestScenarioMaglevTC(t *testing.T) {
+	const row = "NodePort (Cluster) on a node without an endpoint"
+	for _, endpoint := range []string{"", "192.168.1.10:8080", "192.168.2.10:8080"} {
+		t.Run("endpoint="+endpoint, func(t *testing.T) {
+			snap := loadScenario(t)
+			st := snap.Service(model.ServiceKey{Namespace: "default", Name: "np"})
+			if st == nil {
+				t.Fatal("no Service default/np in the scenario")
+			}
+			st.Service.Annotations = map[string]string{model.SchedulerAnnotation: "maglev"}
+			sc := ebpfScenario(scenarioByName(t, row))
+			sc.endpoint = endpoint
+			tr := runScenario(t, snap, sc)
+			x := tr.TC
+			if x == nil || !x.Maglev || tr.Choice == nil || !tr.Choice.Hashed {
+				t.Fatalf("tc decision %+v, choice %+v; want Maglev, hashed", x, tr.Choice)
+			}
+			table, err := tclb.NewMaglevTable(x.Backends)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pick, slot, err := table.Pick(x.Client, x.Frontend, model.ProtocolTCP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Backend != x.Backends[pick] || x.MaglevSlot != slot {
+				t.Errorf("followed %s at slot %d; the program's hash gives %s at slot %d", x.Backend, x.MaglevSlot, x.Backends[pick], slot)
+			}
+			var sum float64
+			for i, c := range tr.Choice.Candidates {
+				sum += c.P
+				if c.Chosen != (i == pick) {
+					t.Errorf("candidate %s chosen=%v; want only %s", c.Endpoint, c.Chosen, x.Backends[pick])
+				}
+			}
+			if sum < 0.999999 || sum > 1.000001 {
+				t.Errorf("candidates' probabilities add up to %v", sum)
+			}
+			var b bytes.Buffer
+			if err := trace.WriteText(&b, tr); err != nil {
+				t.Fatal(err)
+			}
+			text := b.String()
+			want := fmt.Sprintf("by Maglev consistent hashing (the tc load balancer): the flow's addresses, ports and protocol hash to slot %d of the frontend's 65537-slot table, which holds %s", slot, x.Backends[pick])
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+			noted := strings.Contains(strings.Join(tr.Request.Notes, "\n"), "is not where this flow goes")
+			if unreachable := endpoint != "" && endpoint != x.Backends[pick].String(); noted != unreachable {
+				t.Errorf("notes %q; want a note of the unreachable endpoint: %v", tr.Request.Notes, unreachable)
 			}
 		})
 	}

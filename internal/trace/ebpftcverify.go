@@ -134,6 +134,13 @@ func checkTC(tr *Trace, open TCMapsFunc) (tcKernel, error) {
 		return k, nil
 	}
 	conn := fmt.Sprintf("the probe's connection %s → %s went to %s", x.Client, key, c.Backend)
+	if x.Maglev && c.Backend != x.Backend {
+		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, but under Maglev the trace has its flow hash to slot %d, held by %s", where, conn, x.MaglevSlot, x.Backend))
+		return k, nil
+	}
+	if x.Maglev {
+		conn += fmt.Sprintf(", the backend of the Maglev slot %d its flow hashes to, as traced", x.MaglevSlot)
+	}
 	switch {
 	case x.Local[i] && c.SNAT.IsValid():
 		k.diffs = append(k.diffs, fmt.Sprintf("%s: %s, on this node, but SNATed to %s: the trace only DNATs it", where, conn, c.SNAT))

@@ -157,6 +157,29 @@ func TestExternalOff(t *testing.T) {
 	}
 }
 
+// TestProxyScheduler: the scheduler a node's svcnet proxy gives Services
+// that name none, from its command line, in either flag form; the last one
+// wins, and only svcnet proxy on the eBPF plane counts.
+func TestProxyScheduler(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"svcnet", "proxy", "--data-plane", "ebpf"}, ""},
+		{[]string{"svcnet", "proxy", "--data-plane", "ebpf", "--ebpf-scheduler", "maglev"}, "maglev"},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-scheduler=maglev"}, "maglev"},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-scheduler=maglev", "--ebpf-scheduler", "rr"}, "rr"},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--ebpf-scheduler"}, ""},
+		{[]string{"svcnet", "proxy", "--data-plane=nftables", "--ebpf-scheduler=maglev"}, ""},
+		{[]string{"svcnet", "proxy", "--data-plane=ebpf", "--", "--ebpf-scheduler=maglev"}, ""},
+		{nil, ""},
+	} {
+		if got := proxyScheduler(tc.argv); got != tc.want {
+			t.Errorf("proxyScheduler(%q) = %q; want %q", tc.argv, got, tc.want)
+		}
+	}
+}
+
 // TestNodeCgroupPath: a cgroup path given for the node is used as is, once
 // checked; a node with neither a path nor a namespace cannot be verified.
 func TestNodeCgroupPath(t *testing.T) {

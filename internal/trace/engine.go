@@ -101,6 +101,7 @@ func (e *Engine) Trace(st Start, req Request) (*Trace, error) {
 	if x := w.tc; x != nil && !x.Held {
 		tr.Request.Notes = append(tr.Request.Notes, tcNote(x))
 	}
+	tr.Request.Notes = append(tr.Request.Notes, w.notes...)
 	// The packets carry the backend's address when the socket load
 	// balancer translated the connect; getpeername still reports the
 	// frontend to the sender.
@@ -134,6 +135,8 @@ type walk struct {
 	choice *Choice
 	socket *SocketLB
 	tc     *TCLB
+	// notes are the walk's own notes for the request (Request.Notes).
+	notes []string
 }
 
 func (w *walk) simulator(node string) (*sim.Simulator, error) {

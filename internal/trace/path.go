@@ -205,8 +205,11 @@ type Choice struct {
 	// TC is set when the tc load balancer of Node chose, at its uplink's
 	// ingress, not a rule.
 	TC bool `json:"tc,omitempty"`
-	// Scheduler says how the socket or tc load balancer chooses.
+	// Scheduler says how the socket or tc load balancer chooses. Hashed:
+	// the flow decides (Maglev), so the chosen candidate is the only one
+	// this flow can take; the others' probabilities are those of any flow.
 	Scheduler string `json:"scheduler,omitempty"`
+	Hashed    bool   `json:"hashed,omitempty"`
 }
 
 // SocketLB is what a node's socket load balancer (the cgroup connect

@@ -79,7 +79,7 @@ func NewEngine(ctx context.Context, snap *model.Snapshot, net *Network, opts Opt
 	if plane.sockets {
 		e.Sockets = RenderedSockets(tables)
 		e.SocketMaps = KernelSocketMaps(func(node string) (string, error) { return nodeCgroup(net, node) })
-		e.TC = withoutExternalOff(net, RenderedTC(tables))
+		e.TC = withProxyFlags(net, RenderedTC(tables))
 		e.TCMaps = KernelTCMaps(func(node string) (string, error) {
 			if ns, ok := net.NetNS[node]; ok {
 				return ns, nil

@@ -181,7 +181,7 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 		}
 	}
 	cands := []*Trace{first}
-	if first.Choice != nil && !first.Choice.Socket && !opts.Endpoint.IsValid() {
+	if first.Choice != nil && !first.Choice.Socket && !first.Choice.Hashed && !opts.Endpoint.IsValid() {
 		for _, c := range first.Choice.Candidates[1:] {
 			ep, err := netip.ParseAddrPort(c.Endpoint)
 			if err != nil {
