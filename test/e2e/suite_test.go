@@ -226,6 +226,9 @@ func suite(t *testing.T, controlPlane string) {
 	t.Run("DNS", func(t *testing.T) { dnsScenarios(t, e) })
 	t.Run("TraceVerify", func(t *testing.T) { traceScenarios(t, e) })
 	t.Run("TraceCommand", func(t *testing.T) { traceCommand(t, e) })
+	if e.l.DataPlane() == cluster.DataPlaneEBPF {
+		t.Run("TraceMaglev", func(t *testing.T) { maglevTrace(t, e) })
+	}
 	t.Run("EgressMasquerade", func(t *testing.T) { egressScenarios(t, e) })
 	t.Run("LoadBalancer", func(t *testing.T) { lbScenarios(t, e) })
 

@@ -9,9 +9,16 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
+	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/trace"
 )
 
@@ -294,5 +301,35 @@ func traceCommand(t *testing.T, e *env) {
 	}
 	if st, err := os.Stat(png); err != nil || st.Size() < 10000 {
 		t.Fatalf("rendered PNG: %v, %d bytes", err, st.Size())
+	}
+}
+
+// maglevTrace: on the eBPF plane, a NodePort Service under Maglev (its
+// svcnet.io/scheduler) traced from the client, a few times (each trace
+// holds a new ephemeral port): the entry node's tc step names the slot the
+// flow hashes to and follows that slot's backend, and the verification
+// finds the probe's connection at that backend in the node's conns map.
+func maglevTrace(t *testing.T, e *env) {
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-maglev", Namespace: "default",
+			Annotations: map[string]string{model.SchedulerAnnotation: "maglev"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}},
+	}
+	e.applyObjects(controlplane.Object{Origin: "trace_test", Obj: svc})
+	np := e.service("web-maglev").Spec.Ports[0].NodePort
+	e.eventually("web-maglev's NodePort on node1 from the client", func() error { return e.curl("client", nodeURL(1, np), 1, time.Second)[0].Err })
+	for range 3 {
+		tr, out := verifyTrace(t, e, trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", np)})
+		x := tr.TC
+		switch {
+		case !x.Translated() || !x.Maglev || tr.Choice == nil || !tr.Choice.Hashed:
+			t.Fatalf("tc decision %+v, choice %+v; want the tc load balancer's Maglev choice\n%s", x, tr.Choice, out)
+		case !strings.Contains(out, fmt.Sprintf("hash to slot %d of the frontend's 65537-slot table, which holds %s", x.MaglevSlot, x.Backend)):
+			t.Errorf("the trace does not name slot %d and its backend %s\n%s", x.MaglevSlot, x.Backend, out)
+		case !strings.Contains(out, fmt.Sprintf("went to %s, the backend of the Maglev slot %d its flow hashes to, as traced", x.Backend, x.MaglevSlot)):
+			t.Errorf("the verification does not find the probe at the Maglev slot's backend %s\n%s", x.Backend, out)
+		}
 	}
 }
