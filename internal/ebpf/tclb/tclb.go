@@ -196,6 +196,13 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 	if lb.closed {
 		return fmt.Errorf("tclb: set service %v/%s: closed", frontend, proto)
 	}
+	var gone bool
+	if proto == model.ProtocolUDP {
+		var err error
+		if gone, err = lb.backendsLeave(sk, backends); err != nil {
+			return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
+		}
+	}
 	keys := make([]tclbBackendKey, len(backends))
 	vals := make([]tclbBackendValue, len(backends))
 	for i, b := range backends {
@@ -231,7 +238,7 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 	if err := lb.deleteBackends(sk, sv.Count, old); err != nil {
 		return fmt.Errorf("tclb: set service %v/%s: %w", frontend, proto, err)
 	}
-	if proto == model.ProtocolUDP {
+	if gone {
 		keep := map[netip.AddrPort]bool{}
 		for _, b := range backends {
 			keep[b.AddrPort] = true
@@ -243,27 +250,67 @@ func (lb *LB) SetService(frontend netip.AddrPort, proto model.Protocol, backends
 	return nil
 }
 
+// backendsLeave reports whether a backend frontend sk holds now is not
+// among backends (the services entry's count of slots, read before they
+// are overwritten).
+func (lb *LB) backendsLeave(sk tclbSvcKey, backends []Backend) (bool, error) {
+	stay := make(map[tclbBackendValue]bool, len(backends))
+	for _, b := range backends {
+		stay[tclbBackendValue{Addr: bpfaddr.AddrWords(b.AddrPort.Addr()), Port: bpfaddr.PortWord(b.AddrPort.Port())}] = true
+	}
+	for i := range lb.svcs[sk] {
+		var v tclbBackendValue
+		if err := lb.objs.Backends.Lookup(tclbBackendKey{Svc: sk, Index: i}, &v); err != nil {
+			return false, fmt.Errorf("backend %d: %w", i, err)
+		}
+		v.Flags = 0
+		if !stay[v] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// connBatch is how many connections flushConns reads per system call.
+const connBatch = 4096
+
 // flushConns deletes the connections to frontend sk whose backend is not in
 // keep. For UDP, as kube-proxy clears conntrack: a datagram flow has no end
 // and would keep a backend that is gone for as long as the client sends.
+// It reads the connection table in batches (a whole table of CONN_MAX
+// entries in 128 system calls, where one lookup per entry took a million).
 func (lb *LB) flushConns(sk tclbSvcKey, keep map[netip.AddrPort]bool) error {
 	var (
-		k     tclbConnKey
-		v     tclbConnValue
-		stale []tclbConnKey
-		revs  []tclbConnKey
+		stale  []tclbConnKey
+		revs   []tclbConnKey
+		cursor ebpf.MapBatchCursor
+		keys   = make([]tclbConnKey, connBatch)
+		vals   = make([]tclbConnValue, connBatch)
 	)
-	it := lb.objs.Conns.Iterate()
-	for it.Next(&k, &v) {
-		if k.Daddr != sk.Addr || k.Dport != sk.Port || k.Proto != sk.Proto {
-			continue
+	// The kernel walks the table's buckets once, a batch of whole buckets
+	// per call (at least half of connBatch entries but at the end, as no
+	// bucket nears connBatch/2 entries); the bound only guards against a
+	// cursor that never ends.
+	for calls := 0; ; calls++ {
+		if calls > int(lb.objs.Conns.MaxEntries())/(connBatch/2)+2 {
+			return fmt.Errorf("connections: the table's batch reading did not end after %d calls", calls)
 		}
-		if !keep[netip.AddrPortFrom(bpfaddr.Addr(v.Backend), bpfaddr.Port(v.BackendPort))] {
-			stale, revs = append(stale, k), append(revs, v.Rev)
+		n, err := lb.objs.Conns.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			k, v := keys[i], vals[i]
+			if k.Daddr != sk.Addr || k.Dport != sk.Port || k.Proto != sk.Proto {
+				continue
+			}
+			if !keep[netip.AddrPortFrom(bpfaddr.Addr(v.Backend), bpfaddr.Port(v.BackendPort))] {
+				stale, revs = append(stale, k), append(revs, v.Rev)
+			}
 		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("connections: %w", err)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("connections: %w", err)
+		}
 	}
 	for i := range stale {
 		if err := lb.objs.Revnat.Delete(revs[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
