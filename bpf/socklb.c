@@ -33,22 +33,12 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define ECONNREFUSED 111
-#define IPPROTO_UDP 17
+#include "svcnet.h"
 
-#define SVC_MAX 65536
-#define BACKEND_MAX 262144
+#define ECONNREFUSED 111
+
 #define REVNAT_MAX 262144
 #define AFFINITY_MAX 262144
-
-// Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order.
-// Ports are in network order.
-struct svc_key {
-	__u32 addr[4];
-	__u16 port;
-	__u8 proto;
-	__u8 pad;
-};
 
 struct svc_value {
 	__u32 count;
@@ -160,11 +150,6 @@ struct {
 #define SYS_PROCEED 1
 #define SYS_REJECT 0
 
-static __always_inline int is_v4_mapped(const __u32 addr[4])
-{
-	return addr[0] == 0 && addr[1] == 0 && addr[2] == bpf_htonl(0x0000ffff);
-}
-
 // Outcomes of translate.
 #define TRANSLATED 1
 #define NOT_FRONTEND 0
@@ -172,8 +157,7 @@ static __always_inline int is_v4_mapped(const __u32 addr[4])
 
 static __always_inline int same_backend(const struct backend *a, const struct backend *b)
 {
-	return a->addr[0] == b->addr[0] && a->addr[1] == b->addr[1] && a->addr[2] == b->addr[2] &&
-	       a->addr[3] == b->addr[3] && a->port == b->port;
+	return addr_eq(a->addr, b->addr) && a->port == b->port;
 }
 
 struct find_ctx {

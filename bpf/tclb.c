@@ -64,15 +64,13 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define SVC_MAX 65536
-#define BACKEND_MAX 262144
+#include "svcnet.h"
+
 #define CONN_MAX 524288
 
 #define ETH_HLEN 14
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
 #define AF_INET 2
 #define AF_INET6 10
 
@@ -86,14 +84,6 @@
 #define SNAT_HOLD_NS (60ULL * 1000000000ULL)
 #define SNAT_TRIES 16
 
-// Addresses are IPv6 or IPv4-mapped IPv6 (::ffff:a.b.c.d), network order.
-// Ports are in network order.
-struct svc_key {
-	__u32 addr[4];
-	__u16 port;
-	__u8 proto;
-	__u8 pad;
-};
 
 #define SVC_LOCAL 1
 // SVC_MAGLEV: the backend of a new connection is the one its flow hashes to
@@ -285,32 +275,6 @@ struct pkt {
 	__u8 tcp_flags;
 	__u8 pad;
 };
-
-static __always_inline void mapped4(__u32 addr[4], __u32 v4)
-{
-	addr[0] = 0;
-	addr[1] = 0;
-	addr[2] = bpf_htonl(0x0000ffff);
-	addr[3] = v4;
-}
-
-static __always_inline int addr_zero(const __u32 a[4])
-{
-	return (a[0] | a[1] | a[2] | a[3]) == 0;
-}
-
-static __always_inline int addr_eq(const __u32 a[4], const __u32 b[4])
-{
-	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-}
-
-static __always_inline void addr_cp(__u32 dst[4], const __u32 src[4])
-{
-	dst[0] = src[0];
-	dst[1] = src[1];
-	dst[2] = src[2];
-	dst[3] = src[3];
-}
 
 static __always_inline int in_prefix(const __u32 a[4], const __u32 net[4], const __u32 mask[4])
 {
