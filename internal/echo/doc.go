@@ -24,18 +24,21 @@
 //
 //	hostname   -> NAME
 //	clientip   -> IP:PORT
+//	whoami     -> the JSON of GET / on one line: pod, node, podIP, client, and
+//	              server (on UDP the pod's IP with the port the datagram came to)
 //	echo X     -> X
 //
 // On TCP the exact rule is (Lines): input is cut into lines at "\n". A line
 // that is a command is answered with the answer and "\n"; any other line is
 // written back verbatim, terminator included. Bytes not (yet) ending in "\n"
 // are held only while they could still become a command line: while, without
-// one trailing "\r", they are a prefix of "hostname", "clientip" or "echo ",
-// or begin with "echo ", and are shorter than MaxHold. Anything else is
-// written back at once, so arbitrary bytes without newlines echo immediately;
-// bytes written back this way end the current line for the protocol, and what
-// follows them starts a new one. Held bytes become a final line when the
-// client half-closes, or after HoldTimeout without new data; as a line they
+// one trailing "\r", they are a prefix of "hostname", "clientip", "whoami"
+// or "echo ", or begin with "echo ", and are shorter than MaxHold. Anything
+// else is written back at once, so arbitrary bytes without newlines echo
+// immediately; bytes written back this way end the current line for the
+// protocol, and what follows them starts a new one. Held bytes become a
+// final line when the client half-closes, or after HoldTimeout without new
+// data; as a line they
 // are answered as above (a command gets its answer and "\n", anything else
 // comes back verbatim, with no terminator added). The server closes the
 // connection after the client's EOF.

@@ -2,6 +2,7 @@ package echo
 
 import (
 	"bytes"
+	"encoding/json"
 	"time"
 )
 
@@ -56,6 +57,9 @@ func Sniff(b []byte) Verdict {
 type Peer struct {
 	Name   string // the pod's name
 	Client string // the client's IP:PORT as the server saw it
+	// Node, PodIP and Server (the pod's IP:PORT the connection or datagram
+	// arrived on) complete whoami's answer, the Reply of GET /.
+	Node, PodIP, Server string
 }
 
 // Command answers one line-protocol command. line has no terminator. ok is
@@ -66,6 +70,9 @@ func Command(line []byte, p Peer) (answer []byte, ok bool) {
 		return []byte(p.Name), true
 	case string(line) == "clientip":
 		return []byte(p.Client), true
+	case string(line) == "whoami":
+		b, _ := json.Marshal(Reply{Pod: p.Name, Node: p.Node, PodIP: p.PodIP, Client: p.Client, Server: p.Server})
+		return b, true
 	case bytes.HasPrefix(line, []byte("echo ")):
 		return line[len("echo "):], true
 	}
@@ -129,7 +136,7 @@ func mayBecomeCommand(b []byte) bool {
 	if bytes.HasPrefix(b, []byte("echo ")) {
 		return true
 	}
-	for _, c := range []string{"hostname", "clientip", "echo "} {
+	for _, c := range []string{"hostname", "clientip", "whoami", "echo "} {
 		if bytes.HasPrefix([]byte(c), b) {
 			return true
 		}

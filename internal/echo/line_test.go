@@ -40,6 +40,7 @@ func TestCommandAndDatagram(t *testing.T) {
 		{"hostname\n", "pod-a"},
 		{"hostname\r\n", "pod-a"},
 		{"clientip", "10.0.0.1:4242"},
+		{"whoami", `{"pod":"pod-a","node":"","podIP":"","client":"10.0.0.1:4242","server":""}`},
 		{"echo hello world", "hello world"},
 		{"echo hello\n", "hello"},
 		{"echo ", ""},
@@ -67,6 +68,8 @@ func TestLines(t *testing.T) {
 	}{
 		{name: "command", in: "hostname\n", out: "pod-a\n"},
 		{name: "crlf command", in: "clientip\r\n", out: "[fd00::1]:80\n"},
+		{name: "whoami", in: "whoami\n", out: `{"pod":"pod-a","node":"","podIP":"","client":"[fd00::1]:80","server":""}` + "\n"},
+		{name: "whoami prefix held", in: "who", held: "who"},
 		{name: "echo command", in: "echo a b\n", out: "a b\n"},
 		{name: "other line verbatim", in: "hello\r\n", out: "hello\r\n"},
 		{name: "several lines", in: "hostname\nfoo\necho bar\n", out: "pod-a\nfoo\nbar\n"},

@@ -3,6 +3,7 @@ package echo
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -230,6 +231,32 @@ func TestUDP(t *testing.T) {
 	var rd recordingDial
 	if got, err := UDP(ctx, rd.dial, udp[0], "clientip"); err != nil || got != rd.last() {
 		t.Errorf("UDP(clientip) = %q, %v; want %q", got, err, rd.last())
+	}
+}
+
+// TestWhoami: whoami answers GET /'s Reply on one line, over UDP (the
+// server named by the pod's address and the port) and over TCP lines (the
+// address the connection arrived on).
+func TestWhoami(t *testing.T) {
+	tcp, udp := start(t, Config{Name: "pod-a", Node: "node1", PodIP: netip.MustParseAddr("127.0.0.1"), TCP: []int{0}, UDP: []int{0}})
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		proto, addr string
+		ask         func(context.Context, DialFunc, string, string) (string, error)
+	}{{"udp", udp[0], UDP}, {"tcp", tcp[0], TCPLine}} {
+		var rd recordingDial
+		got, err := c.ask(ctx, rd.dial, c.addr, "whoami")
+		if err != nil {
+			t.Fatalf("%s whoami: %v", c.proto, err)
+		}
+		var r Reply
+		if err := json.Unmarshal([]byte(got), &r); err != nil {
+			t.Fatalf("%s whoami: %q: %v", c.proto, got, err)
+		}
+		want := Reply{Pod: "pod-a", Node: "node1", PodIP: "127.0.0.1", Client: rd.last(), Server: c.addr}
+		if r != want {
+			t.Errorf("%s whoami = %+v; want %+v", c.proto, r, want)
+		}
 	}
 }
 

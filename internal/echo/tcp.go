@@ -58,7 +58,7 @@ func sniff(c net.Conn, r *bufio.Reader) Verdict {
 // serveLines runs the line protocol (Lines) on c until the client's EOF or an
 // error, reading through r, which holds what sniff buffered.
 func (s *server) serveLines(c net.Conn, r *bufio.Reader) {
-	p := Peer{Name: s.cfg.Name, Client: c.RemoteAddr().String()}
+	p := Peer{Name: s.cfg.Name, Client: c.RemoteAddr().String(), Node: s.cfg.Node, PodIP: addrString(s.cfg), Server: c.LocalAddr().String()}
 	buf := make([]byte, 32<<10)
 	var held []byte
 	for {
