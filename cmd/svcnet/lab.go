@@ -241,10 +241,16 @@ func labCurlCommand(name *string) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "curl FROM TARGET",
-		Short: "HTTP GET from the client, a node or a pod; print which pod answered and which client address it saw",
+		Short: "HTTP GET (or a UDP datagram) from the client, a node or a pod; print which pod answered and which client address it saw",
 		Long: `FROM is client, a node (node1...) or a pod (NAME or NAMESPACE/NAME).
 TARGET is a URL, HOST[:PORT] (port 80 by default), or svc/NAME[:PORT] (the
-Service's ClusterIP; NAMESPACE/svc/NAME for another namespace).
+Service's ClusterIP; NAMESPACE/svc/NAME for another namespace). A
+udp://HOST:PORT target sends each request as one datagram "whoami" from a new
+socket, which the lab's echo servers answer as GET / does.
+
+A failed request says what it met (connection refused, no answer, reset,
+unreachable), and the command ends with the lab trace that follows that
+packet through the lab and compares the kernel's own trace.
 
 A host name is resolved as FROM resolves it, from inside the lab, never by
 this machine's resolver: a pod with its resolv.conf (the cluster DNS
@@ -255,7 +261,8 @@ error naming the name, the place and the resolver asked.`,
 		Example: `  svcnet lab curl client-1 web-0.nginx-hl      # a headless Service's pod, by hostname
   svcnet lab curl client-1 my-nginx.default -c 10
   svcnet lab curl node1 svc/my-nginx
-  svcnet lab curl client 172.26.236.180`,
+  svcnet lab curl client 172.26.236.180
+  svcnet lab curl client-1 udp://echo-udp:5353 -c 4   # a Service's UDP port`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, l, done, err := openLab(cmd, *name)
@@ -277,6 +284,9 @@ error naming the name, the place and the resolver asked.`,
 			failed := lab.PrintHits(cmd.OutOrStdout(), url, hits)
 			if err != nil {
 				return err
+			}
+			if hint := lab.TraceHint(*name, args[0], url, hits); hint != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "to see where the packet went and why: %s\n", hint)
 			}
 			if failed > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d of %d request(s) failed", failed, len(hits))}

@@ -104,13 +104,28 @@ func (l *Lab) inNodeCgroup(cmd *exec.Cmd, i int) error {
 // it, from inside the place (see resolver.go); a name it cannot resolve is a
 // *ResolveError. done releases the place's namespace and ends that process.
 func (l *Lab) Dialer(p Place) (dial func(ctx context.Context, network, addr string) (net.Conn, error), done func(), err error) {
+	return l.dialer(p, nil)
+}
+
+// dialer is Dialer, telling seen (when not nil) each address it dials once
+// a name is resolved.
+func (l *Lab) dialer(p Place, seen func(addr string)) (dial dialFunc, done func(), err error) {
 	ns, err := netns.Open(p.NS)
 	if err != nil {
 		return nil, nil, err
 	}
+	observed := func(in dialFunc) dialFunc {
+		if seen == nil {
+			return in
+		}
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			seen(addr)
+			return in(ctx, network, addr)
+		}
+	}
 	if p.Node == 0 {
 		in := netns.Dialer(ns)
-		return resolvingDial(l.resolverOf(p, in), in), func() { ns.Close() }, nil
+		return resolvingDial(l.resolverOf(p, in), observed(in)), func() { ns.Close() }, nil
 	}
 	dir, err := l.c.NodeCgroup(p.Node)
 	if err != nil {
@@ -123,16 +138,21 @@ func (l *Lab) Dialer(p Place) (dial func(ctx context.Context, network, addr stri
 		return nil, nil, err
 	}
 	in := netns.DialerControl(ns, src.control)
-	return resolvingDial(l.resolverOf(p, in), in), func() { src.close(); ns.Close() }, nil
+	return resolvingDial(l.resolverOf(p, in), observed(in)), func() { src.close(); ns.Close() }, nil
 }
 
-// TargetURL turns a curl target into a URL: a URL as is; HOST or HOST:PORT as
+// TargetURL turns a curl target into a URL: a URL as is (http://, or
+// udp://HOST:PORT for the echo servers' UDP ports); HOST or HOST:PORT as
 // http://HOST:PORT/; svc/NAME[:PORT] (or NS/svc/NAME) as the Service's first
 // ClusterIP on its first (or the given) port.
 func (l *Lab) TargetURL(ctx context.Context, target string) (string, error) {
 	if strings.Contains(target, "://") {
-		if _, err := url.Parse(target); err != nil {
+		u, err := url.Parse(target)
+		if err != nil {
 			return "", fmt.Errorf("target %q: %w", target, err)
+		}
+		if u.Scheme == "udp" && u.Port() == "" {
+			return "", fmt.Errorf("target %q: a udp:// target needs its port (udp://HOST:PORT)", target)
 		}
 		return target, nil
 	}

@@ -2,11 +2,13 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -17,10 +19,12 @@ import (
 )
 
 // Hit is the outcome of one request: the reply of the pod that answered, or the
-// error (refused, timed out, ...).
+// error (refused, timed out, ...). Addr is the address it went to (a name
+// resolved), "" when none was dialed.
 type Hit struct {
 	Reply echo.Reply
 	Err   error
+	Addr  string
 }
 
 // ClientIP is the client address the pod saw, without the port.
@@ -32,25 +36,53 @@ func (h Hit) ClientIP() string {
 	return host
 }
 
-// Curl sends count HTTP GETs, each on a new connection, from the place to url and
-// returns what each met. Each request is bounded by timeout. A host name in
-// url is resolved by the place, per request (see Dialer); a name it cannot
-// resolve ends Curl with that *ResolveError and the hits before it.
-func (l *Lab) Curl(ctx context.Context, from Place, url string, count int, timeout time.Duration) ([]Hit, error) {
-	dial, done, err := l.Dialer(from)
+// Curl sends count requests from the place to url and returns what each
+// met, each bounded by timeout: for http://, an HTTP GET on a new
+// connection; for udp://HOST:PORT, one datagram "whoami" (the echo
+// servers' line protocol, answered with the same Reply) from a new socket.
+// A host name in url is resolved by the place, per request (see Dialer); a
+// name it cannot resolve ends Curl with that *ResolveError and the hits
+// before it.
+func (l *Lab) Curl(ctx context.Context, from Place, target string, count int, timeout time.Duration) ([]Hit, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("curl %s: %w", target, err)
+	}
+	var ask func(context.Context, echo.DialFunc) (echo.Reply, error)
+	switch u.Scheme {
+	case "http":
+		ask = func(ctx context.Context, dial echo.DialFunc) (echo.Reply, error) { return echo.Get(ctx, dial, target) }
+	case "udp":
+		ask = func(ctx context.Context, dial echo.DialFunc) (echo.Reply, error) {
+			got, err := echo.UDP(ctx, dial, u.Host, "whoami")
+			if err != nil {
+				return echo.Reply{}, err
+			}
+			var r echo.Reply
+			if err := json.Unmarshal([]byte(got), &r); err != nil {
+				return echo.Reply{}, fmt.Errorf("udp %s: the answer %q is not an echo server's whoami: %w", u.Host, got, err)
+			}
+			return r, nil
+		}
+	default:
+		return nil, fmt.Errorf("curl %s: scheme %q: lab curl speaks http:// and udp://", target, u.Scheme)
+	}
+	var addr string
+	dial, done, err := l.dialer(from, func(a string) { addr = a })
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	hits := make([]Hit, 0, count)
 	for i := 0; i < count; i++ {
+		addr = ""
 		rctx, cancel := context.WithTimeout(ctx, timeout)
-		r, err := echo.Get(rctx, dial, url)
+		r, err := ask(rctx, echo.DialFunc(dial))
 		cancel()
 		if re := (*ResolveError)(nil); errors.As(err, &re) {
 			return hits, re
 		}
-		hits = append(hits, Hit{Reply: r, Err: err})
+		hits = append(hits, Hit{Reply: r, Err: err, Addr: addr})
 		if ctx.Err() != nil {
 			return hits, ctx.Err()
 		}
@@ -60,19 +92,23 @@ func (l *Lab) Curl(ctx context.Context, from Place, url string, count int, timeo
 
 // PrintHits writes one line per request and, for more than one, a tally by pod and
 // by the client address the pods saw. It returns the number of failed requests.
-func PrintHits(w io.Writer, url string, hits []Hit) int {
+func PrintHits(w io.Writer, target string, hits []Hit) int {
+	verb := "GET"
+	if strings.HasPrefix(target, "udp://") {
+		verb = "UDP"
+	}
 	failed := 0
 	byPod, byClient := map[string]int{}, map[string]int{}
 	for _, h := range hits {
 		if h.Err != nil {
 			failed++
-			fmt.Fprintf(w, "GET %s: %s\n", url, describe(h.Err))
+			fmt.Fprintf(w, "%s %s: %s\n", verb, target, describe(h.Err))
 			continue
 		}
 		byPod[h.Reply.Pod+" on "+h.Reply.Node]++
 		byClient[h.ClientIP()]++
-		fmt.Fprintf(w, "GET %s: answered by pod %s (%s on %s); it saw the client as %s\n",
-			url, h.Reply.Pod, h.Reply.PodIP, h.Reply.Node, h.Reply.Client)
+		fmt.Fprintf(w, "%s %s: answered by pod %s (%s on %s); it saw the client as %s\n",
+			verb, target, h.Reply.Pod, h.Reply.PodIP, h.Reply.Node, h.Reply.Client)
 	}
 	if len(hits) > 1 {
 		fmt.Fprintf(w, "%d requests: %d answered, %d failed\n", len(hits), len(hits)-failed, failed)
@@ -80,6 +116,28 @@ func PrintHits(w io.Writer, url string, hits []Hit) int {
 		fmt.Fprintf(w, "  client seen: %s\n", tally(byClient))
 	}
 	return failed
+}
+
+// TraceHint is the command that traces the first failed request's packet
+// (from, as given to lab curl, to the address it went to) with --verify,
+// for the lab named lab ("" the default): "" when no request failed after
+// being sent.
+func TraceHint(lab, from, target string, hits []Hit) string {
+	for _, h := range hits {
+		if h.Err == nil || h.Addr == "" {
+			continue
+		}
+		cmd := "svcnet lab trace"
+		if lab != "" {
+			cmd += " --name " + lab
+		}
+		cmd += " " + from + " " + h.Addr
+		if strings.HasPrefix(target, "udp://") {
+			cmd += " --proto udp"
+		}
+		return cmd + " --verify"
+	}
+	return ""
 }
 
 // tally renders counts as "a 5, b 3", largest first, then by name.
@@ -130,11 +188,15 @@ func (l *Lab) HTTPGet(ctx context.Context, from Place, url string) (int, string,
 func describe(err error) string {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
+		return "connection refused (a TCP reset to the SYN, or an ICMP port unreachable)"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
 	case errors.Is(err, context.DeadlineExceeded), os.IsTimeout(err):
 		return "no answer (timed out)"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "unreachable"
+		return "unreachable (an ICMP host or network unreachable, or no route)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed without an answer"
 	}
 	return err.Error()
 }

@@ -137,6 +137,28 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 			t.Errorf("want 4 answered: %s", r.stdout)
 		}
 	})
+	t.Run("UDPFromPod", func(t *testing.T) {
+		// One datagram per request from a new socket: the echo servers
+		// answer whoami as GET / is answered.
+		r := run(t, cliTimeout, "curl", "client-0", "udp://nginx:5353", "-c", "4")
+		answeredBy(t, r, "web-0", "web-1")
+		if !strings.Contains(r.stdout, "UDP udp://nginx:5353: answered by pod ") || !strings.Contains(r.stdout, "4 requests: 4 answered, 0 failed") {
+			t.Errorf("want 4 UDP requests answered: %s", r.stdout)
+		}
+	})
+	t.Run("RefusedSaysWhyAndHowToTrace", func(t *testing.T) {
+		// A Service without endpoints refuses on every plane; the hint is a
+		// lab trace that runs as printed and agrees with the kernel.
+		r := run(t, cliTimeout, "curl", "client-0", "svc/empty")
+		m := regexp.MustCompile(`to see where the packet went and why: svcnet lab trace --name \S+ (client-0) (\S+) --verify`).FindStringSubmatch(r.stdout)
+		if r.code != 1 || !strings.Contains(r.stdout, "connection refused") || m == nil {
+			t.Fatalf("want exit 1, connection refused and a lab trace to run: %s", r)
+		}
+		tr := run(t, cliTimeout, "trace", m[1], m[2], "--verify")
+		if tr.code != 0 || !strings.Contains(tr.stdout, "rejected") || !strings.Contains(tr.stdout, "default/empty") {
+			t.Errorf("the hinted lab trace: want it rejected at Service default/empty, the kernel agreeing: %s", tr)
+		}
+	})
 	t.Run("ServiceFQDNFromPod", func(t *testing.T) {
 		answeredBy(t, run(t, cliTimeout, "curl", "client-0", "nginx.default.svc.cluster.local:80"), "web-0", "web-1")
 	})
