@@ -20,6 +20,9 @@ packages+=(gcc libc6-dev)
 # (linux/bpf.h): `make generate` compiles bpf/ through bpf2go; `make lint` checks
 # that the committed objects are what it produces.
 packages+=(clang-14 llvm-14 libbpf-dev linux-libc-dev)
+# bash-completion, fish, zsh: svcnet's shell completion is tested in the shells
+# it is for (cobra's bash script needs bash-completion, as a user's bash has).
+packages+=(bash-completion fish zsh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
