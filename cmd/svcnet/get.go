@@ -53,6 +53,7 @@ func newGetCommand() *cobra.Command {
 	}
 	o.src.bind(cmd.Flags())
 	o.bindListFlags(cmd)
+	completeGet(cmd)
 	return cmd
 }
 

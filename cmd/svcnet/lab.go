@@ -35,6 +35,7 @@ echo. Nothing is created in the host's network namespace. Needs root.`,
 	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name),
 		labExecCommand(&name), labCurlCommand(&name), labTraceCommand(&name), labDownCommand(&name),
 		labSuperviseCommand(&name), labSocketsCommand())
+	completeLab(cmd, &name)
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"time"
 
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
@@ -16,11 +17,21 @@ type Lab struct {
 
 // Open opens a lab that is up, taking its lock until Close.
 func Open(ctx context.Context, name string) (*Lab, error) {
+	return open(ctx, name, cluster.Lock)
+}
+
+// OpenWait is Open, waiting at most wait for the lock (cluster.ErrBusy
+// then): for readers that must answer at once, shell completion.
+func OpenWait(ctx context.Context, name string, wait time.Duration) (*Lab, error) {
+	return open(ctx, name, func(n topology.Names) (func(), error) { return cluster.TryLock(n, wait) })
+}
+
+func open(ctx context.Context, name string, lock func(topology.Names) (func(), error)) (*Lab, error) {
 	if err := topology.ValidateName(name); err != nil {
 		return nil, err
 	}
 	n := topology.Names{Lab: name}
-	unlock, err := cluster.Lock(n)
+	unlock, err := lock(n)
 	if err != nil {
 		return nil, err
 	}

@@ -195,6 +195,20 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 			t.Errorf("lab trace: %s", r)
 		}
 	})
+	t.Run("ShellCompletion", func(t *testing.T) {
+		// What a user's TAB offers, in each shell svcnet completes for:
+		// resource types, the lab's name, its places, its objects.
+		for _, sh := range []string{"bash", "fish", "zsh"} {
+			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab get ", "endpointslices", "ipaddresspools", "nodes", "pods", "services")
+			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab --name "+name+" curl w", "web-0", "web-1")
+		}
+		shellCompletes(t, ctx, host.ns.Name(), "zsh", "svcnet lab --name "+name+" exec ", "client", "node1", "node2", "client-0", "web-0", "web-1")
+		shellCompletes(t, ctx, host.ns.Name(), "bash", "svcnet lab --name "+name[:len(name)-1], name)
+		shellCompletes(t, ctx, host.ns.Name(), "bash", "svcnet lab --name "+name+" trace client-0 default/ngi", "default/nginx", "default/nginx-hl")
+		shellCompletes(t, ctx, host.ns.Name(), "bash", "svcnet lab --name "+name+" curl client-0 svc/ngi", "svc/nginx", "svc/nginx-hl")
+		shellCompletes(t, ctx, host.ns.Name(), "fish", "svcnet lab --name "+name+" delete service ", "empty", "kubernetes", "nginx", "nginx-hl")
+		shellCompletes(t, ctx, host.ns.Name(), "fish", "svcnet lab --name "+name+" delete pod -n default w", "web-0", "web-1")
+	})
 	must(cliTimeout, "delete", "pod", "web-1", "--grace-period", "1s")
 	must(cliTimeout, "delete", "svc", "nginx")
 	must(cliTimeout, "down")

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -85,6 +86,33 @@ func Lock(n topology.Names) (func(), error) {
 	}
 	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
+
+// TryLock is Lock, giving up after wait (ErrBusy) while another command
+// holds the lock: for readers that must not hang, shell completion.
+func TryLock(n topology.Names, wait time.Duration) (func(), error) {
+	f, err := openLock(n)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				err = ErrBusy
+			}
+			return nil, fmt.Errorf("lab %s: lock: %w", n.Lab, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ErrBusy is TryLock's answer while another command holds the lab's lock.
+var ErrBusy = errors.New("another lab command holds the lab's lock")
 
 // openLock opens the file of the lab's lock, creating it.
 func openLock(n topology.Names) (*os.File, error) {
