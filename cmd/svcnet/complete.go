@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/kubectlget"
 	"github.com/svcnet/svcnet/internal/lab"
 )
 
@@ -26,18 +27,7 @@ const noFiles = cobra.ShellCompDirectiveNoFileComp
 
 // resourceTypes are the resource types `get` completes, as kubectl
 // completes them: the plural names.
-func resourceTypes() []string {
-	seen := map[string]bool{}
-	for _, canonical := range resources {
-		seen[canonical] = true
-	}
-	out := make([]string, 0, len(seen))
-	for r := range seen {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
-}
+func resourceTypes() []string { return kubectlget.Resources() }
 
 // deleteTypes are the kinds `lab delete` takes, in kubectl's singular.
 var deleteTypes = []string{"endpoints", "endpointslice", "namespace", "pod", "service"}
@@ -51,6 +41,11 @@ func withPrefix(candidates []string, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// withoutArgs drops the names already given.
+func withoutArgs(names, given []string) []string {
+	return slices.DeleteFunc(names, func(n string) bool { return slices.Contains(given, n) })
 }
 
 // completeLabNames completes the names of the labs that are up.
@@ -200,11 +195,33 @@ func completeLab(labCmd *cobra.Command, name *string) {
 	for _, c := range labCmd.Commands() {
 		switch c.Name() {
 		case "get":
-			c.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-				if len(args) > 0 {
+			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				if len(args) == 0 {
+					return withPrefix(resourceTypes(), toComplete), noFiles
+				}
+				if strings.ContainsAny(args[0], "/,") || kubectlget.Resource(args[0]) == "" {
 					return nil, noFiles
 				}
-				return withPrefix(resourceTypes(), toComplete), noFiles
+				return fromLab(cmd, name, toComplete, func(ctx context.Context, l *lab.Lab) ([]string, error) {
+					r, err := l.Get(ctx)
+					if err != nil {
+						return nil, err
+					}
+					if !allNamespacesFlag(cmd) {
+						return withoutArgs(namesOf(r, args[0], namespaceFlag(cmd)), args[1:]), nil
+					}
+					// get takes bare names with -A: every namespace's.
+					var names []string
+					for _, n := range namesOf(r, args[0], "") {
+						_, bare, _ := strings.Cut(n, "/")
+						if bare == "" {
+							bare = n
+						}
+						names = append(names, bare)
+					}
+					slices.Sort(names)
+					return withoutArgs(slices.Compact(names), args[1:]), nil
+				})
 			}
 		case "delete":
 			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {

@@ -8,23 +8,24 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
-	"github.com/svcnet/svcnet/internal/printers"
+	"github.com/svcnet/svcnet/internal/kubectlget"
 	"github.com/svcnet/svcnet/internal/source/file"
 	"github.com/svcnet/svcnet/internal/source/kube"
 )
 
 // resources maps every name `get` accepts to the canonical resource.
-var resources = map[string]string{
-	"services": "services", "service": "services", "svc": "services",
-	"endpointslices": "endpointslices", "endpointslice": "endpointslices",
-	"nodes": "nodes", "node": "nodes", "no": "nodes",
-	"pods": "pods", "pod": "pods", "po": "pods",
-	"ipaddresspools": "ipaddresspools", "ipaddresspool": "ipaddresspools", "svcpool": "ipaddresspools",
+var resources = map[string]string{}
+
+func init() {
+	for _, r := range kubectlget.Resources() {
+		resources[r] = r
+	}
+	for _, n := range []string{"service", "svc", "endpointslice", "node", "no", "pod", "po", "ipaddresspool", "svcpool"} {
+		resources[n] = kubectlget.Resource(n)
+	}
 }
 
 type getOptions struct {
@@ -32,23 +33,39 @@ type getOptions struct {
 	namespace     string
 	allNamespaces bool
 	output        string
+	selector      string
+	fieldSelector string
+	showLabels    bool
+	noHeaders     bool
+	sortBy        string
 }
+
+// getUse and getLong describe both get commands' arguments, as kubectl's.
+const (
+	getUse  = "get TYPE[,TYPE...] [NAME...] | TYPE/NAME... | all"
+	getArgs = `TYPE is services (svc), endpointslices, pods (po), nodes (no) or
+ipaddresspools; all is pods and services. Objects are chosen by name, by -l
+(a label selector, set-based too) or --field-selector (metadata.name,
+metadata.namespace), and printed as kubectl prints them: its tables (-o wide,
+--show-labels, --no-headers, --sort-by), or -o name, json, yaml,
+jsonpath=..., jsonpath-as-json=..., custom-columns=... or go-template=...`
+)
 
 func newGetCommand() *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get services|endpointslices|nodes|pods|ipaddresspools",
+		Use:   getUse,
 		Short: "List what the control plane holds, as kubectl get does",
 		Long: "List Services, EndpointSlices, Nodes, Pods or IPAddressPools from a cluster (--kubeconfig) or from\n" +
 			"manifests run through the embedded control plane (--state). Invalid objects in the\n" +
-			"manifests are reported on stderr and the command exits 1; the valid ones are printed.",
-		Args: cobra.ExactArgs(1),
+			"manifests are reported on stderr and the command exits 1; the valid ones are printed.\n\n" + getArgs,
+		Example: `  svcnet get svc --state manifests/
+  svcnet get svc my-nginx -o yaml --kubeconfig ~/.kube/config
+  svcnet get svc,pods -l app=web -o wide --state manifests/
+  svcnet get svc -A -o jsonpath='{.items[*].spec.clusterIP}' --state manifests/`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, ok := resources[args[0]]
-			if !ok {
-				return fmt.Errorf("get: unknown resource type %q (want services, endpointslices, nodes, pods or ipaddresspools)", args[0])
-			}
-			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), res)
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
 		},
 	}
 	o.src.bind(cmd.Flags())
@@ -57,40 +74,46 @@ func newGetCommand() *cobra.Command {
 	return cmd
 }
 
-// bindListFlags binds kubectl's listing flags (-n, -A, -o).
+// bindListFlags binds kubectl's listing flags.
 func (o *getOptions) bindListFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "default", "namespace to list")
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list every namespace")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, name, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE, custom-columns=SPEC, go-template=TEMPLATE")
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "label selector (=, ==, !=, in, notin, exists), as kubectl's")
+	cmd.Flags().StringVar(&o.fieldSelector, "field-selector", "", "field selector on metadata.name and metadata.namespace (=, ==, !=)")
+	cmd.Flags().BoolVar(&o.showLabels, "show-labels", false, "show every label as the last column")
+	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "leave out the table's header (and custom-columns')")
+	cmd.Flags().StringVar(&o.sortBy, "sort-by", "", "sort by a JSONPath expression (e.g. '{.metadata.name}')")
 }
 
-func (o *getOptions) validateOutput() error {
-	switch o.output {
-	case "", "wide", "json", "yaml":
-		return nil
-	}
-	return fmt.Errorf("get: unknown output format %q (want wide, json or yaml)", o.output)
+func (o *getOptions) kubectlOptions() kubectlget.Options {
+	return kubectlget.Options{Namespace: o.namespace, AllNamespaces: o.allNamespaces, Selector: o.selector,
+		FieldSelector: o.fieldSelector, Output: o.output, ShowLabels: o.showLabels, NoHeaders: o.noHeaders,
+		SortBy: o.sortBy, Now: time.Now()}
 }
 
-func (o *getOptions) run(ctx context.Context, stdout, stderr io.Writer, resource string) error {
+func (o *getOptions) run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	if err := o.src.validate(); err != nil {
 		return err
 	}
-	if err := o.validateOutput(); err != nil {
+	needs, err := kubectlget.Needs(args)
+	if err != nil {
+		return err
+	}
+	if err := kubectlget.ValidateOutput(o.output); err != nil {
 		return err
 	}
 	var objs *controlplane.Result
 	var invalid []error
-	var err error
 	if o.src.state != "" {
 		objs, invalid, err = o.fromManifests(stderr)
 	} else {
-		objs, err = o.fromCluster(ctx, resource)
+		objs, err = o.fromCluster(ctx, needs)
 	}
 	if err != nil {
 		return err
 	}
-	if err := o.print(stdout, stderr, resource, objs); err != nil {
+	if err := kubectlget.Get(stdout, stderr, objs, args, o.kubectlOptions()); err != nil {
 		return err
 	}
 	for _, e := range invalid {
@@ -123,7 +146,7 @@ func (o *getOptions) fromManifests(stderr io.Writer) (*controlplane.Result, []er
 	return &l.API, l.Errors, nil
 }
 
-func (o *getOptions) fromCluster(ctx context.Context, resource string) (*controlplane.Result, error) {
+func (o *getOptions) fromCluster(ctx context.Context, needs []string) (*controlplane.Result, error) {
 	client, err := kube.NewClient(o.src.kubeconfig)
 	if err != nil {
 		return nil, err
@@ -134,7 +157,13 @@ func (o *getOptions) fromCluster(ctx context.Context, resource string) (*control
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if resource == "ipaddresspools" {
+	var r controlplane.Result
+	var listed []string
+	for _, res := range needs {
+		if res != "ipaddresspools" {
+			listed = append(listed, res)
+			continue
+		}
 		cfg, err := kube.RESTConfig(o.src.kubeconfig)
 		if err != nil {
 			return nil, err
@@ -143,65 +172,14 @@ func (o *getOptions) fromCluster(ctx context.Context, resource string) (*control
 		if err != nil {
 			return nil, fmt.Errorf("dynamic client: %w", err)
 		}
-		pools, err := kube.ListPools(ctx, dyn)
-		if err != nil {
+		if r.Pools, err = kube.ListPools(ctx, dyn); err != nil {
 			return nil, err
 		}
-		return &controlplane.Result{Pools: pools}, nil
 	}
-	return kube.List(ctx, client, ns, resource)
-}
-
-func (o *getOptions) print(w, stderr io.Writer, resource string, r *controlplane.Result) error {
-	popts := printers.Options{Wide: o.output == "wide", AllNamespaces: o.allNamespaces, Now: time.Now()}
-	inNS := func(m metav1.Object) bool { return o.allNamespaces || m.GetNamespace() == o.namespace }
-	var items []runtime.Object
-	var table func() error
-	switch resource {
-	case "services":
-		s := filter(r.Services, inNS)
-		items, table = objects(s), func() error { return printers.Services(w, s, popts) }
-	case "endpointslices":
-		s := filter(r.EndpointSlices, inNS)
-		items, table = objects(s), func() error { return printers.EndpointSlices(w, s, popts) }
-	case "nodes":
-		s := r.Nodes
-		items, table = objects(s), func() error { return printers.Nodes(w, s, popts) }
-	case "pods":
-		s := filter(r.Pods, inNS)
-		items, table = objects(s), func() error { return printers.Pods(w, s, popts) }
-	case "ipaddresspools":
-		s := r.Pools
-		items, table = objects(s), func() error { return printers.Pools(w, s, popts) }
+	l, err := kube.List(ctx, client, ns, listed...)
+	if err != nil {
+		return nil, err
 	}
-	if o.output == "json" || o.output == "yaml" {
-		return printers.List(w, o.output, items)
-	}
-	if len(items) == 0 {
-		where := " in " + o.namespace + " namespace"
-		if o.allNamespaces || resource == "nodes" || resource == "ipaddresspools" {
-			where = ""
-		}
-		fmt.Fprintf(stderr, "No resources found%s.\n", where)
-		return nil
-	}
-	return table()
-}
-
-func filter[T metav1.Object](in []T, keep func(metav1.Object) bool) []T {
-	var out []T
-	for _, x := range in {
-		if keep(x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func objects[T runtime.Object](in []T) []runtime.Object {
-	out := make([]runtime.Object, len(in))
-	for i, x := range in {
-		out[i] = x
-	}
-	return out
+	l.Pools = r.Pools
+	return l, nil
 }

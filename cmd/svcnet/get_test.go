@@ -116,7 +116,7 @@ func TestGetOtherResourcesAndFormats(t *testing.T) {
 			}
 		}
 	}
-	if _, errOut, code := run(t, "get", "deployments", "--state", dir); code == 0 || !strings.Contains(errOut, `unknown resource type "deployments"`) {
+	if _, errOut, code := run(t, "get", "deployments", "--state", dir); code == 0 || !strings.Contains(errOut, `the server doesn't have a resource type "deployments"`) {
 		t.Errorf("unknown resource: exit %d, %s", code, errOut)
 	}
 	if _, errOut, code := run(t, "get", "svc"); code == 0 || !strings.Contains(errOut, "no source of state") {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
+	"github.com/svcnet/svcnet/internal/kubectlget"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/source/file"
@@ -180,15 +181,19 @@ func labDeleteCommand(name *string) *cobra.Command {
 func labGetCommand(name *string) *cobra.Command {
 	o := &getOptions{}
 	cmd := &cobra.Command{
-		Use:   "get svc|pods|nodes|endpointslices",
+		Use:   getUse,
 		Short: "List what the lab's control plane holds, as kubectl get does",
-		Args:  cobra.ExactArgs(1),
+		Long:  getArgs,
+		Example: `  svcnet lab get svc
+  svcnet lab get svc my-nginx -o yaml
+  svcnet lab get pods -l app=web -o wide
+  svcnet lab get all -A`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, ok := resources[args[0]]
-			if !ok {
-				return fmt.Errorf("get: unknown resource type %q (want services, endpointslices, nodes or pods)", args[0])
+			if _, err := kubectlget.Needs(args); err != nil {
+				return err
 			}
-			if err := o.validateOutput(); err != nil {
+			if err := kubectlget.ValidateOutput(o.output); err != nil {
 				return err
 			}
 			ctx, l, done, err := openLab(cmd, *name)
@@ -200,7 +205,7 @@ func labGetCommand(name *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, r)
+			return kubectlget.Get(cmd.OutOrStdout(), cmd.ErrOrStderr(), r, args, o.kubectlOptions())
 		},
 	}
 	o.bindListFlags(cmd)

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
 
@@ -88,26 +87,6 @@ kube-system   x-1              IPv6          <unset>   <unset>                  
 	want = "NAME         READY   STATUS    RESTARTS   AGE   IP            NODE    NOMINATED NODE   READINESS GATES\nmy-nginx-1   1/1     Running   0          10m   192.168.2.2   node2   <none>           <none>\n"
 	if b.String() != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
-	}
-}
-
-func TestListJSONAndYAML(t *testing.T) {
-	s := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}}
-	var b bytes.Buffer
-	if err := List(&b, "json", []runtime.Object{s}); err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range []string{`"apiVersion": "v1"`, `"kind": "List"`, `"kind": "Service"`, `"name": "a"`, `"resourceVersion": ""`} {
-		if !strings.Contains(b.String(), part) {
-			t.Errorf("json lacks %s:\n%s", part, b.String())
-		}
-	}
-	b.Reset()
-	if err := List(&b, "yaml", nil); err != nil {
-		t.Fatal(err)
-	}
-	if want := "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"; b.String() != want {
-		t.Fatalf("yaml:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
@@ -16,6 +17,11 @@ type Options struct {
 	Wide          bool
 	AllNamespaces bool // adds a NAMESPACE column first
 	Now           time.Time
+	// NoHeaders leaves the header line out (--no-headers); ShowLabels adds
+	// a LABELS column last (--show-labels); KindPrefix names each object
+	// KIND/NAME, as kubectl does when it prints several types.
+	NoHeaders, ShowLabels bool
+	KindPrefix            string
 }
 
 // table collects rows and writes them as kubectl does: upper-case headers, columns
@@ -32,6 +38,9 @@ func newTable(opts Options, namespaced bool, cols ...string) *table {
 		t.header = append(t.header, "NAMESPACE")
 	}
 	t.header = append(t.header, cols...)
+	if opts.ShowLabels {
+		t.header = append(t.header, "LABELS")
+	}
 	return t
 }
 
@@ -41,7 +50,14 @@ func (t *table) add(meta metav1.Object, namespaced bool, cells ...string) {
 	if namespaced && t.opts.AllNamespaces {
 		row = append(row, meta.GetNamespace())
 	}
-	t.rows = append(t.rows, append(row, cells...))
+	if t.opts.KindPrefix != "" && len(cells) > 0 {
+		cells = append([]string{t.opts.KindPrefix + "/" + cells[0]}, cells[1:]...)
+	}
+	row = append(row, cells...)
+	if t.opts.ShowLabels {
+		row = append(row, orNone(labels.FormatLabels(meta.GetLabels())))
+	}
+	t.rows = append(t.rows, row)
 }
 
 func (t *table) write(w io.Writer, what string) error {
@@ -49,7 +65,9 @@ func (t *table) write(w io.Writer, what string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	if !t.opts.NoHeaders {
+		fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	}
 	for _, r := range t.rows {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}

@@ -195,6 +195,30 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 			t.Errorf("lab trace: %s", r)
 		}
 	})
+	t.Run("GetAsKubectl", func(t *testing.T) {
+		// kubectl's argument forms, selectors and -o forms over the lab
+		// (test/kube holds them to real kubectl byte for byte).
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"get", "svc", "nginx", "-o", "name"}, "service/nginx\n"},
+			{[]string{"get", "pods", "-l", "app in (nginx)", "-o", "name"}, "pod/web-0\npod/web-1\n"},
+			{[]string{"get", "svc/nginx", "pod/client-0", "-o", "name"}, "service/nginx\npod/client-0\n"},
+			{[]string{"get", "svc", "nginx", "-o", "jsonpath={.spec.ports[*].name}"}, "http echo-udp"},
+			{[]string{"get", "pods", "--field-selector", "metadata.name=web-0", "-o", "custom-columns=NODE:.spec.nodeName", "--no-headers"}, "node1\n"},
+		} {
+			if r := run(t, cliTimeout, c.args...); r.code != 0 || r.stdout != c.want {
+				t.Errorf("lab %s: want %q: %s", strings.Join(c.args, " "), c.want, r)
+			}
+		}
+		if r := run(t, cliTimeout, "get", "all"); r.code != 0 || !strings.Contains(r.stdout, "pod/web-0 ") || !strings.Contains(r.stdout, "service/nginx ") {
+			t.Errorf("lab get all: want pods and services named KIND/NAME: %s", r)
+		}
+		if r := run(t, cliTimeout, "get", "svc", "nope"); r.code != 1 || !strings.Contains(r.stderr, `Error from server (NotFound): services "nope" not found`) {
+			t.Errorf("lab get svc nope: want kubectl's NotFound: %s", r)
+		}
+	})
 	t.Run("ShellCompletion", func(t *testing.T) {
 		// What a user's TAB offers, in each shell svcnet completes for:
 		// resource types, the lab's name, its places, its objects.
@@ -208,6 +232,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 		shellCompletes(t, ctx, host.ns.Name(), "bash", "svcnet lab --name "+name+" curl client-0 svc/ngi", "svc/nginx", "svc/nginx-hl")
 		shellCompletes(t, ctx, host.ns.Name(), "fish", "svcnet lab --name "+name+" delete service ", "empty", "kubernetes", "nginx", "nginx-hl")
 		shellCompletes(t, ctx, host.ns.Name(), "fish", "svcnet lab --name "+name+" delete pod -n default w", "web-0", "web-1")
+		shellCompletes(t, ctx, host.ns.Name(), "bash", "svcnet lab --name "+name+" get pods web-0 w", "web-1")
 	})
 	must(cliTimeout, "delete", "pod", "web-1", "--grace-period", "1s")
 	must(cliTimeout, "delete", "svc", "nginx")

@@ -1,0 +1,135 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/kubetest"
+)
+
+// TestGetParityWithKubectl: svcnet get against a real API server prints
+// what real kubectl (built from the Kubernetes module, tools/k8s) prints
+// for the same arguments, byte for byte: every argument form, selector
+// and -o form svcnet get takes, and the same exit status. Tables are
+// compared with their AGE cells blanked (the two commands run a second
+// apart at most); kubectl's errors are compared as the line svcnet
+// prints after its "svcnet: " prefix.
+func TestGetParityWithKubectl(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	_, binDir := kubetest.Binaries(t, "kubectl")
+	kubectl := filepath.Join(binDir, "kubectl")
+	bin := buildSvcnet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kubetest.Eventually(t, 30*time.Second, "default/kubernetes", func() (bool, string) {
+		_, err := env.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	c := env.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := func(ns, name string, typ corev1.ServiceType, labels map[string]string, ports ...int32) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: corev1.ServiceSpec{Type: typ, Selector: map[string]string{"app": name}}}
+		for i, p := range ports {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: p, TargetPort: intstr.FromInt32(8080 + int32(i))})
+		}
+		return s
+	}
+	for _, s := range []*corev1.Service{
+		svc("default", "web", corev1.ServiceTypeClusterIP, map[string]string{"app": "web", "tier": "front"}, 80, 443),
+		svc("default", "np", corev1.ServiceTypeNodePort, map[string]string{"app": "web"}, 80),
+		svc("default", "lb-10", corev1.ServiceTypeLoadBalancer, nil, 80),
+		svc("default", "lb-9", corev1.ServiceTypeLoadBalancer, map[string]string{"tier": "back"}, 8080),
+		svc("other", "api", corev1.ServiceTypeClusterIP, map[string]string{"app": "api"}, 80),
+	} {
+		if _, err := c.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.168.1.10"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"192.168.2.10"}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("p0"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "svcnet-echo"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(name string, args ...string) (string, string, int) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s %q: %v", name, args, err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	age := regexp.MustCompile(`(?m)\b\d+(s|m\d*s?)\b( *)`)
+	for _, args := range [][]string{
+		{"svc"}, {"svc", "-A"}, {"svc", "-o", "wide"}, {"services", "-n", "other"},
+		{"svc", "web"}, {"svc", "web", "np"}, {"svc/web", "svc/np"}, {"svc,endpointslices"}, {"all"},
+		{"svc", "-l", "app=web"}, {"svc", "-A", "-l", "app in (web,api)"}, {"svc", "-l", "!tier"}, {"svc", "-l", "tier!=front"},
+		{"svc", "--field-selector", "metadata.name=web"}, {"svc", "-A", "--field-selector", "metadata.namespace!=default"},
+		{"svc", "-o", "name"}, {"svc,pods", "-o", "name"}, {"svc", "web", "-o", "name"},
+		{"svc", "web", "-o", "json"}, {"svc", "-o", "json"}, {"svc", "-o", "yaml"}, {"svc", "web", "-o", "yaml"},
+		{"svc", "-o", "jsonpath={.items[*].metadata.name}"}, {"svc", "web", "-o", "jsonpath={.spec.clusterIP}"},
+		{"svc", "-o", "jsonpath-as-json={.items[*].metadata.name}"},
+		{"svc", "-o", "custom-columns=NAME:.metadata.name,IP:.spec.clusterIP,PORTS:.spec.ports[*].port,NONE:.spec.nothing"},
+		{"svc", "--no-headers", "-o", "custom-columns=NAME:metadata.name"},
+		{"svc", "-o", "go-template={{range .items}}{{.metadata.name}} {{end}}"},
+		{"svc", "--show-labels"}, {"svc", "--no-headers"}, {"svc", "-A", "--show-labels", "-o", "wide"},
+		{"svc", "--sort-by", ".metadata.name"}, {"svc", "--sort-by", "{.spec.ports[0].port}"},
+		{"svc", "-A", "--sort-by", ".metadata.name", "-o", "name"},
+		{"pods"}, {"pods", "-o", "wide"}, {"endpointslices"}, {"endpointslices", "-o", "wide"},
+		{"svc", "nope"}, {"svc", "web", "nope"}, {"svc", "-n", "empty"}, {"svc", "-l", "app=nothing"}, {"svc", "-o", "json", "-l", "app=nothing"},
+	} {
+		kout, kerr, kcode := run(kubectl, append([]string{"--kubeconfig", env.Kubeconfig, "get"}, args...)...)
+		sout, serr, scode := run(bin, append(append([]string{"get"}, args...), "--kubeconfig", env.Kubeconfig)...)
+		table := true
+		for i, a := range args {
+			if a == "-o" && i+1 < len(args) && args[i+1] != "wide" {
+				table = false
+			}
+		}
+		if table {
+			kout, sout = age.ReplaceAllString(kout, "AGE$2"), age.ReplaceAllString(sout, "AGE$2")
+		}
+		if kout != sout || kcode != scode {
+			t.Errorf("get %q: kubectl exit %d, svcnet exit %d\nkubectl:\n%s\nsvcnet:\n%s\nsvcnet stderr: %s", args, kcode, scode, kout, sout, serr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(kerr), "\n") {
+			if line != "" && !strings.Contains(serr, line) {
+				t.Errorf("get %q: kubectl says %q on stderr, svcnet:\n%s", args, line, serr)
+			}
+		}
+	}
+}
