@@ -33,7 +33,7 @@ func complete(t *testing.T, args ...string) ([]string, string) {
 // TestCompleteStatic: resource types and kinds, which need no lab, with
 // file names never offered (directive 4, NoFileComp).
 func TestCompleteStatic(t *testing.T) {
-	all := []string{"endpointslices", "ipaddresspools", "nodes", "pods", "services"}
+	all := []string{"endpoints", "endpointslices", "ipaddresspools", "nodes", "pods", "services"}
 	for _, c := range []struct {
 		args []string
 		want []string

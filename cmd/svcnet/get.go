@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/kubectlget"
@@ -23,7 +27,7 @@ func init() {
 	for _, r := range kubectlget.Resources() {
 		resources[r] = r
 	}
-	for _, n := range []string{"service", "svc", "endpointslice", "node", "no", "pod", "po", "ipaddresspool", "svcpool"} {
+	for _, n := range []string{"service", "svc", "endpointslice", "ep", "node", "no", "pod", "po", "ipaddresspool", "svcpool"} {
 		resources[n] = kubectlget.Resource(n)
 	}
 }
@@ -38,13 +42,17 @@ type getOptions struct {
 	showLabels    bool
 	noHeaders     bool
 	sortBy        string
+	watch         bool
 }
+
+// watchInterval is how often get -w reads the state again.
+const watchInterval = time.Second
 
 // getUse and getLong describe both get commands' arguments, as kubectl's.
 const (
 	getUse  = "get TYPE[,TYPE...] [NAME...] | TYPE/NAME... | all"
-	getArgs = `TYPE is services (svc), endpointslices, pods (po), nodes (no) or
-ipaddresspools; all is pods and services. Objects are chosen by name, by -l
+	getArgs = `TYPE is services (svc), endpoints (ep), endpointslices, pods (po), nodes
+(no) or ipaddresspools; all is pods and services. Objects are chosen by name, by -l
 (a label selector, set-based too) or --field-selector (metadata.name,
 metadata.namespace), and printed as kubectl prints them: its tables (-o wide,
 --show-labels, --no-headers, --sort-by), or -o name, json, yaml,
@@ -84,6 +92,7 @@ func (o *getOptions) bindListFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.showLabels, "show-labels", false, "show every label as the last column")
 	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "leave out the table's header (and custom-columns')")
 	cmd.Flags().StringVar(&o.sortBy, "sort-by", "", "sort by a JSONPath expression (e.g. '{.metadata.name}')")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after listing, print what changes (read again every second) until interrupted")
 }
 
 func (o *getOptions) kubectlOptions() kubectlget.Options {
@@ -103,13 +112,23 @@ func (o *getOptions) run(ctx context.Context, stdout, stderr io.Writer, args []s
 	if err := kubectlget.ValidateOutput(o.output); err != nil {
 		return err
 	}
-	var objs *controlplane.Result
 	var invalid []error
-	if o.src.state != "" {
-		objs, invalid, err = o.fromManifests(stderr)
-	} else {
-		objs, err = o.fromCluster(ctx, needs)
+	read := func(ctx context.Context) (*controlplane.Result, error) {
+		if o.src.state == "" {
+			return o.fromCluster(ctx, stderr, needs)
+		}
+		r, inv, err := o.fromManifests(stderr)
+		if invalid == nil {
+			invalid = inv
+		}
+		return r, err
 	}
+	if o.watch {
+		ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		return kubectlget.Watch(ctx, stdout, stderr, read, args, o.kubectlOptions(), watchInterval)
+	}
+	objs, err := read(ctx)
 	if err != nil {
 		return err
 	}
@@ -146,8 +165,16 @@ func (o *getOptions) fromManifests(stderr io.Writer) (*controlplane.Result, []er
 	return &l.API, l.Errors, nil
 }
 
-func (o *getOptions) fromCluster(ctx context.Context, needs []string) (*controlplane.Result, error) {
-	client, err := kube.NewClient(o.src.kubeconfig)
+// fromCluster lists what needs names from the API server; its warnings
+// (a deprecated API) go to stderr as kubectl prints them.
+func (o *getOptions) fromCluster(ctx context.Context, stderr io.Writer, needs []string) (*controlplane.Result, error) {
+	cfg, err := kube.RESTConfig(o.src.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = rest.NewWarningWriter(stderr, rest.WarningWriterOptions{Deduplicate: true})
+	client, err := kube.NewClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +190,6 @@ func (o *getOptions) fromCluster(ctx context.Context, needs []string) (*controlp
 		if res != "ipaddresspools" {
 			listed = append(listed, res)
 			continue
-		}
-		cfg, err := kube.RESTConfig(o.src.kubeconfig)
-		if err != nil {
-			return nil, err
 		}
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/kubectlget"
 	"github.com/svcnet/svcnet/internal/lab"
@@ -187,7 +188,8 @@ func labGetCommand(name *string) *cobra.Command {
 		Example: `  svcnet lab get svc
   svcnet lab get svc my-nginx -o yaml
   svcnet lab get pods -l app=web -o wide
-  svcnet lab get all -A`,
+  svcnet lab get all -A
+  svcnet lab get pods -w`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := kubectlget.Needs(args); err != nil {
@@ -195,6 +197,21 @@ func labGetCommand(name *string) *cobra.Command {
 			}
 			if err := kubectlget.ValidateOutput(o.output); err != nil {
 				return err
+			}
+			if o.watch {
+				// The lab is opened for each read, so a watch holds its
+				// lock only while it reads.
+				ctx, cancel := signalContext(cmd)
+				defer cancel()
+				read := func(ctx context.Context) (*controlplane.Result, error) {
+					l, err := lab.Open(ctx, *name)
+					if err != nil {
+						return nil, err
+					}
+					defer l.Close()
+					return l.Get(ctx)
+				}
+				return kubectlget.Watch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), read, args, o.kubectlOptions(), watchInterval)
 			}
 			ctx, l, done, err := openLab(cmd, *name)
 			if err != nil {

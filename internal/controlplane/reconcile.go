@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a Result carries an API server's v1 Endpoints for get ep, as kubectl lists them
+
 package controlplane
 
 import (
@@ -24,7 +26,11 @@ type Result struct {
 	// mirrored from legacy Endpoints of selector-less Services.
 	EndpointSlices []*discoveryv1.EndpointSlice
 	Pods           []*corev1.Pod
-	Nodes          []*corev1.Node
+	// Endpoints are v1 Endpoints as an API server lists them (svcnet get
+	// from a cluster); the embedded control plane keeps none, and kubectl
+	// get's reader derives them from the EndpointSlices.
+	Endpoints []*corev1.Endpoints
+	Nodes     []*corev1.Node
 	// Namespaces are the given ones plus the system ones the apiserver creates.
 	Namespaces []*corev1.Namespace
 	// Pools are the admitted IPAddressPools (svcnet lb's), sorted by name; a pool

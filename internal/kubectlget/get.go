@@ -97,51 +97,81 @@ func printerFor(output string, noHeaders bool) (printers.ResourcePrinter, error)
 // for by name that do not exist are NotFoundErrors, joined, after the
 // others are printed.
 func Get(out, errOut io.Writer, r *controlplane.Result, args []string, o Options) error {
+	q, err := newQuery(args, o)
+	if err != nil {
+		return err
+	}
+	found, missing, err := q.pick(r)
+	if err != nil {
+		return err
+	}
+	if err := q.print(out, errOut, found, len(missing) == 0, false); err != nil {
+		return err
+	}
+	return errors.Join(missing...)
+}
+
+// query is get's arguments and flags, checked.
+type query struct {
+	req  *request
+	o    Options
+	ns   string
+	sel  labels.Selector
+	fsel fields.Selector
+}
+
+// listed is what a query picked of one type.
+type listed struct {
+	k    *kind
+	objs []Object
+}
+
+func newQuery(args []string, o Options) (*query, error) {
 	req, err := parseArgs(args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := ValidateOutput(o.Output); err != nil {
-		return err
+		return nil, err
 	}
-	ns := o.Namespace
-	if ns == "" {
-		ns = "default"
+	q := &query{req: req, o: o, ns: o.Namespace}
+	if q.ns == "" {
+		q.ns = "default"
 	}
-	sel, err := labels.Parse(o.Selector)
-	if err != nil {
-		return fmt.Errorf("unable to parse requirement: %w", err)
+	if q.sel, err = labels.Parse(o.Selector); err != nil {
+		return nil, fmt.Errorf("unable to parse requirement: %w", err)
 	}
-	fsel, err := fields.ParseSelector(o.FieldSelector)
-	if err != nil {
-		return err
+	if q.fsel, err = fields.ParseSelector(o.FieldSelector); err != nil {
+		return nil, err
 	}
-	for _, rq := range fsel.Requirements() {
+	for _, rq := range q.fsel.Requirements() {
 		if rq.Field != "metadata.name" && rq.Field != "metadata.namespace" {
-			return fmt.Errorf("field label not supported: %s (only metadata.name and metadata.namespace)", rq.Field)
+			return nil, fmt.Errorf("field label not supported: %s (only metadata.name and metadata.namespace)", rq.Field)
 		}
 	}
-	named := false
 	for _, k := range req.kinds {
-		named = named || len(req.names[k]) > 0
+		if len(req.names[k]) > 0 && (o.Selector != "" || o.FieldSelector != "") {
+			return nil, errors.New("name cannot be provided when a selector is specified")
+		}
+		if len(req.names[k]) > 0 && o.AllNamespaces && k.namespaced {
+			return nil, errors.New("a resource cannot be retrieved by name across all namespaces")
+		}
 	}
-	if named && (o.Selector != "" || o.FieldSelector != "") {
-		return errors.New("name cannot be provided when a selector is specified")
-	}
-	type listed struct {
-		k    *kind
-		objs []Object
-	}
-	var found []listed
-	var missing []error
-	for _, k := range req.kinds {
+	return q, nil
+}
+
+// pick chooses the query's objects of r, per type: in list order
+// (namespace, name), or in the order names were given; missing are the
+// names not found.
+func (q *query) pick(r *controlplane.Result) (found []listed, missing []error, err error) {
+	for _, k := range q.req.kinds {
 		var objs []Object
 		for _, obj := range k.objects(r) {
-			if k.namespaced && !o.AllNamespaces && obj.GetNamespace() != ns {
+			if k.namespaced && !q.o.AllNamespaces && obj.GetNamespace() != q.ns {
 				continue
 			}
-			if !sel.Matches(labels.Set(obj.GetLabels())) ||
-				!fsel.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}) {
+			if !q.sel.Matches(labels.Set(obj.GetLabels())) ||
+				!q.fsel.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}) {
 				continue
 			}
 			objs = append(objs, obj)
@@ -152,7 +182,7 @@ func Get(out, errOut io.Writer, r *controlplane.Result, args []string, o Options
 			}
 			return strings.Compare(a.GetName(), b.GetName())
 		})
-		if names := req.names[k]; len(names) > 0 {
+		if names := q.req.names[k]; len(names) > 0 {
 			var picked []Object
 			for _, n := range names {
 				i := slices.IndexFunc(objs, func(x Object) bool { return x.GetName() == n })
@@ -164,54 +194,59 @@ func Get(out, errOut io.Writer, r *controlplane.Result, args []string, o Options
 			}
 			objs = picked
 		}
-		if o.SortBy != "" {
-			if objs, err = sortObjects(objs, o.SortBy); err != nil {
-				return err
+		if q.o.SortBy != "" {
+			if objs, err = sortObjects(objs, q.o.SortBy); err != nil {
+				return nil, nil, err
 			}
 		}
 		found = append(found, listed{k, objs})
 	}
+	return found, missing, nil
+}
+
+// print prints found as get does; complete is false when names were
+// missing (a single object is then not printed alone, and no "No
+// resources found" is said). rows prints table rows only, each type's
+// without a blank line before it (a watch's changes).
+func (q *query) print(out, errOut io.Writer, found []listed, complete, rows bool) error {
 	total := 0
 	for _, l := range found {
 		total += len(l.objs)
 	}
-	switch {
-	case o.Output == "" || o.Output == "wide":
-		printed := 0
-		for _, l := range found {
-			if len(l.objs) == 0 {
-				continue
-			}
-			if printed > 0 {
-				fmt.Fprintln(out)
-			}
-			popts := tables.Options{Wide: o.Output == "wide", AllNamespaces: o.AllNamespaces, Now: o.Now,
-				NoHeaders: o.NoHeaders, ShowLabels: o.ShowLabels}
-			if req.several {
-				popts.KindPrefix = l.k.prefix
-			}
-			if err := l.k.table(out, l.objs, popts); err != nil {
-				return err
-			}
-			printed++
-		}
-		if total == 0 && len(missing) == 0 {
-			where := " in " + ns + " namespace"
-			if o.AllNamespaces || !req.kinds[0].namespaced {
-				where = ""
-			}
-			fmt.Fprintf(errOut, "No resources found%s.\n", where)
-		}
-	default:
+	o := q.o
+	if o.Output != "" && o.Output != "wide" {
 		var objs []Object
 		for _, l := range found {
 			objs = append(objs, l.objs...)
 		}
-		if err := printObjects(out, objs, req.single && len(missing) == 0, o); err != nil {
+		return printObjects(out, objs, q.req.single && complete && !rows, o)
+	}
+	printed := 0
+	for _, l := range found {
+		if len(l.objs) == 0 {
+			continue
+		}
+		if printed > 0 && !rows {
+			fmt.Fprintln(out)
+		}
+		popts := tables.Options{Wide: o.Output == "wide", AllNamespaces: o.AllNamespaces, Now: o.Now,
+			NoHeaders: o.NoHeaders || rows, ShowLabels: o.ShowLabels}
+		if q.req.several {
+			popts.KindPrefix = l.k.prefix
+		}
+		if err := l.k.table(out, l.objs, popts); err != nil {
 			return err
 		}
+		printed++
 	}
-	return errors.Join(missing...)
+	if total == 0 && complete && !rows {
+		where := " in " + q.ns + " namespace"
+		if o.AllNamespaces || !q.req.kinds[0].namespaced {
+			where = ""
+		}
+		fmt.Fprintf(errOut, "No resources found%s.\n", where)
+	}
+	return nil
 }
 
 // printObjects prints objs in one of the -o forms other than the tables:

@@ -91,6 +91,7 @@ func TestGetErrors(t *testing.T) {
 		{[]string{"svc"}, Options{Output: "xml"}, `unable to match a printer suitable for the output format "xml"`},
 		{[]string{"svc"}, Options{Output: "custom-columns=NAME"}, "expected <header>:<json-path-expr>"},
 		{[]string{"svc", "svc/web"}, Options{}, "there is no need to specify a resource type as a separate argument"},
+		{[]string{"svc", "web"}, Options{AllNamespaces: true}, "a resource cannot be retrieved by name across all namespaces"},
 	} {
 		if _, _, err := get(t, c.args, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("get %q %+v: %v; want an error saying %q", c.args, c.o, err, c.want)

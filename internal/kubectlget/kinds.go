@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 kubectl get lists v1 Endpoints (get ep), as kubectl does
+
 package kubectlget
 
 import (
@@ -66,6 +68,11 @@ var kinds = []*kind{
 		objects: func(r *controlplane.Result) []Object { return each(r.Services) },
 		table: func(w io.Writer, objs []Object, o printers.Options) error {
 			return printers.Services(w, typed[*corev1.Service](objs), o)
+		}},
+	{resource: "endpoints", aliases: []string{"ep"}, prefix: "endpoints", namespaced: true,
+		objects: func(r *controlplane.Result) []Object { return each(endpointsOf(r)) },
+		table: func(w io.Writer, objs []Object, o printers.Options) error {
+			return printers.Endpoints(w, typed[*corev1.Endpoints](objs), o)
 		}},
 	{resource: "endpointslices", aliases: []string{"endpointslice"}, prefix: "endpointslice.discovery.k8s.io",
 		qualified: "endpointslices.discovery.k8s.io", namespaced: true,

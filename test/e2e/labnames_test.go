@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 	"github.com/svcnet/svcnet/internal/testbin"
 )
@@ -215,6 +217,9 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 		if r := run(t, cliTimeout, "get", "all"); r.code != 0 || !strings.Contains(r.stdout, "pod/web-0 ") || !strings.Contains(r.stdout, "service/nginx ") {
 			t.Errorf("lab get all: want pods and services named KIND/NAME: %s", r)
 		}
+		if r := run(t, cliTimeout, "get", "ep", "nginx"); r.code != 0 || !regexp.MustCompile(`(?m)^nginx\s+\S+:(80|5353),`).MatchString(r.stdout) {
+			t.Errorf("lab get ep nginx: want its pods' addresses: %s", r)
+		}
 		if r := run(t, cliTimeout, "get", "svc", "nope"); r.code != 1 || !strings.Contains(r.stderr, `Error from server (NotFound): services "nope" not found`) {
 			t.Errorf("lab get svc nope: want kubectl's NotFound: %s", r)
 		}
@@ -223,7 +228,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 		// What a user's TAB offers, in each shell svcnet completes for:
 		// resource types, the lab's name, its places, its objects.
 		for _, sh := range []string{"bash", "fish", "zsh"} {
-			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab get ", "endpointslices", "ipaddresspools", "nodes", "pods", "services")
+			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab get ", "endpoints", "endpointslices", "ipaddresspools", "nodes", "pods", "services")
 			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab --name "+name+" curl w", "web-0", "web-1")
 		}
 		shellCompletes(t, ctx, host.ns.Name(), "zsh", "svcnet lab --name "+name+" exec ", "client", "node1", "node2", "client-0", "web-0", "web-1")
@@ -233,6 +238,54 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 		shellCompletes(t, ctx, host.ns.Name(), "fish", "svcnet lab --name "+name+" delete service ", "empty", "kubernetes", "nginx", "nginx-hl")
 		shellCompletes(t, ctx, host.ns.Name(), "fish", "svcnet lab --name "+name+" delete pod -n default w", "web-0", "web-1")
 		shellCompletes(t, ctx, host.ns.Name(), "bash", "svcnet lab --name "+name+" get pods web-0 w", "web-1")
+	})
+	t.Run("GetWatch", func(t *testing.T) {
+		// lab get -w: the table, then a row for a Service deleted
+		// meanwhile; an interrupt ends it with status 0.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		cmd := netns.CommandNetIn(wctx, host.ns.Name(), svcnetBin, "lab", "--name", name, "get", "svc", "-w")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 64)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		await := func(what string, match func(string) bool) {
+			t.Helper()
+			timeout := time.After(20 * time.Second)
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatalf("lab get -w ended before %s", what)
+					}
+					if match(l) {
+						return
+					}
+				case <-timeout:
+					t.Fatalf("lab get -w: no %s within 20s", what)
+				}
+			}
+		}
+		await("row of nginx", func(l string) bool { return strings.HasPrefix(l, "nginx ") })
+		must(cliTimeout, "delete", "svc", "empty")
+		await("row of the deleted Service empty", func(l string) bool { return strings.HasPrefix(l, "empty ") })
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("lab get -w after an interrupt: %v; want status 0", err)
+		}
 	})
 	must(cliTimeout, "delete", "pod", "web-1", "--grace-period", "1s")
 	must(cliTimeout, "delete", "svc", "nginx")

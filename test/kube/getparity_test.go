@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 kubectl get lists v1 Endpoints (get ep), as kubectl does
+
 package kube
 
 import (
@@ -26,8 +28,8 @@ import (
 // for the same arguments, byte for byte: every argument form, selector
 // and -o form svcnet get takes, and the same exit status. Tables are
 // compared with their AGE cells blanked (the two commands run a second
-// apart at most); kubectl's errors are compared as the line svcnet
-// prints after its "svcnet: " prefix.
+// apart at most); each line kubectl prints on stderr must be in svcnet's
+// (which says "svcnet: " where kubectl says "error: ").
 func TestGetParityWithKubectl(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{})
 	_, binDir := kubetest.Binaries(t, "kubectl")
@@ -71,6 +73,18 @@ func TestGetParityWithKubectl(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// v1 Endpoints as the endpoints controller keeps them (no controller
+	// runs here): five ready addresses (kubectl shows three and "+ 2
+	// more...") and one not ready.
+	if _, err := c.CoreV1().Endpoints("default").Create(ctx, &corev1.Endpoints{ //lint:ignore SA1019 kubectl get ep reads v1 Endpoints
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses:         []corev1.EndpointAddress{{IP: "192.168.1.10"}, {IP: "192.168.1.11"}, {IP: "192.168.1.12"}, {IP: "192.168.1.13"}, {IP: "192.168.1.14"}},
+			NotReadyAddresses: []corev1.EndpointAddress{{IP: "192.168.2.10"}},
+			Ports:             []corev1.EndpointPort{{Name: "p0", Port: 8080, Protocol: corev1.ProtocolTCP}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{"app": "web"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "svcnet-echo"}}},
@@ -110,7 +124,8 @@ func TestGetParityWithKubectl(t *testing.T) {
 		{"svc", "--sort-by", ".metadata.name"}, {"svc", "--sort-by", "{.spec.ports[0].port}"},
 		{"svc", "-A", "--sort-by", ".metadata.name", "-o", "name"},
 		{"pods"}, {"pods", "-o", "wide"}, {"endpointslices"}, {"endpointslices", "-o", "wide"},
-		{"svc", "nope"}, {"svc", "web", "nope"}, {"svc", "-n", "empty"}, {"svc", "-l", "app=nothing"}, {"svc", "-o", "json", "-l", "app=nothing"},
+		{"ep"}, {"endpoints", "-A"}, {"ep", "web", "-o", "yaml"}, {"ep,svc", "-o", "name"},
+		{"svc", "nope"}, {"svc", "web", "nope"}, {"svc", "web", "-A"}, {"svc", "-n", "empty"}, {"svc", "-l", "app=nothing"}, {"svc", "-o", "json", "-l", "app=nothing"},
 	} {
 		kout, kerr, kcode := run(kubectl, append([]string{"--kubeconfig", env.Kubeconfig, "get"}, args...)...)
 		sout, serr, scode := run(bin, append(append([]string{"get"}, args...), "--kubeconfig", env.Kubeconfig)...)
@@ -127,6 +142,8 @@ func TestGetParityWithKubectl(t *testing.T) {
 			t.Errorf("get %q: kubectl exit %d, svcnet exit %d\nkubectl:\n%s\nsvcnet:\n%s\nsvcnet stderr: %s", args, kcode, scode, kout, sout, serr)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(kerr), "\n") {
+			// kubectl says "error: " where svcnet says "svcnet: ".
+			line = strings.TrimPrefix(line, "error: ")
 			if line != "" && !strings.Contains(serr, line) {
 				t.Errorf("get %q: kubectl says %q on stderr, svcnet:\n%s", args, line, serr)
 			}

@@ -45,6 +45,12 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewClientFor(cfg)
+}
+
+// NewClientFor is NewClient for a REST config already made (with its own
+// warning handler, say).
+func NewClientFor(cfg *rest.Config) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = userAgent
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"

@@ -25,6 +25,7 @@ const (
 	EndpointSlices = "endpointslices"
 	Nodes          = "nodes"
 	Pods           = "pods"
+	Endpoints      = "endpoints"
 )
 
 // List lists the named resources ("" in namespace: every namespace; Nodes are
@@ -59,6 +60,12 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string, re
 				return nil, fmt.Errorf("listing pods: %w", err)
 			}
 			r.Pods = ptrs(l.Items, "Pod", corev1.SchemeGroupVersion.String())
+		case Endpoints:
+			l, err := client.CoreV1().Endpoints(namespace).List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing endpoints: %w", err)
+			}
+			r.Endpoints = ptrs(l.Items, "Endpoints", corev1.SchemeGroupVersion.String())
 		default:
 			return nil, fmt.Errorf("list: unknown resource %q", res)
 		}
