@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/kubetest"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/source/file"
 	"github.com/svcnet/svcnet/internal/testbin"
 )
@@ -33,6 +35,9 @@ func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.L
 		o.DataPlane = testbin.DataPlane()
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			keepLogs(t, o.Name)
+		}
 		if err := lab.Down(o.Name); err != nil {
 			t.Errorf("lab down: %v", err)
 		}
@@ -54,3 +59,24 @@ func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.L
 	}
 	return l
 }
+
+// keepLogs copies the logs of the failed test's lab (its agents', its
+// pods') out of the lab's state, which lab down removes, into a new
+// directory under os.TempDir (or $SVCNET_LAB_LOGS), and says where.
+func keepLogs(t *testing.T, name string) {
+	src := filepath.Join(topology.RunRoot, name, "logs")
+	dst, err := os.MkdirTemp(os.Getenv(EnvLogs), "svcnet-lab-logs-"+name+"-")
+	if err != nil {
+		t.Logf("keeping the lab's logs: %v", err)
+		return
+	}
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Logf("keeping the lab's logs from %s: %v", src, err)
+		return
+	}
+	t.Logf("the lab's logs are kept in %s", dst)
+}
+
+// EnvLogs names the directory failed tests' lab logs are kept under
+// (keepLogs; default os.TempDir).
+const EnvLogs = "SVCNET_LAB_LOGS"
