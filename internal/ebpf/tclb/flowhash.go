@@ -15,7 +15,8 @@ import (
 // over proto (flow_hash in bpf/tclb.c): MurmurHash3 steps over the
 // addresses (IPv4-mapped for IPv4), the ports and the protocol, each word
 // as the program loads it from the packet (network byte order read in the
-// host's), with a fixed seed, so every node hashes a flow the same.
+// host's), from a fixed initial value, so every node hashes a flow the
+// same.
 func FlowHash(client, frontend netip.AddrPort, proto model.Protocol) (uint32, error) {
 	p, err := bpfaddr.ProtoNumber(proto)
 	if err != nil {
