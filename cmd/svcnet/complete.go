@@ -100,7 +100,7 @@ func namesOf(r *controlplane.Result, res, ns string) []string {
 			out = append(out, namespace+"/"+name)
 		}
 	}
-	switch resources[res] {
+	switch kubectlget.Resource(res) {
 	case "services":
 		for _, s := range r.Services {
 			add(s.Namespace, s.Name)

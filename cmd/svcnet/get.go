@@ -20,18 +20,6 @@ import (
 	"github.com/svcnet/svcnet/internal/source/kube"
 )
 
-// resources maps every name `get` accepts to the canonical resource.
-var resources = map[string]string{}
-
-func init() {
-	for _, r := range kubectlget.Resources() {
-		resources[r] = r
-	}
-	for _, n := range []string{"service", "svc", "endpointslice", "ep", "node", "no", "pod", "po", "ipaddresspool", "svcpool"} {
-		resources[n] = kubectlget.Resource(n)
-	}
-}
-
 type getOptions struct {
 	src           stateFlags
 	namespace     string
