@@ -101,14 +101,20 @@ func Get(out, errOut io.Writer, r *controlplane.Result, args []string, o Options
 	if err != nil {
 		return err
 	}
+	_, err = q.list(out, errOut, r)
+	return err
+}
+
+// list prints what the query picks of r, as Get, and returns it.
+func (q *query) list(out, errOut io.Writer, r *controlplane.Result) ([]listed, error) {
 	found, missing, err := q.pick(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := q.print(out, errOut, found, len(missing) == 0, false); err != nil {
-		return err
+		return nil, err
 	}
-	return errors.Join(missing...)
+	return found, errors.Join(missing...)
 }
 
 // query is get's arguments and flags, checked.

@@ -3,7 +3,6 @@ package kubectlget
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"time"
 
@@ -26,15 +25,9 @@ func Watch(ctx context.Context, out, errOut io.Writer, fetch func(context.Contex
 	if err != nil {
 		return err
 	}
-	found, missing, err := q.pick(r)
+	found, err := q.list(out, errOut, r)
 	if err != nil {
 		return err
-	}
-	if err := q.print(out, errOut, found, len(missing) == 0, false); err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		return errors.Join(missing...)
 	}
 	prev := seen(found)
 	t := time.NewTicker(interval)

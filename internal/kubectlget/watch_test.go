@@ -11,20 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/logtest"
 )
-
-// syncBuffer is a strings.Builder safe to read while Watch writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestWatch: the table first, then a row for each Service added, changed
 // or deleted between reads, none for what stayed; the end of ctx ends it.
@@ -47,7 +35,7 @@ func TestWatch(t *testing.T) {
 		return r, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out logtest.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, &out, &out, fetch, []string{"svc"}, Options{Output: "name"}, time.Millisecond)
