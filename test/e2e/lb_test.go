@@ -16,6 +16,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/topology"
+	"github.com/svcnet/svcnet/internal/lb/speaker"
 )
 
 // lbIP returns the Service's first LoadBalancer IP, waiting (bounded) for the
@@ -178,9 +179,20 @@ func lbScenarios(t *testing.T, e *env) {
 		ip := e.lbIP("web-lb")
 		url := fmt.Sprintf("http://%s:80/", ip)
 		e.eventually("LB IP answers", func() error { return e.curl("client", url, 1, time.Second)[0].Err })
-		owner, err := e.l.Announcer(ip)
+		// The owner every speaker agrees on with all of them alive. The
+		// subtests before pause an agent and let it go on, so the IP may
+		// still be with a stand-in for a moment: wait until it is back,
+		// rather than take whoever answers now for the owner.
+		snap, _, err := e.l.TraceNetwork(e.ctx)
 		if err != nil {
 			t.Fatal(err)
+		}
+		owner := topology.NodeIndex(speaker.Owners(speaker.Config{IsDefault: true}, snap, nil)[ip])
+		if owner == 0 {
+			t.Fatalf("%s: no owner among the nodes", ip)
+		}
+		if _, err := e.l.WaitAnnouncer(e.ctx, ip, func(n int) bool { return n == owner }); err != nil {
+			t.Fatalf("before the test: %s with its owner node%d: %v", ip, owner, err)
 		}
 		// SIGSTOP: the agent goes silent as a dead node's does, and is not
 		// restarted (a killed one is, at once, and keeps its IPs: see
