@@ -179,18 +179,27 @@ func lbScenarios(t *testing.T, e *env) {
 		ip := e.lbIP("web-lb")
 		url := fmt.Sprintf("http://%s:80/", ip)
 		e.eventually("LB IP answers", func() error { return e.curl("client", url, 1, time.Second)[0].Err })
-		// The owner every speaker agrees on with all of them alive. The
-		// subtests before pause an agent and let it go on, so the IP may
-		// still be with a stand-in for a moment: wait until it is back,
-		// rather than take whoever answers now for the owner.
-		snap, _, err := e.l.TraceNetwork(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		owner := topology.NodeIndex(speaker.Owners(speaker.Config{IsDefault: true}, snap, nil)[ip])
-		if owner == 0 {
-			t.Fatalf("%s: no owner among the nodes", ip)
-		}
+		// The owner every speaker agrees on with every node alive and
+		// Ready. The subtests before pause an agent and let it go on: its
+		// node may still be NotReady, and the IP with a stand-in, for a
+		// moment. Wait until every node is Ready again and the IP is with
+		// that owner, rather than take whoever answers now for the owner.
+		var owner int
+		e.eventually("every node Ready", func() error {
+			snap, _, err := e.l.TraceNetwork(e.ctx)
+			if err != nil {
+				return err
+			}
+			for _, n := range snap.Nodes() {
+				if !n.Ready {
+					return fmt.Errorf("node %s is not Ready", n.Name)
+				}
+			}
+			if owner = topology.NodeIndex(speaker.Owners(speaker.Config{IsDefault: true}, snap, nil)[ip]); owner == 0 {
+				return fmt.Errorf("%s: no owner among the nodes", ip)
+			}
+			return nil
+		})
 		if _, err := e.l.WaitAnnouncer(e.ctx, ip, func(n int) bool { return n == owner }); err != nil {
 			t.Fatalf("before the test: %s with its owner node%d: %v", ip, owner, err)
 		}
