@@ -83,6 +83,9 @@ func supervision(t *testing.T, controlPlane string) {
 		t.Run("LBControllerKilled", func(t *testing.T) { lbControllerKilled(t, e) })
 	}
 	t.Run("SupervisorKilled", func(t *testing.T) { supervisorKilled(t, e, node) })
+	if t.Failed() {
+		labtest.KeepLogs(t, name) // before DownLeavesNothing takes the lab down
+	}
 	t.Run("DownLeavesNothing", func(t *testing.T) { downLeavesNothing(t, e, before) })
 }
 
@@ -372,7 +375,17 @@ type flow struct {
 	// that succeeded after it.
 	lastAt  time.Time
 	okAfter int
+	// failures are the first failuresKept failed requests.
+	failures []failure
 }
+
+// failure is one failed request: when it began and ended, and its error.
+type failure struct {
+	began, ended time.Time
+	err          error
+}
+
+const failuresKept = 10
 
 const (
 	flowInterval = 20 * time.Millisecond
@@ -404,6 +417,7 @@ func (f *flow) run(ctx context.Context) {
 	}
 	for n := 0; n < flowMax && ctx.Err() == nil; n++ {
 		var err error
+		began := time.Now()
 		if f.established {
 			err = askLine(f.conn, r, n)
 		} else {
@@ -420,6 +434,9 @@ func (f *flow) run(ctx context.Context) {
 		} else {
 			f.failed++
 			f.lastAt, f.okAfter = time.Now(), 0
+			if len(f.failures) < failuresKept {
+				f.failures = append(f.failures, failure{began, f.lastAt, err})
+			}
 			if f.firstErr == nil {
 				f.firstErr, f.firstAt = err, time.Now()
 			}
@@ -477,6 +494,9 @@ func (f *flow) summary(killed time.Time) string {
 			s += "; the connection was given up"
 		}
 		s += ")"
+	}
+	for _, x := range f.failures[min(1, len(f.failures)):] {
+		s += fmt.Sprintf("; then %v–%v after the kill: %v", x.began.Sub(killed).Round(time.Millisecond), x.ended.Sub(killed).Round(time.Millisecond), x.err)
 	}
 	return s
 }

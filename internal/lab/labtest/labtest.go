@@ -36,7 +36,7 @@ func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.L
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			keepLogs(t, o.Name)
+			KeepLogs(t, o.Name)
 		}
 		if err := lab.Down(o.Name); err != nil {
 			t.Errorf("lab down: %v", err)
@@ -60,11 +60,15 @@ func Up(t *testing.T, ctx context.Context, o lab.Options, fixture string) *lab.L
 	return l
 }
 
-// keepLogs copies the logs of the failed test's lab (its agents', its
-// pods') out of the lab's state, which lab down removes, into a new
-// directory under os.TempDir (or $SVCNET_LAB_LOGS), and says where.
-func keepLogs(t *testing.T, name string) {
+// KeepLogs copies the logs of the lab name (its agents', its pods') out of
+// the lab's state, which lab down removes, into a new directory under
+// os.TempDir (or $SVCNET_LAB_LOGS), and says where. Up calls it when the
+// test has failed; a test that takes its lab down itself calls it first.
+func KeepLogs(t *testing.T, name string) {
 	src := filepath.Join(topology.RunRoot, name, "logs")
+	if _, err := os.Stat(src); err != nil {
+		return // the lab is down: its logs were kept, or there were none
+	}
 	dst, err := os.MkdirTemp(os.Getenv(EnvLogs), "svcnet-lab-logs-"+name+"-")
 	if err != nil {
 		t.Logf("keeping the lab's logs: %v", err)
@@ -78,5 +82,5 @@ func keepLogs(t *testing.T, name string) {
 }
 
 // EnvLogs names the directory failed tests' lab logs are kept under
-// (keepLogs; default os.TempDir).
+// (KeepLogs; default os.TempDir).
 const EnvLogs = "SVCNET_LAB_LOGS"
