@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/describe"
 	"github.com/svcnet/svcnet/internal/kubectlget"
 	"github.com/svcnet/svcnet/internal/lab"
 )
@@ -121,6 +122,10 @@ func namesOf(r *controlplane.Result, res, ns string) []string {
 		for _, p := range r.Pools {
 			add("", p.Name)
 		}
+	case "events":
+		for _, e := range r.Events {
+			add(e.Namespace, e.Name)
+		}
 	}
 	switch strings.ToLower(res) {
 	case "namespace", "namespaces", "ns":
@@ -223,6 +228,22 @@ func completeLab(labCmd *cobra.Command, name *string) {
 					return withoutArgs(slices.Compact(names), args[1:]), nil
 				})
 			}
+		case "describe":
+			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				if len(args) == 0 {
+					return withPrefix(describeTypes, toComplete), noFiles
+				}
+				if _, err := describe.Resource(args[0]); err != nil || strings.Contains(args[0], "/") {
+					return nil, noFiles
+				}
+				return fromLab(cmd, name, toComplete, func(ctx context.Context, l *lab.Lab) ([]string, error) {
+					r, err := l.Get(ctx)
+					if err != nil {
+						return nil, err
+					}
+					return withoutArgs(namesOf(r, args[0], namespaceFlag(cmd)), args[1:]), nil
+				})
+			}
 		case "delete":
 			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 				switch len(args) {
@@ -274,12 +295,16 @@ func completeLab(labCmd *cobra.Command, name *string) {
 	}
 }
 
-// completeGet sets the completion of svcnet get's resource type.
-func completeGet(c *cobra.Command) {
+// describeTypes are the types describe takes.
+var describeTypes = []string{"nodes", "pods", "services"}
+
+// completeTypes sets the completion of a command's first argument, a
+// resource type among types (svcnet get's and describe's).
+func completeTypes(c *cobra.Command, types func() []string) {
 	c.ValidArgsFunction = func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, noFiles
 		}
-		return withPrefix(resourceTypes(), toComplete), noFiles
+		return withPrefix(types(), toComplete), noFiles
 	}
 }

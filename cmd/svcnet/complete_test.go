@@ -33,7 +33,7 @@ func complete(t *testing.T, args ...string) ([]string, string) {
 // TestCompleteStatic: resource types and kinds, which need no lab, with
 // file names never offered (directive 4, NoFileComp).
 func TestCompleteStatic(t *testing.T) {
-	all := []string{"endpoints", "endpointslices", "ipaddresspools", "nodes", "pods", "services"}
+	all := []string{"endpoints", "endpointslices", "events", "ipaddresspools", "nodes", "pods", "services"}
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -42,6 +42,8 @@ func TestCompleteStatic(t *testing.T) {
 		{[]string{"get", "p"}, []string{"pods"}},
 		{[]string{"lab", "get", ""}, all},
 		{[]string{"lab", "get", "svc", ""}, nil},
+		{[]string{"describe", ""}, []string{"nodes", "pods", "services"}},
+		{[]string{"lab", "describe", "s"}, []string{"services"}},
 		{[]string{"lab", "delete", "endpoint"}, []string{"endpoints", "endpointslice"}},
 		{[]string{"lab", "delete", ""}, deleteTypes},
 	} {

@@ -40,7 +40,7 @@ const watchInterval = time.Second
 const (
 	getUse  = "get TYPE[,TYPE...] [NAME...] | TYPE/NAME... | all"
 	getArgs = `TYPE is services (svc), endpoints (ep), endpointslices, pods (po), nodes
-(no) or ipaddresspools; all is pods and services. Objects are chosen by name, by -l
+(no), events (ev) or ipaddresspools; all is pods and services. Objects are chosen by name, by -l
 (a label selector, set-based too) or --field-selector (metadata.name,
 metadata.namespace), and printed as kubectl prints them: its tables (-o wide,
 --show-labels, --no-headers, --sort-by), or -o name, json, yaml,
@@ -66,7 +66,7 @@ func newGetCommand() *cobra.Command {
 	}
 	o.src.bind(cmd.Flags())
 	o.bindListFlags(cmd)
-	completeGet(cmd)
+	completeTypes(cmd, resourceTypes)
 	return cmd
 }
 

@@ -34,7 +34,7 @@ client (172.26.236.10), and pods wired by svcnet's CNI plugin, each running svcn
 echo. Nothing is created in the host's network namespace. Needs root.`,
 	}
 	cmd.PersistentFlags().StringVar(&name, "name", "svcnet", "the lab's name; labs of different names stand side by side")
-	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name),
+	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name), labDescribeCommand(&name),
 		labExecCommand(&name), labCurlCommand(&name), labTraceCommand(&name), labDownCommand(&name),
 		labSuperviseCommand(&name), labSocketsCommand())
 	completeLab(cmd, &name)
@@ -140,6 +140,13 @@ func labApplyCommand(name *string) *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr(), "error:", e)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%d object(s) applied, %d rejected\n", len(objs)-len(errs)+len(bad), len(errs))
+			warnings, err := l.NotServed(ctx, objs)
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "Warning:", w)
+			}
 			if len(errs) > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d object(s) not applied", len(errs))}
 			}
@@ -226,6 +233,29 @@ func labGetCommand(name *string) *cobra.Command {
 		},
 	}
 	o.bindListFlags(cmd)
+	return cmd
+}
+
+func labDescribeCommand(name *string) *cobra.Command {
+	var f describeFlags
+	cmd := &cobra.Command{
+		Use:   describeUse,
+		Short: "Show the lab's Services, Pods or Nodes in detail, with their events, as kubectl describe does",
+		Long:  describeArgs,
+		Example: `  svcnet lab describe svc my-nginx
+  svcnet lab describe node node1
+  svcnet lab describe pods -l app=web`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, l, done, err := openLab(cmd, *name)
+			if err != nil {
+				return err
+			}
+			defer done()
+			return l.Describe(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args, f.options(cmd))
+		},
+	}
+	f.bind(cmd)
 	return cmd
 }
 

@@ -33,7 +33,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newGetCommand(), newProxyCommand(), newCNICommand())
+	root.AddCommand(newVersionCommand(), newGetCommand(), newDescribeCommand(), newProxyCommand(), newCNICommand())
 	root.AddCommand(newEchoCommand())
 	root.AddCommand(newLabCommand(), newDemoCommand(), newTraceCommand())
 	root.AddCommand(newLBCommand())

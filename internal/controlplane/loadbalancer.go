@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,7 +58,7 @@ func preparePools(in *intake) []*pool.IPAddressPool {
 // State recorded. A Service of another class keeps the manifest's status as is.
 // Pending Services are reported in Result.Warnings; the allocations are recorded
 // in state.
-func assignLoadBalancers(cfg Config, in *intake, res *Result, prev State, state *State) {
+func assignLoadBalancers(cfg Config, in *intake, res *Result, prev State, state *State, now time.Time) {
 	byKey := map[string]*corev1.Service{}
 	for _, s := range res.Services {
 		key := serviceKey(s)
@@ -104,6 +105,11 @@ func assignLoadBalancers(cfg Config, in *intake, res *Result, prev State, state 
 		}
 	}
 	res.Pools = slices.DeleteFunc(res.Pools, func(p *pool.IPAddressPool) bool { return !admitted[p.Name] })
+	for _, r := range out.Pools {
+		if i := slices.IndexFunc(res.Pools, func(p *pool.IPAddressPool) bool { return p.Name == r.Name }); i >= 0 && r.Admitted {
+			res.Events = append(res.Events, poolEvent(res.Pools[i], r, now))
+		}
+	}
 	for _, r := range out.Results {
 		key := r.Key.String()
 		s := byKey[key]
@@ -111,6 +117,9 @@ func assignLoadBalancers(cfg Config, in *intake, res *Result, prev State, state 
 			continue
 		}
 		s.Status.LoadBalancer = corev1.LoadBalancerStatus{Ingress: r.Ingress}
+		if ev, ok := serviceEvent(s, r, now); ok {
+			res.Events = append(res.Events, ev)
+		}
 		if r.Err != nil {
 			res.Warnings = append(res.Warnings, &ObjectError{Origin: in.originOf(kindService, key), Kind: kindService,
 				Namespace: s.Namespace, Name: s.Name, Err: r.Err})

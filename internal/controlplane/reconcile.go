@@ -44,6 +44,12 @@ type Result struct {
 	Warnings []*ObjectError
 	// State is what to persist: the allocations of the Services still present.
 	State State
+	// Events are svcnet lb's events for what this reconcile decided, stamped
+	// now: per LoadBalancer Service of its class IPAllocated (addresses and
+	// pool) or AllocationFailed (why), per admitted pool PoolAccepted or
+	// ReservedAddresses. They repeat on every reconcile; a recorder keeps
+	// what changed (see the lab's event store).
+	Events []corev1.Event
 }
 
 // Reconcile does what kube-apiserver and kube-controller-manager would do with
@@ -70,7 +76,7 @@ func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 	res.Pools = preparePools(in)
 	// Pools are ordered by creationTimestamp when admitted: stamp them first.
 	poolsCreated := stampCreated(prev.Created, now, kindIPAddressPool, res.Pools, nil)
-	assignLoadBalancers(cfg, in, &res, prev, &res.State)
+	assignLoadBalancers(cfg, in, &res, prev, &res.State, now)
 	if cfg.Validate() != nil {
 		res.State.Created = prev.Created // as the allocations: unchanged
 	} else {

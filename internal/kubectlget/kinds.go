@@ -85,12 +85,28 @@ var kinds = []*kind{
 		table: func(w io.Writer, objs []Object, o printers.Options) error {
 			return printers.Nodes(w, typed[*corev1.Node](objs), o)
 		}},
+	{resource: "events", aliases: []string{"event", "ev"}, prefix: "event", namespaced: true,
+		objects: func(r *controlplane.Result) []Object { return each(eventPtrs(r.Events)) },
+		table: func(w io.Writer, objs []Object, o printers.Options) error {
+			return printers.Events(w, typed[*corev1.Event](objs), o)
+		}},
 	{resource: "ipaddresspools", aliases: []string{"ipaddresspool", "svcpool"}, prefix: "ipaddresspool." + pool.Group,
 		qualified: "ipaddresspools." + pool.Group,
 		objects:   func(r *controlplane.Result) []Object { return each(r.Pools) },
 		table: func(w io.Writer, objs []Object, o printers.Options) error {
 			return printers.Pools(w, typed[*pool.IPAddressPool](objs), o)
 		}},
+}
+
+// eventPtrs returns pointers to events' items, each with its TypeMeta.
+func eventPtrs(events []corev1.Event) []*corev1.Event {
+	out := make([]*corev1.Event, len(events))
+	for i := range events {
+		e := events[i]
+		e.APIVersion, e.Kind = "v1", "Event"
+		out[i] = &e
+	}
+	return out
 }
 
 // allKinds are the types "all" stands for (kubectl's "all" category, of

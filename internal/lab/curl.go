@@ -102,7 +102,7 @@ func PrintHits(w io.Writer, target string, hits []Hit) int {
 	for _, h := range hits {
 		if h.Err != nil {
 			failed++
-			fmt.Fprintf(w, "%s %s: %s\n", verb, target, describe(h.Err))
+			fmt.Fprintf(w, "%s %s: %s\n", verb, target, failureText(h.Err))
 			continue
 		}
 		byPod[h.Reply.Pod+" on "+h.Reply.Node]++
@@ -184,8 +184,8 @@ func (l *Lab) HTTPGet(ctx context.Context, from Place, url string) (int, string,
 	return resp.StatusCode, string(b), nil
 }
 
-// describe says what a failed request met, in a network engineer's words.
-func describe(err error) string {
+// failureText says what a failed request met, in a network engineer's words.
+func failureText(err error) string {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused (a TCP reset to the SYN, or an ICMP port unreachable)"

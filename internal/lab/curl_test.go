@@ -61,8 +61,8 @@ func TestDescribe(t *testing.T) {
 		{fmt.Errorf("get: %w", io.EOF), "closed without an answer"},
 		{errors.New("something else"), "something else"},
 	} {
-		if got := describe(c.err); got != c.want {
-			t.Errorf("describe(%v) = %q, want %q", c.err, got, c.want)
+		if got := failureText(c.err); got != c.want {
+			t.Errorf("failureText(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }

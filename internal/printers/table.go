@@ -79,11 +79,16 @@ func (t *table) write(w io.Writer, what string) error {
 
 // age is kubectl's AGE cell.
 func age(meta metav1.Object, now time.Time) string {
-	ts := meta.GetCreationTimestamp()
-	if ts.IsZero() {
+	return Since(now, meta.GetCreationTimestamp().Time)
+}
+
+// Since is kubectl's age of t at now ("3m4s", "5d"), "<unknown>" for the
+// zero time.
+func Since(now, t time.Time) string {
+	if t.IsZero() {
 		return "<unknown>"
 	}
-	return duration.HumanDuration(now.Sub(ts.Time))
+	return duration.HumanDuration(now.Sub(t))
 }
 
 // listWithMore joins up to max items and says how many more there are, as kubectl.

@@ -231,6 +231,7 @@ func suite(t *testing.T, controlPlane string) {
 	}
 	t.Run("EgressMasquerade", func(t *testing.T) { egressScenarios(t, e) })
 	t.Run("LoadBalancer", func(t *testing.T) { lbScenarios(t, e) })
+	t.Run("Why", func(t *testing.T) { whyScenarios(t, e) })
 
 	t.Run("Multiport", func(t *testing.T) {
 		for _, port := range []int32{80, 8080} {

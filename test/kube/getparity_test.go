@@ -3,24 +3,16 @@
 package kube
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-
-	"github.com/svcnet/svcnet/internal/kubetest"
 )
 
 // TestGetParityWithKubectl: svcnet get against a real API server prints
@@ -31,17 +23,9 @@ import (
 // apart at most); each line kubectl prints on stderr must be in svcnet's
 // (which says "svcnet: " where kubectl says "error: ").
 func TestGetParityWithKubectl(t *testing.T) {
-	env := kubetest.Start(t, kubetest.Options{})
-	_, binDir := kubetest.Binaries(t, "kubectl")
-	kubectl := filepath.Join(binDir, "kubectl")
-	bin := buildSvcnet(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	kubetest.Eventually(t, 30*time.Second, "default/kubernetes", func() (bool, string) {
-		_, err := env.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
-	c := env.Client
+	p := newSideBySide(t)
+	ctx := p.ctx
+	c := p.env.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,21 +76,6 @@ func TestGetParityWithKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(name string, args ...string) (string, string, int) {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s %q: %v", name, args, err)
-		}
-		return stdout.String(), stderr.String(), code
-	}
 	age := regexp.MustCompile(`(?m)\b\d+(s|m\d*s?)\b( *)`)
 	for _, args := range [][]string{
 		{"svc"}, {"svc", "-A"}, {"svc", "-o", "wide"}, {"services", "-n", "other"},
@@ -127,8 +96,8 @@ func TestGetParityWithKubectl(t *testing.T) {
 		{"ep"}, {"endpoints", "-A"}, {"ep", "web", "-o", "yaml"}, {"ep,svc", "-o", "name"},
 		{"svc", "nope"}, {"svc", "web", "nope"}, {"svc", "web", "-A"}, {"svc", "-n", "empty"}, {"svc", "-l", "app=nothing"}, {"svc", "-o", "json", "-l", "app=nothing"},
 	} {
-		kout, kerr, kcode := run(kubectl, append([]string{"--kubeconfig", env.Kubeconfig, "get"}, args...)...)
-		sout, serr, scode := run(bin, append(append([]string{"get"}, args...), "--kubeconfig", env.Kubeconfig)...)
+		k, s := p.both(append([]string{"get"}, args...)...)
+		kout, kerr, kcode, sout, serr, scode := k.stdout, k.stderr, k.code, s.stdout, s.stderr, s.code
 		table := true
 		for i, a := range args {
 			if a == "-o" && i+1 < len(args) && args[i+1] != "wide" {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/describe"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
@@ -44,6 +45,9 @@ type ControlPlane interface {
 	Result(ctx context.Context) (*controlplane.Result, error)
 	// ProxyArgs are the state flags of every node's svcnet proxy.
 	ProxyArgs() []string
+	// Reader reads what the control plane holds, events included, for
+	// describe.
+	Reader(ctx context.Context) (describe.Reader, error)
 }
 
 // KindOf names an object's kind for messages and file names.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/describe"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
@@ -260,12 +261,26 @@ func (c *File) RemovePod(_ context.Context, namespace, name string) error {
 	return c.publish()
 }
 
+// Result is what the embedded control plane holds, with the events
+// recorded so far (not this load's).
 func (c *File) Result(context.Context) (*controlplane.Result, error) {
 	l, err := c.load(true)
 	if err != nil {
 		return nil, err
 	}
+	if l.API.Events, err = c.Events(); err != nil {
+		return nil, err
+	}
 	return &l.API, nil
+}
+
+// Reader reads what the embedded control plane holds, for describe.
+func (c *File) Reader(ctx context.Context) (describe.Reader, error) {
+	r, err := c.Result(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return describe.Held{R: r, Recorded: r.Events}, nil
 }
 
 func (c *File) load(readOnly bool) (*file.Loaded, error) {
@@ -285,8 +300,12 @@ func (c *File) publish() error {
 	return c.publishLoaded(l)
 }
 
-// publishLoaded publishes l, a load of objects/ as it is now.
+// publishLoaded publishes l, a load of objects/ as it is now, and records
+// its events.
 func (c *File) publishLoaded(l *file.Loaded) error {
+	if err := c.record(l.API.Events, time.Now()); err != nil {
+		return fmt.Errorf("recording events: %w", err)
+	}
 	resolved := map[string]*corev1.Service{}
 	for _, s := range l.API.Services {
 		resolved[s.Namespace+"/"+s.Name] = s

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/describe"
 	"github.com/svcnet/svcnet/internal/kubecluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/lb/pool"
@@ -101,6 +102,11 @@ func newKube(c *kubecluster.Cluster) (*Kube, error) {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
 	return &Kube{c: c, client: client}, nil
+}
+
+// Reader reads from the API server, for describe.
+func (k *Kube) Reader(context.Context) (describe.Reader, error) {
+	return describe.Client{C: k.client}, nil
 }
 
 func (k *Kube) ProxyArgs() []string { return []string{"--kubeconfig", k.c.Kubeconfig} }
@@ -316,7 +322,7 @@ func (k *Kube) RemovePod(ctx context.Context, namespace, name string) error {
 }
 
 func (k *Kube) Result(ctx context.Context) (*controlplane.Result, error) {
-	r, err := kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods)
+	r, err := kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods, kube.Events)
 	if err != nil {
 		return nil, err
 	}

@@ -13,25 +13,18 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/lb/plan"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
-// Event reasons, on the Service.
+// Event reasons, on the Service and on the IPAddressPool (see plan's).
 const (
-	ReasonIPAllocated      = "IPAllocated"
-	ReasonAllocationFailed = "AllocationFailed"
-	ReasonIPReleased       = "IPReleased"
-)
-
-// Event reasons, on the IPAddressPool.
-const (
-	// ReasonPoolAccepted (Normal): the pool serves.
-	ReasonPoolAccepted = "PoolAccepted"
-	// ReasonPoolRefused (Warning): the pool was left out; the message says why.
-	ReasonPoolRefused = "PoolRefused"
-	// ReasonPoolReservedAddresses (Warning): an admitted pool holds addresses
-	// that became the cluster's own; they are no longer handed out.
-	ReasonPoolReservedAddresses = "ReservedAddresses"
+	ReasonIPAllocated           = plan.ReasonIPAllocated
+	ReasonAllocationFailed      = plan.ReasonAllocationFailed
+	ReasonIPReleased            = plan.ReasonIPReleased
+	ReasonPoolAccepted          = plan.ReasonPoolAccepted
+	ReasonPoolRefused           = plan.ReasonPoolRefused
+	ReasonPoolReservedAddresses = plan.ReasonPoolReservedAddresses
 )
 
 // eventer records Events on Services (core/v1, through client-go's
@@ -58,20 +51,16 @@ func (e *eventer) shutdown() { e.broadcaster.Shutdown() }
 
 // allocated: svc's status now has ingress, from pool.
 func (e *eventer) allocated(svc *corev1.Service, ingress []corev1.LoadBalancerIngress, pool string) {
-	ips := strings.Join(ingressIPs(ingress), ",")
-	e.log.Info("Assigned load-balancer addresses", "service", klog.KObj(svc), "ips", ips, "pool", pool)
-	if pool != "" {
-		e.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIPAllocated, "Assigned IP %s from pool %s", ips, pool)
-	} else {
-		e.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIPAllocated, "Assigned IP %s", ips)
-	}
+	ips := ingressIPs(ingress)
+	e.log.Info("Assigned load-balancer addresses", "service", klog.KObj(svc), "ips", strings.Join(ips, ","), "pool", pool)
+	e.recorder.Event(svc, corev1.EventTypeNormal, ReasonIPAllocated, plan.AllocatedMessage(ips, pool))
 }
 
 // released: svc's status lost the addresses in old.
 func (e *eventer) released(svc *corev1.Service, old []corev1.LoadBalancerIngress) {
-	ips := strings.Join(ingressIPs(old), ",")
-	e.log.Info("Released load-balancer addresses", "service", klog.KObj(svc), "ips", ips)
-	e.recorder.Eventf(svc, corev1.EventTypeNormal, ReasonIPReleased, "Released IP %s", ips)
+	ips := ingressIPs(old)
+	e.log.Info("Released load-balancer addresses", "service", klog.KObj(svc), "ips", strings.Join(ips, ","))
+	e.recorder.Event(svc, corev1.EventTypeNormal, ReasonIPReleased, plan.ReleasedMessage(ips))
 }
 
 // failed: svc gets no (or not all its) addresses, for reason.

@@ -26,6 +26,7 @@ const (
 	Nodes          = "nodes"
 	Pods           = "pods"
 	Endpoints      = "endpoints"
+	Events         = "events"
 )
 
 // List lists the named resources ("" in namespace: every namespace; Nodes are
@@ -66,6 +67,12 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string, re
 				return nil, fmt.Errorf("listing endpoints: %w", err)
 			}
 			r.Endpoints = ptrs(l.Items, "Endpoints", corev1.SchemeGroupVersion.String())
+		case Events:
+			l, err := client.CoreV1().Events(namespace).List(ctx, lo)
+			if err != nil {
+				return nil, fmt.Errorf("listing events: %w", err)
+			}
+			r.Events = l.Items
 		default:
 			return nil, fmt.Errorf("list: unknown resource %q", res)
 		}
