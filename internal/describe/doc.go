@@ -15,7 +15,10 @@
 // for the embedded control plane would mean client-go's fake. So the three
 // describers svcnet offers are written here against kubectl's output, the
 // formatting helpers (tab stops, label and annotation blocks, the events
-// table) included, and held to it by the parity test.
+// table) included, and held to it by the parity test; with them the binary
+// is 87.8 MB and `svcnet version` 41 MB. The Pod and Node unit tests'
+// golden files are kubectl's own describers' output for the same fixtures
+// (tools/kdesc/gen.sh writes them).
 //
 // # What a description shows
 //
