@@ -58,6 +58,7 @@ type proxyOptions struct {
 	syncPeriod         time.Duration
 	minSyncPeriod      time.Duration
 	serviceProxyName   string
+	eventFile          string // --event-file: where a proxy without a cluster keeps its events
 	cleanup            bool
 	initOnly           bool
 	podRoutes          bool
@@ -143,6 +144,7 @@ synced and the Node known and eligible.`,
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:10249", `address:port for /metrics ("" disables)`)
 	fs.DurationVar(&o.syncPeriod, "sync-period", proxy.DefaultSyncPeriod, "maximum time between full syncs (drift repair)")
 	fs.DurationVar(&o.minSyncPeriod, "min-sync-period", proxy.DefaultMinSyncPeriod, "minimum time between syncs: changes within it are coalesced")
+	fs.StringVar(&o.eventFile, "event-file", "", "with --state: keep the events about Services this node does not serve in this file (a JSON EventList); with a cluster they go to its API server")
 	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "serve only Services labelled service.kubernetes.io/service-proxy-name=NAME (default: only unlabelled ones, as kube-proxy)")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, `Go soft memory limit: "auto" derives it from the live heap after each sync (lifted during full syncs; GOMEMLIMIT, when set, wins), "none" leaves the runtime's defaults, a quantity (256Mi) fixes it`)
@@ -207,7 +209,12 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}}
 	if o.dataPlane != planes.None {
 		o.applySysctls(log)
-		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.planeOptions(log), cfg, store, health, m, mem, log)
+		events, stopEvents, err := o.eventRecorder(ctx, cfg.NodeName, log)
+		if err != nil {
+			return err
+		}
+		defer stopEvents()
+		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.planeOptions(log), cfg, store, health, m, mem, events, log)
 		if err != nil {
 			return err
 		}

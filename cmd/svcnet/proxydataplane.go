@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/cgroup"
@@ -77,8 +78,9 @@ func withFamilies(opt planes.Options, fams []ipfamily.Family) planes.Options {
 // driving it and the healthCheckNodePort servers; mem applies --memory-limit
 // around the proxier's syncs. It returns their run functions (each returns
 // when ctx ends) and closeAll, which releases the kernel handles after they
-// have returned. Nothing is programmed before a run function runs.
-func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+// have returned. Nothing is programmed before a run function runs. events,
+// when not nil, records the Services the proxier skips.
+func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, events record.EventRecorder, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
 	plane, closePlane, err := planes.Open(name, withFamilies(opt, cfg.Families))
 	if err != nil {
 		return nil, nil, err
@@ -104,6 +106,7 @@ func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *
 		Logger:         log,
 		BeforeSync:     mem.beforeSync,
 		OnSync:         mem.afterSync,
+		Events:         events,
 	})
 	if err != nil {
 		ct.Close()

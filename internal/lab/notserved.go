@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lb/plan"
+	"github.com/svcnet/svcnet/internal/proxy"
 )
 
 // settleBound is how long NotServed waits for a kube control plane's
@@ -21,8 +23,13 @@ const settleBound = 5 * time.Second
 // NotServed returns a warning line for each Service among objs that the
 // control plane accepted but that is not served: a LoadBalancer Service
 // without an address (and svcnet lb's reason), a Service without a ready
-// endpoint. On the kube control plane, whose controllers act after the
-// apply, it waits up to settleBound for the warnings to clear.
+// endpoint, a Service (or port) a node's svcnet proxy reported it does not
+// serve (its ServiceSkipped events). On the kube control plane, whose
+// controllers act after the apply, it waits up to settleBound while a
+// warning may yet clear (no endpoint yet, no address and no reason yet).
+// A file-mode lab's proxies load what was applied after the apply
+// returns: their reports show in the Services' events (lab describe,
+// lab get events), and here only when already made.
 func (l *Lab) NotServed(ctx context.Context, objs []controlplane.Object) ([]string, error) {
 	_, async := l.c.CP.(*cluster.Kube)
 	deadline := time.Now().Add(settleBound)
@@ -31,8 +38,8 @@ func (l *Lab) NotServed(ctx context.Context, objs []controlplane.Object) ([]stri
 		if err != nil {
 			return nil, err
 		}
-		w := notServed(r, objs)
-		if len(w) == 0 || !async || time.Now().After(deadline) {
+		w, final := notServed(r, objs)
+		if final || !async || time.Now().After(deadline) {
 			return w, nil
 		}
 		select {
@@ -43,9 +50,10 @@ func (l *Lab) NotServed(ctx context.Context, objs []controlplane.Object) ([]stri
 	}
 }
 
-// notServed is NotServed's decision on what r holds.
-func notServed(r *controlplane.Result, objs []controlplane.Object) []string {
-	var out []string
+// notServed is NotServed's decision on what r holds; final is false when
+// a warning may clear as controllers act.
+func notServed(r *controlplane.Result, objs []controlplane.Object) (out []string, final bool) {
+	final = true
 	for _, o := range objs {
 		given, ok := o.Obj.(*corev1.Service)
 		if !ok {
@@ -66,34 +74,59 @@ func notServed(r *controlplane.Result, objs []controlplane.Object) []string {
 		}
 		id := fmt.Sprintf("Service %s/%s", s.Namespace, s.Name)
 		if s.Spec.Type == corev1.ServiceTypeLoadBalancer && len(s.Status.LoadBalancer.Ingress) == 0 {
-			out = append(out, fmt.Sprintf("%s: LoadBalancer address <pending>: %s", id, pendingReason(r.Events, s)))
+			why, decided := pendingReason(r.Events, s)
+			final = final && decided
+			out = append(out, fmt.Sprintf("%s: LoadBalancer address <pending>: %s", id, why))
 		}
 		if !hasReadyEndpoint(r.EndpointSlices, s) {
 			why := "no EndpointSlice gives it a ready endpoint"
 			if len(s.Spec.Selector) > 0 {
 				why = "no ready Pod matches its selector " + labels.FormatLabels(s.Spec.Selector)
 			}
+			final = false
 			out = append(out, fmt.Sprintf("%s: no endpoints: %s", id, why))
 		}
+		for _, msg := range skipped(r.Events, s) {
+			out = append(out, fmt.Sprintf("%s: not served by svcnet proxy: %s", id, msg))
+		}
 	}
-	return out
+	return out, final
 }
 
-// pendingReason is the message of svcnet lb's last AllocationFailed event
-// about s, when that is its last event.
-func pendingReason(events []corev1.Event, s *corev1.Service) string {
+// skipped are the messages of the nodes' proxies' ServiceSkipped events
+// about s, sorted.
+func skipped(events []corev1.Event, s *corev1.Service) []string {
+	var out []string
+	for _, e := range events {
+		if e.Reason == proxy.ReasonServiceSkipped && about(e, s) {
+			out = append(out, e.Message)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// about reports whether e is about s (by kind, namespace, name and, when
+// e names one, uid).
+func about(e corev1.Event, s *corev1.Service) bool {
+	o := e.InvolvedObject
+	return o.Kind == "Service" && o.Namespace == s.Namespace && o.Name == s.Name && (o.UID == "" || o.UID == s.UID)
+}
+
+// pendingReason is the message of svcnet lb's last event about s when it
+// is AllocationFailed (decided), else says none was allocated yet.
+func pendingReason(events []corev1.Event, s *corev1.Service) (why string, decided bool) {
 	var last *corev1.Event
 	for i, e := range events {
-		o := e.InvolvedObject
-		if o.Kind == "Service" && o.Namespace == s.Namespace && o.Name == s.Name && (o.UID == "" || o.UID == s.UID) &&
+		if e.Source.Component == controlplane.EventSource && about(e, s) &&
 			(last == nil || !e.LastTimestamp.Before(&last.LastTimestamp)) {
 			last = &events[i]
 		}
 	}
 	if last != nil && last.Reason == plan.ReasonAllocationFailed {
-		return last.Message
+		return last.Message, true
 	}
-	return "no address allocated yet"
+	return "no address allocated yet", false
 }
 
 func hasReadyEndpoint(slices []*discoveryv1.EndpointSlice, s *corev1.Service) bool {

@@ -32,11 +32,15 @@ func TestNotServedWarnings(t *testing.T) {
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.168.1.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}}}
 	}
 	failed := corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "default", Name: "pending", UID: pending.UID},
-		Reason: "AllocationFailed", Message: "no available IPs in pool lab"}
+		Reason: "AllocationFailed", Message: "no available IPs in pool lab", Source: corev1.EventSource{Component: controlplane.EventSource}}
+	skip := func(node string) corev1.Event {
+		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: "default", Name: "served", UID: served.UID},
+			Reason: "ServiceSkipped", Message: "port http not served on node " + node + ": conflict", Source: corev1.EventSource{Component: "svcnet-proxy", Host: node}}
+	}
 	r := &controlplane.Result{
 		Services:       []*corev1.Service{served, pending, waiting, empty, manual, notReady, ext},
 		EndpointSlices: []*discoveryv1.EndpointSlice{slice("served", nil), slice("pending", ptr.To(true)), slice("waiting", ptr.To(true)), slice("not-ready", ptr.To(false))},
-		Events:         []corev1.Event{failed},
+		Events:         []corev1.Event{failed, skip("node2"), skip("node1"), skip("node1")},
 	}
 	var objs []controlplane.Object
 	for _, s := range r.Services {
@@ -45,15 +49,25 @@ func TestNotServedWarnings(t *testing.T) {
 		objs = append(objs, controlplane.Object{Obj: given})
 	}
 	objs = append(objs, controlplane.Object{Obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "refused"}}})
-	got := notServed(r, objs)
+	got, final := notServed(r, objs)
 	want := []string{
+		"Service default/served: not served by svcnet proxy: port http not served on node node1: conflict",
+		"Service default/served: not served by svcnet proxy: port http not served on node node2: conflict",
 		"Service default/pending: LoadBalancer address <pending>: no available IPs in pool lab",
 		"Service default/waiting: LoadBalancer address <pending>: no address allocated yet",
 		"Service default/empty: no endpoints: no ready Pod matches its selector app=none",
 		"Service default/manual: no endpoints: no EndpointSlice gives it a ready endpoint",
 		"Service default/not-ready: no endpoints: no ready Pod matches its selector app=web",
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("got:\n%q\nwant:\n%q", got, want)
+	if fmt.Sprint(got) != fmt.Sprint(want) || final {
+		t.Errorf("got (final %v):\n%q\nwant (not final: endpoints may come):\n%q", final, got, want)
+	}
+	// A pending Service whose reason svcnet lb gave, with endpoints, is final.
+	if w, final := notServed(r, objs[1:2]); len(w) != 1 || !final {
+		t.Errorf("pending alone: %q, final %v; want one warning, final", w, final)
+	}
+	// One without a reason yet is not.
+	if _, final := notServed(r, objs[2:3]); final {
+		t.Error("waiting: final; want not final (no reason from svcnet lb yet)")
 	}
 }

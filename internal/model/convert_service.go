@@ -17,6 +17,7 @@ func ServiceFromAPI(in *corev1.Service) (*Service, error) {
 	s := &Service{
 		Namespace:                     in.Namespace,
 		Name:                          in.Name,
+		UID:                           string(in.UID),
 		Type:                          ServiceType(in.Spec.Type),
 		ExternalName:                  in.Spec.ExternalName,
 		PublishNotReadyAddresses:      in.Spec.PublishNotReadyAddresses,

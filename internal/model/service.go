@@ -73,7 +73,9 @@ const DefaultAffinityTimeout = 10800 * time.Second
 type Service struct {
 	Namespace string
 	Name      string
-	Type      ServiceType
+	// UID is the object's metadata.uid, which events about it name.
+	UID  string
+	Type ServiceType
 
 	// ClusterIPs are the allocated cluster IPs, primary family first; empty for
 	// headless and ExternalName Services.

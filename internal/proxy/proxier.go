@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/conntrack"
@@ -53,6 +54,10 @@ type Deps struct {
 	BeforeSync func(full bool)
 	// OnSync, when set, is called after every sync attempt.
 	OnSync func(SyncResult)
+	// Events, when set, records an event on each Service (or Service
+	// port) the node cannot serve, once per distinct reason, as the log
+	// line does (see reportSkipped).
+	Events record.EventRecorder
 }
 
 // SyncResult describes one sync attempt.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,11 +12,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/svcnet/svcnet/internal/dataplane"
 	"github.com/svcnet/svcnet/internal/dataplane/nftables"
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/nft"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 func service(name, cip string, port int32, proto model.Protocol) *model.Service {
@@ -48,6 +52,35 @@ type harness struct {
 	befores []bool
 	cancel  context.CancelFunc
 	done    chan error
+	events  eventLog
+}
+
+// eventLog is a record.EventRecorder that keeps each event as "KIND
+// NAMESPACE/NAME UID TYPE REASON: MESSAGE".
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Event(obj runtime.Object, typ, reason, msg string) {
+	ref := obj.(*corev1.ObjectReference)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s %s/%s %s %s %s: %s", ref.Kind, ref.Namespace, ref.Name, ref.UID, typ, reason, msg))
+}
+
+func (l *eventLog) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
+	l.Event(obj, typ, reason, fmt.Sprintf(format, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
+	l.Eventf(obj, typ, reason, format, args...)
+}
+
+func (l *eventLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
 }
 
 // run runs body in a synctest bubble against a started proxier: the
@@ -78,6 +111,7 @@ func start(t *testing.T, cfg Config, prepare ...func(k *nft.Fake)) *harness {
 		},
 		BeforeSync: func(full bool) { h.mu.Lock(); h.befores = append(h.befores, full); h.mu.Unlock() },
 		OnSync:     func(r SyncResult) { h.mu.Lock(); h.syncs = append(h.syncs, r); h.mu.Unlock() },
+		Events:     &h.events,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +270,7 @@ func TestProxierRetriesFailedSyncAsFull(t *testing.T) {
 func TestProxierSkipsBadServiceKeepsOthers(t *testing.T) {
 	run(t, Config{}, func(t *testing.T, h *harness) {
 		bad := service("bad", "10.96.0.30", 80, model.ProtocolTCP)
+		bad.UID = "uid-bad"
 		// An externalIP equal to another Service's ClusterIP: the node cannot
 		// express it (CVE-2020-8554), so it is skipped whole.
 		bad.ExternalIPs = []netip.Addr{netip.MustParseAddr("10.96.0.20")}
@@ -253,6 +288,14 @@ func TestProxierSkipsBadServiceKeepsOthers(t *testing.T) {
 		rs := h.results()
 		if rs[len(rs)-1].Skipped != 1 {
 			t.Fatalf("skipped = %d, want 1", rs[len(rs)-1].Skipped)
+		}
+		// One Warning event on the Service, however many syncs skip it.
+		h.store.Update(func(tx *model.Txn) { tx.SetEndpointSlice(slice("web", 80, model.ProtocolTCP, "192.168.2.11")) })
+		h.waitFor("web", func(s string) bool { return strings.Contains(s, "192.168.2.11") })
+		ev := h.events.list()
+		if len(ev) != 1 || ev[0] != "Service default/bad uid-bad Warning ServiceSkipped: port p/tcp (IPv4) not served on node node1: "+
+			"ExternalIP 10.96.0.20:80/TCP already claimed as ClusterIP by default/web:p/tcp (IPv4)" {
+			t.Fatalf("events %q, want one ServiceSkipped on default/bad (uid-bad) naming node1", ev)
 		}
 	})
 }

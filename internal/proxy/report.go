@@ -4,12 +4,18 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
-// reportSkipped logs each skip error once per distinct text.
+// ReasonServiceSkipped is the reason of the Warning event the proxy
+// records on a Service (or one of its ports) it does not serve.
+const ReasonServiceSkipped = "ServiceSkipped"
+
+// reportSkipped logs each skip error once per distinct text, and records
+// it as a Warning event on its Service (Deps.Events).
 func (p *Proxier) reportSkipped(t *servicetable.Table) {
 	now := map[string]bool{}
 	for _, e := range t.Errors {
@@ -17,6 +23,7 @@ func (p *Proxier) reportSkipped(t *servicetable.Table) {
 		now[msg] = true
 		if !p.reported[msg] {
 			p.log.Info("Service skipped on this node", "service", e.Service.String(), "port", e.Port, "reason", e.Reason)
+			p.recordSkipped(e)
 			if m := p.deps.Metrics; m != nil {
 				reason := "invalid"
 				if e.Conflict {
@@ -27,6 +34,26 @@ func (p *Proxier) reportSkipped(t *servicetable.Table) {
 		}
 	}
 	p.reported = now
+}
+
+// recordSkipped records e as a Warning event on its Service, naming the
+// node: "[port P] [(FAMILY)] not served on node N: REASON".
+func (p *Proxier) recordSkipped(e *servicetable.SkipError) {
+	if p.deps.Events == nil {
+		return
+	}
+	ref := &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: e.Service.Namespace, Name: e.Service.Name}
+	if st := p.snap.Service(e.Service); st != nil && st.Service != nil {
+		ref.UID = types.UID(st.Service.UID)
+	}
+	what := "not served"
+	if e.Family != 0 {
+		what = "(" + e.Family.String() + ") " + what
+	}
+	if e.Port != "" {
+		what = "port " + e.Port + " " + what
+	}
+	p.deps.Events.Eventf(ref, v1.EventTypeWarning, ReasonServiceSkipped, "%s on node %s: %s", what, p.cfg.NodeName, e.Reason)
 }
 
 func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.Time) {

@@ -121,4 +121,48 @@ func whyScenarios(t *testing.T, e *env) {
 	if _, errOut, code := e.labCLI(t, "describe", "svc", "nope"); code == 0 || !strings.Contains(errOut, `Error from server (NotFound): services "nope" not found`) {
 		t.Errorf("lab describe svc nope: exit %d, stderr %q; want kubectl's NotFound", code, errOut)
 	}
+	skippedByProxies(t, e)
+}
+
+// skippedByProxies: a Service whose externalIP is web's ClusterIP on the
+// same port is accepted by the control plane, but no node can serve it
+// (the address and port are web's): every node's svcnet proxy records a
+// ServiceSkipped event on it, naming itself and the conflict, which `lab
+// describe` shows (in file mode too, from the proxies' event files), and
+// `lab apply` of it again warns that svcnet proxy does not serve it.
+func skippedByProxies(t *testing.T, e *env) {
+	web := e.service("web")
+	manifest := filepath.Join(t.TempDir(), "why-skipped.yaml")
+	doc := fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: why-skipped}\nspec:\n  selector: {app: web}\n"+
+		"  externalIPs: [%s]\n  ports: [{port: %d, targetPort: 80}]\n", web.Spec.ClusterIP, web.Spec.Ports[0].Port)
+	if err := os.WriteFile(manifest, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.l.Delete(e.ctx, "Service", "default", "why-skipped", 0); err != nil {
+			t.Errorf("delete Service why-skipped: %v", err)
+		}
+	})
+	if out, errOut, code := e.labCLI(t, "apply", "-f", manifest); code != 0 {
+		t.Fatalf("lab apply: exit %d\n%s%s", code, out, errOut)
+	}
+	conflict := fmt.Sprintf("ExternalIP %s:%d/TCP already claimed as ClusterIP by default/web", web.Spec.ClusterIP, web.Spec.Ports[0].Port)
+	nodes := e.l.Info().Nodes
+	e.eventually("every node's proxy reports why-skipped", func() error {
+		out, errOut, code := e.labCLI(t, "describe", "svc", "why-skipped")
+		if code != 0 {
+			return fmt.Errorf("lab describe: exit %d: %s", code, errOut)
+		}
+		for i := 1; i <= nodes; i++ {
+			row := regexp.MustCompile(`(?m)^  Warning +ServiceSkipped +\S+ +svcnet-proxy +.*not served on node node` + fmt.Sprint(i) + `: ` + regexp.QuoteMeta(conflict))
+			if !row.MatchString(out) {
+				return fmt.Errorf("no ServiceSkipped event from node%d:\n%s", i, out)
+			}
+		}
+		return nil
+	})
+	_, errOut, code := e.labCLI(t, "apply", "-f", manifest)
+	if want := "Warning: Service default/why-skipped: not served by svcnet proxy: "; code != 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, conflict) {
+		t.Errorf("lab apply again: exit %d, stderr lacks %q ... %q:\n%s", code, want, conflict, errOut)
+	}
 }

@@ -95,8 +95,12 @@ type agent struct {
 // and layer-2 speaker only (--data-plane none).
 func (c *Cluster) agents(i int) []agent {
 	state := c.CP.ProxyArgs()
+	svState := state
+	if f, ok := c.CP.(*File); ok { // no API server: the proxy's events go to the lab's state
+		svState = append(slices.Clone(state), "--event-file", f.NodeEventsPath(topology.NodeName(i)))
+	}
 	sv := agent{what: "svcnet proxy", log: c.proxyLog(i), healthzPort: kubeProxyHealthzPort, readyTimeout: svcnetReadyTimeout,
-		argv: svcnetProxyArgv(c.Info, state, i, c.Names.HeartbeatKey())}
+		argv: svcnetProxyArgv(c.Info, svState, i, c.Names.HeartbeatKey())}
 	if kubeProxyMode(c.Info.Proxy) == "" {
 		return []agent{sv}
 	}

@@ -1,4 +1,4 @@
-package cluster
+package eventlog
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ func TestRecordEventsKeepsChanges(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
 	var kept []corev1.Event
 	step := func(at time.Duration, fresh ...corev1.Event) {
-		kept = recordEvents(kept, fresh, t0.Add(at))
+		kept = Record(kept, fresh, t0.Add(at))
 	}
 	pending := func(at time.Duration) corev1.Event {
 		return lbEvent("web", "AllocationFailed", "no available IPs in pool lab", t0.Add(at))
@@ -59,11 +59,11 @@ func TestRecordEventsKeepsChanges(t *testing.T) {
 func TestRecordEventsBounded(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
 	var fresh []corev1.Event
-	for i := range maxEvents + 10 {
+	for i := range Max + 10 {
 		fresh = append(fresh, lbEvent(fmt.Sprintf("svc-%04d", i), "IPAllocated", "x", t0.Add(time.Duration(i)*time.Millisecond)))
 	}
-	kept := recordEvents(nil, fresh, t0.Add(time.Second))
-	if len(kept) != maxEvents || kept[0].InvolvedObject.Name != "svc-0010" {
-		t.Fatalf("kept %d events from %s, want %d from svc-0010", len(kept), kept[0].InvolvedObject.Name, maxEvents)
+	kept := Record(nil, fresh, t0.Add(time.Second))
+	if len(kept) != Max || kept[0].InvolvedObject.Name != "svc-0010" {
+		t.Fatalf("kept %d events from %s, want %d from svc-0010", len(kept), kept[0].InvolvedObject.Name, Max)
 	}
 }
