@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,51 @@ import (
 type File struct {
 	names topology.Names
 	cfg   controlplane.Config
+	// published is the load this process last published, and the
+	// identities of objects/ and cluster.yaml then: while neither changed
+	// (every write to objects/ renames a file into it, every publish
+	// renames cluster.yaml), Result reads it instead of loading again.
+	published *publication
+}
+
+type publication struct {
+	l           *file.Loaded
+	objects, at fileID
+}
+
+// fileID tells a file's (or directory's) versions apart: an atomic
+// rename gives a new inode, a rename into a directory a new mtime.
+type fileID struct {
+	ino   uint64
+	mtime time.Time
+	size  int64
+}
+
+func idOf(path string) (fileID, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{ino: st.Ino, mtime: fi.ModTime(), size: fi.Size()}, true
+}
+
+// current returns the published load when objects/ and cluster.yaml are
+// still as they were when it was published.
+func (c *File) current() *file.Loaded {
+	p := c.published
+	if p == nil {
+		return nil
+	}
+	objects, ok1 := idOf(c.objectsDir())
+	at, ok2 := idOf(c.PublishPath())
+	if !ok1 || !ok2 || objects != p.objects || at != p.at {
+		return nil
+	}
+	return p.l
 }
 
 func NewFile(n topology.Names) *File {
@@ -264,14 +310,19 @@ func (c *File) RemovePod(_ context.Context, namespace, name string) error {
 // Result is what the embedded control plane holds, with the events
 // recorded so far (not this load's).
 func (c *File) Result(context.Context) (*controlplane.Result, error) {
-	l, err := c.load(true)
-	if err != nil {
+	l := c.current()
+	if l == nil {
+		var err error
+		if l, err = c.load(true); err != nil {
+			return nil, err
+		}
+	}
+	r := l.API
+	var err error
+	if r.Events, err = c.Events(); err != nil {
 		return nil, err
 	}
-	if l.API.Events, err = c.Events(); err != nil {
-		return nil, err
-	}
-	return &l.API, nil
+	return &r, nil
 }
 
 // Reader reads what the embedded control plane holds, for describe.
@@ -302,7 +353,15 @@ func (c *File) publish() error {
 
 // publishLoaded publishes l, a load of objects/ as it is now, and records
 // its events.
-func (c *File) publishLoaded(l *file.Loaded) error {
+func (c *File) publishLoaded(l *file.Loaded) (err error) {
+	c.published = nil
+	defer func() {
+		objects, ok1 := idOf(c.objectsDir())
+		at, ok2 := idOf(c.PublishPath())
+		if err == nil && ok1 && ok2 {
+			c.published = &publication{l: l, objects: objects, at: at}
+		}
+	}()
 	if err := c.record(l.API.Events, time.Now()); err != nil {
 		return fmt.Errorf("recording events: %w", err)
 	}
@@ -310,12 +369,8 @@ func (c *File) publishLoaded(l *file.Loaded) error {
 	for _, s := range l.API.Services {
 		resolved[s.Namespace+"/"+s.Name] = s
 	}
-	objs, _, err := file.ReadManifests(c.objectsDir())
-	if err != nil {
-		return err
-	}
 	var buf bytes.Buffer
-	for _, o := range objs {
+	for _, o := range l.Objects {
 		obj := o.Obj
 		if s, ok := obj.(*corev1.Service); ok {
 			if r := resolved[s.Namespace+"/"+s.Name]; r != nil {

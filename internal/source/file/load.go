@@ -33,7 +33,10 @@ type Options struct {
 // Loaded is one load of the manifests: the control plane's result as API objects,
 // the same converted to the model, and every error met on the way.
 type Loaded struct {
-	API controlplane.Result
+	// Objects are the decoded manifests, as written, in file order: the
+	// control plane's input.
+	Objects []controlplane.Object
+	API     controlplane.Result
 	// Errors lists documents that did not decode, objects the control plane left
 	// out, and objects that did not convert, in file order. Each names its origin.
 	Errors []error
@@ -109,7 +112,7 @@ func Load(opts Options) (*Loaded, error) {
 			return nil, err
 		}
 	}
-	l := &Loaded{API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
+	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	for _, w := range res.Warnings {
 		l.Warnings = append(l.Warnings, w)
 	}
