@@ -228,7 +228,7 @@ func labStaysInLab(t *testing.T, controlPlane string) {
 		// What a user's TAB offers, in each shell svcnet completes for:
 		// resource types, the lab's name, its places, its objects.
 		for _, sh := range []string{"bash", "fish", "zsh"} {
-			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab get ", "endpoints", "endpointslices", "ipaddresspools", "nodes", "pods", "services")
+			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab get ", "endpoints", "endpointslices", "events", "ipaddresspools", "nodes", "pods", "services")
 			shellCompletes(t, ctx, host.ns.Name(), sh, "svcnet lab --name "+name+" curl w", "web-0", "web-1")
 		}
 		shellCompletes(t, ctx, host.ns.Name(), "zsh", "svcnet lab --name "+name+" exec ", "client", "node1", "node2", "client-0", "web-0", "web-1")

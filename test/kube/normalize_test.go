@@ -42,6 +42,7 @@ func normalize(snap *model.Snapshot, skip func(model.ServiceKey) bool) (world, a
 			continue
 		}
 		s := *st.Service
+		s.UID = "" // each control plane makes its own
 		a.ClusterIPs[key.String()] = s.ClusterIPs
 		a.HealthCheckNodePorts[key.String()] = s.HealthCheckNodePort
 		s.ClusterIPs = nil
