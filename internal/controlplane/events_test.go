@@ -3,6 +3,7 @@ package controlplane
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -45,4 +46,24 @@ func pendingWarning(t *testing.T, res Result, name string) string {
 	}
 	t.Fatalf("no warning for %s", name)
 	return ""
+}
+
+// A node agent's control plane reading the Services the lab's published
+// (creationTimestamp set) names each as the lab's did, however much later
+// and without the lab's State, so that the agent's events about a
+// Service are found on it.
+func TestPublishedServiceKeepsItsIdentity(t *testing.T) {
+	lab := run(t, svc("web"))
+	published := findService(t, lab, "default", "web").DeepCopy()
+	later := Reconcile(DefaultConfig(), toObjects(published), State{}, testNow.Add(90*time.Second))
+	again := findService(t, later, "default", "web")
+	if again.UID != published.UID || !again.CreationTimestamp.Equal(&published.CreationTimestamp) {
+		t.Errorf("re-read: UID %s created %v; the lab's: %s %v", again.UID, again.CreationTimestamp, published.UID, published.CreationTimestamp)
+	}
+	// Without a creationTimestamp, a Service created at another time is
+	// another object.
+	other := Reconcile(DefaultConfig(), toObjects(svc("web")), State{}, testNow.Add(90*time.Second))
+	if findService(t, other, "default", "web").UID == published.UID {
+		t.Error("a Service created 90 s later has the same UID")
+	}
 }

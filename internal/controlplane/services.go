@@ -97,16 +97,26 @@ func validServices(in *intake, al *allocator, prev State, state State) []*svcEnt
 	return valid
 }
 
-// stampService sets what the apiserver sets on create: UID and creation time
-// (kept from the previous State), and clears what a create may not carry.
+// stampService sets what the apiserver sets on create: UID and creation
+// time, and clears what a create may not carry. A Service that names its
+// own creationTimestamp keeps it, as every other kind does (stampCreated),
+// with the UID that time gives: a node agent reading the Services the
+// embedded control plane published then names each one as the control
+// plane did, whenever it first read it. Otherwise the time (and UID) is
+// the previous State's, or now.
 func stampService(svc *corev1.Service, prior *ServiceAlloc, now time.Time) {
-	created := now
-	if prior != nil && !prior.Created.IsZero() {
-		created = prior.Created.UTC()
-	}
-	uid := makeUID(kindService, svc.Namespace, svc.Name, created.Format(time.RFC3339))
-	if prior != nil && prior.UID != "" {
+	created, uid := now, types.UID("")
+	switch {
+	case !svc.CreationTimestamp.IsZero():
+		created = svc.CreationTimestamp.Time.UTC()
+	case prior != nil:
+		if !prior.Created.IsZero() {
+			created = prior.Created.UTC()
+		}
 		uid = types.UID(prior.UID)
+	}
+	if uid == "" {
+		uid = makeUID(kindService, svc.Namespace, svc.Name, created.Format(time.RFC3339))
 	}
 	svc.UID = uid
 	svc.CreationTimestamp = metav1.NewTime(created)
