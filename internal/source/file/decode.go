@@ -100,34 +100,39 @@ func isManifestName(name string) bool {
 	return false
 }
 
-// decodeFile splits one file into documents and decodes each strictly (unknown
-// fields are errors, as kubectl --validate=strict). Documents are numbered from 1 as
-// a reader counts them: every "---" starts a new one, empty or not. A document that
-// fails to decode becomes a DocError and is skipped; the others are returned. Kind
-// List is expanded.
-func decodeFile(name string, data []byte) ([]controlplane.Object, []error) {
+// decodeFile splits one file into documents and decodes each with decode
+// (decodeDocument, or a cache of it). Documents are numbered from 1 as a
+// reader counts them: every "---" starts a new one, empty or not. A document
+// that fails to decode becomes a DocError and is skipped; the others are
+// returned.
+func decodeFile(name string, data []byte, decode func(origin string, doc []byte) decoded) decoded {
 	docs, err := splitDocuments(data)
 	if err != nil {
-		return nil, []error{&DocError{Origin: name, Err: fmt.Errorf("parsing: %w", err)}}
+		return decoded{errs: []error{&DocError{Origin: name, Err: fmt.Errorf("parsing: %w", err)}}}
 	}
-	var objs []controlplane.Object
-	var errs []error
+	var out decoded
 	for i, doc := range docs {
-		origin := fmt.Sprintf("%s#%d", name, i+1)
-		raw, err := utilyaml.ToJSON(doc)
-		if err != nil {
-			errs = append(errs, &DocError{Origin: origin, Err: fmt.Errorf("parsing: %w", err)})
-			continue
-		}
-		raw = bytes.TrimSpace(raw)
-		if len(raw) == 0 || string(raw) == "null" {
-			continue
-		}
-		o, e := decodeDoc(origin, raw)
-		objs = append(objs, o...)
-		errs = append(errs, e...)
+		d := decode(fmt.Sprintf("%s#%d", name, i+1), doc)
+		out.objs = append(out.objs, d.objs...)
+		out.errs = append(out.errs, d.errs...)
 	}
-	return objs, errs
+	return out
+}
+
+// decodeDocument decodes one YAML or JSON document strictly (unknown fields
+// are errors, as kubectl --validate=strict); an empty one is no object. Kind
+// List is expanded.
+func decodeDocument(origin string, doc []byte) decoded {
+	raw, err := utilyaml.ToJSON(doc)
+	if err != nil {
+		return decoded{errs: []error{&DocError{Origin: origin, Err: fmt.Errorf("parsing: %w", err)}}}
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return decoded{}
+	}
+	o, e := decodeDoc(origin, raw)
+	return decoded{objs: o, errs: e}
 }
 
 // splitDocuments returns the documents of a YAML stream (split at lines that start

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcnet/svcnet/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -38,7 +39,7 @@ metadata: {name: c}
 ---
 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}}
 `
-	objs, errs := decodeFile("m.yaml", []byte(data))
+	objs, errs := decodeAll("m.yaml", []byte(data))
 	var names []string
 	for _, o := range objs {
 		names = append(names, o.Origin+"="+o.Obj.GetObjectKind().GroupVersionKind().Kind)
@@ -69,11 +70,11 @@ metadata: {name: c}
 }
 
 func TestDecodeBrokenDocumentLeavesTheOthers(t *testing.T) {
-	objs, errs := decodeFile("x.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\nkey: [unclosed\n--- # next\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n"))
+	objs, errs := decodeAll("x.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\nkey: [unclosed\n--- # next\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n"))
 	if len(objs) != 2 || len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "x.yaml#2: parsing:") || objs[1].Origin != "x.yaml#3" {
 		t.Fatalf("objs=%v errs=%v", objs, errs)
 	}
-	objs, errs = decodeFile("x.json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}} {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"b"}}`))
+	objs, errs = decodeAll("x.json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}} {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"b"}}`))
 	if len(objs) != 2 || len(errs) != 0 || objs[1].Origin != "x.json#2" {
 		t.Fatalf("json stream: objs=%v errs=%v", objs, errs)
 	}
@@ -95,4 +96,10 @@ func TestManifestFilesSkipsDotfilesAndOthers(t *testing.T) {
 	if strings.Join(base, ",") != "a.json,b.yaml,c.yml" {
 		t.Fatalf("manifest files = %v", base)
 	}
+}
+
+// decodeAll decodes a file without a cache.
+func decodeAll(name string, data []byte) ([]controlplane.Object, []error) {
+	d := decodeFile(name, data, decodeDocument)
+	return d.objs, d.errs
 }

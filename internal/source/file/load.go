@@ -2,7 +2,6 @@ package file
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
@@ -28,6 +27,9 @@ type Options struct {
 	AllServices bool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Cache, when not nil, keeps decoded documents from one load to the
+	// next (see Cache); a long-running reader keeps one.
+	Cache *Cache
 }
 
 // Loaded is one load of the manifests: the control plane's result as API objects,
@@ -61,21 +63,27 @@ func ReadManifests(path string) ([]controlplane.Object, []error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return readFiles(files)
+	return readFiles(files, nil)
 }
 
-func readFiles(files []string) ([]controlplane.Object, []error, error) {
+// readFiles decodes files, through c when it is not nil.
+func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error) {
+	if c == nil {
+		c = NewCache()
+	}
+	c.begin()
 	var objs []controlplane.Object
 	var errs []error
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		d, err := c.readFile(f)
 		if err != nil {
+			c.abort()
 			return nil, nil, fmt.Errorf("reading manifests: %w", err)
 		}
-		o, e := decodeFile(f, data)
-		objs = append(objs, o...)
-		errs = append(errs, e...)
+		objs = append(objs, d.objs...)
+		errs = append(errs, d.errs...)
 	}
+	c.end()
 	return objs, errs, nil
 }
 
@@ -95,7 +103,7 @@ func Load(opts Options) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, errs, err := readFiles(files)
+	objs, errs, err := readFiles(files, opts.Cache)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,22 @@ import (
 	"github.com/svcnet/svcnet/internal/model"
 )
 
-// debounce is how long the source waits after a file event for more events before
-// reloading: editors write a file in several steps.
+// debounce is how long the source waits after a file is written in place for
+// more events before reloading: editors write a file in several steps.
 const debounce = 100 * time.Millisecond
+
+// settle is how long it waits after a file is created, renamed into place or
+// removed: such a file is whole (an atomic writer renames it in), and a
+// writer replacing several files renames them one after another.
+const settle = 5 * time.Millisecond
+
+// delayAfter returns how long to wait after ev before reloading.
+func delayAfter(ev fsnotify.Event) time.Duration {
+	if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Chmod) {
+		return debounce
+	}
+	return settle
+}
 
 // Source feeds a Store from manifests and keeps it current as they change.
 type Source struct {
@@ -23,8 +36,12 @@ type Source struct {
 	log   klog.Logger
 }
 
-// New returns a Source; it starts nothing.
+// New returns a Source; it starts nothing. Its loads share a Cache (one of
+// opts' own when set), so a reload decodes only the documents that changed.
 func New(opts Options, store *model.Store, log klog.Logger) *Source {
+	if opts.Cache == nil {
+		opts.Cache = NewCache()
+	}
 	return &Source{opts: opts, store: store, log: log}
 }
 
@@ -60,7 +77,8 @@ func (s *Source) Run(ctx context.Context) error {
 				return nil
 			}
 			if s.relevant(ev.Name) {
-				timer.Reset(debounce)
+				s.opts.Cache.Forget(ev.Name)
+				timer.Reset(delayAfter(ev))
 			}
 		case err, ok := <-w.Errors:
 			if !ok {

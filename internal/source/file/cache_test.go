@@ -1,0 +1,158 @@
+package file
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+)
+
+func nsDoc(name string) string {
+	return "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + name + "\n"
+}
+
+// loadCached decodes the manifests in dir through c (none when nil).
+func loadCached(t *testing.T, dir string, c *Cache) ([]controlplane.Object, []error) {
+	t.Helper()
+	files, err := manifestFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, errs, err := readFiles(files, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, errs
+}
+
+func byOrigin(objs []controlplane.Object) map[string]*corev1.Namespace {
+	out := map[string]*corev1.Namespace{}
+	for _, o := range objs {
+		out[o.Origin] = o.Obj.(*corev1.Namespace)
+	}
+	return out
+}
+
+// TestCacheDecodesOnlyWhatChanged: a reload through a Cache gives what a
+// load without one gives, decodes only the documents that changed (the
+// others are the very objects of the last load), and forgets what is gone.
+func TestCacheDecodesOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	multi := filepath.Join(dir, "a.yaml")
+	single := filepath.Join(dir, "b.yaml")
+	writeFile(t, multi, nsDoc("one")+"---\n"+nsDoc("two")+"---\nkind: [broken\n")
+	writeFile(t, single, nsDoc("three"))
+	c := NewCache()
+	objs1, errs1 := loadCached(t, dir, c)
+	if len(objs1) != 3 || len(errs1) != 1 {
+		t.Fatalf("first load: %d objects, errors %v", len(objs1), errs1)
+	}
+	plain, plainErrs := loadCached(t, dir, nil)
+	if !reflect.DeepEqual(plain, objs1) || len(plainErrs) != 1 || plainErrs[0].Error() != errs1[0].Error() {
+		t.Fatalf("cached load differs from a plain one:\n%v %v\n%v %v", objs1, errs1, plain, plainErrs)
+	}
+	first := byOrigin(objs1)
+
+	// Unchanged: every object is the one decoded before, the error reported again.
+	objs2, errs2 := loadCached(t, dir, c)
+	for origin, ns := range byOrigin(objs2) {
+		if first[origin] != ns {
+			t.Errorf("%s decoded again though unchanged", origin)
+		}
+	}
+	if len(errs2) != 1 || errs2[0].Error() != errs1[0].Error() {
+		t.Errorf("second load errors %v, want %v", errs2, errs1)
+	}
+
+	// The second document changes; the first stays as decoded.
+	writeFile(t, multi, nsDoc("one")+"---\n"+nsDoc("deux")+"---\nkind: [broken\n")
+	got := byOrigin(mustObjs(loadCached(t, dir, c)))
+	if got[multi+"#1"] != first[multi+"#1"] {
+		t.Error("unchanged document #1 decoded again")
+	}
+	if got[multi+"#2"] == first[multi+"#2"] || got[multi+"#2"].Name != "deux" {
+		t.Errorf("changed document #2 is %v, want Namespace deux", got[multi+"#2"].Name)
+	}
+	if got[single+"#1"] != first[single+"#1"] {
+		t.Error("unchanged file decoded again")
+	}
+
+	// Removed: its objects are gone, and so is what the cache kept of it.
+	if err := os.Remove(single); err != nil {
+		t.Fatal(err)
+	}
+	got = byOrigin(mustObjs(loadCached(t, dir, c)))
+	if _, ok := got[single+"#1"]; ok || len(got) != 2 {
+		t.Errorf("after removing %s: %v", single, got)
+	}
+	if _, ok := c.files[single]; ok {
+		t.Errorf("cache still holds removed %s", single)
+	}
+	if len(c.docs) != 3 {
+		t.Errorf("cache holds %d documents, want the 3 of %s", len(c.docs), multi)
+	}
+}
+
+func mustObjs(objs []controlplane.Object, _ []error) []controlplane.Object { return objs }
+
+// TestCacheSeesWritesInPlace: a file rewritten in place with the same size
+// and mtime is still read again (its ctime moved), and Forget makes the next
+// load read a file whatever its identity.
+func TestCacheSeesWritesInPlace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	writeFile(t, path, nsDoc("aaa"))
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCache()
+	loadCached(t, dir, c)
+	time.Sleep(10 * time.Millisecond) // past the file system's timestamp granularity
+	writeFile(t, path, nsDoc("bbb"))
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if got := byOrigin(mustObjs(loadCached(t, dir, c)))[path+"#1"].Name; got != "bbb" {
+		t.Fatalf("after a same-size write in place with the old mtime: %s, want bbb", got)
+	}
+
+	// Forget: a stale identity in the cache is not trusted.
+	f := c.files[path]
+	f.decoded.objs = nil
+	c.files[path] = f
+	c.Forget(filepath.Join(dir, ".", "a.yaml"))
+	if got := byOrigin(mustObjs(loadCached(t, dir, c)))[path+"#1"]; got == nil || got.Name != "bbb" {
+		t.Fatalf("after Forget: %v, want Namespace bbb", got)
+	}
+}
+
+// TestCacheFailedLoadKeepsIt: a load that cannot read a file (here a
+// directory in its place) fails and leaves the cache as the last good load
+// left it.
+func TestCacheFailedLoadKeepsIt(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), nsDoc("aaa"))
+	c := NewCache()
+	first := byOrigin(mustObjs(loadCached(t, dir, c)))
+	bad := filepath.Join(dir, "b.yaml")
+	if err := os.Mkdir(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readFiles([]string{filepath.Join(dir, "a.yaml"), bad}, c); err == nil {
+		t.Fatal("reading a directory as a manifest did not fail")
+	}
+	if err := os.Remove(bad); err != nil {
+		t.Fatal(err)
+	}
+	for origin, ns := range byOrigin(mustObjs(loadCached(t, dir, c))) {
+		if first[origin] != ns {
+			t.Errorf("%s decoded again after a failed load", origin)
+		}
+	}
+}

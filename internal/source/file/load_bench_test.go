@@ -1,0 +1,121 @@
+package file
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/svcnet/svcnet/internal/controlplane"
+)
+
+// writePopulation writes n selector-less Services, each with one EndpointSlice
+// of two endpoints, one manifest per object, into dir.
+func writePopulation(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	for i := range n {
+		svc := fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: svc-%05d
+  namespace: bench
+spec:
+  ports:
+  - name: http
+    port: 80
+    protocol: TCP
+    targetPort: 8080
+`, i)
+		es := fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: svc-%05d-bench
+  namespace: bench
+  labels:
+    kubernetes.io/service-name: svc-%05d
+    endpointslice.kubernetes.io/managed-by: svcnet-bench
+addressType: IPv4
+ports:
+- name: http
+  port: 8080
+  protocol: TCP
+endpoints:
+- addresses: ["192.168.%d.%d"]
+  conditions: {ready: true}
+- addresses: ["192.168.%d.%d"]
+  conditions: {ready: true}
+`, i, i, (2*i)/254%256, (2*i)%254+1, (2*i+1)/254%256, (2*i+1)%254+1)
+		for name, b := range map[string]string{"Service.bench.svc-%05d.yaml": svc, "EndpointSlice.bench.svc-%05d-bench.yaml": es} {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf(name, i)), []byte(b), 0o644); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkLoad10k(b *testing.B) {
+	dir := b.TempDir()
+	writePopulation(b, dir, 10000)
+	if _, err := Load(Options{Path: dir}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		l, err := Load(Options{Path: dir, ReadOnly: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(l.Errors) > 0 || len(l.Services) != 10001 {
+			b.Fatalf("%d services, errors %v", len(l.Services), l.Errors[:1])
+		}
+	}
+}
+
+func BenchmarkReconcile10k(b *testing.B) {
+	dir := b.TempDir()
+	writePopulation(b, dir, 10000)
+	l, err := Load(Options{Path: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev, err := readState(StatePathFor(dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		res := controlplane.Reconcile(controlplane.Config{}, l.Objects, prev, time.Now())
+		if len(res.Services) != 10001 {
+			b.Fatal(len(res.Services))
+		}
+	}
+}
+
+// BenchmarkReloadOneChange10k: a long-running reader's reload after one
+// Service of 10,000 changed.
+func BenchmarkReloadOneChange10k(b *testing.B) {
+	dir := b.TempDir()
+	writePopulation(b, dir, 10000)
+	c := NewCache()
+	if _, err := Load(Options{Path: dir, Cache: c}); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "Service.bench.svc-00042.yaml")
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		doc := fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-00042\n  namespace: bench\nspec:\n  ports:\n  - name: http\n    port: %d\n", 1000+i)
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		l, err := Load(Options{Path: dir, Cache: c})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(l.Errors) > 0 || len(l.Services) != 10001 {
+			b.Fatalf("%d services, errors %v", len(l.Services), l.Errors)
+		}
+	}
+}
