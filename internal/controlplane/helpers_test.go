@@ -2,10 +2,11 @@ package controlplane
 
 import (
 	"fmt"
-	"github.com/google/go-cmp/cmp"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"

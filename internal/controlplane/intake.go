@@ -32,6 +32,9 @@ type entry[T any] struct {
 	idx    int
 	origin string
 	obj    T
+	// src is the caller's object obj was copied from: the key of what a
+	// Reconciler remembers of it.
+	src runtime.Object
 }
 
 // intake is the input sorted by kind, duplicates and unknown kinds already turned
@@ -50,6 +53,8 @@ type intake struct {
 	// origins maps "Kind/namespace/name" to the origin of the object.
 	origins map[string]string
 	errs    errorSink
+	// memo remembers validations; nil: none.
+	memo *memo
 }
 
 // errorSink collects ObjectErrors with the input position of their object.
@@ -69,9 +74,9 @@ func (s *errorSink) add(idx int, origin, kind string, m metav1.Object, err error
 // readObjects deep-copies and classifies objs. Namespaced objects with no namespace
 // get "default", as kubectl and the apiserver would give them. The second object
 // with the same kind, namespace and name is an ErrDuplicate naming the first's origin.
-func readObjects(objs []Object) *intake {
+func readObjects(objs []Object, mm *memo) *intake {
 	firstOrigin := map[string]string{}
-	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, origins: firstOrigin}
+	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, origins: firstOrigin, memo: mm}
 	for i, o := range objs {
 		kind, m, ok := classify(o.Obj)
 		if !ok {
@@ -86,7 +91,7 @@ func readObjects(objs []Object) *intake {
 			}
 			firstOrigin[key] = o.Origin
 		}
-		in.add(i, o.Origin, m)
+		in.add(i, o.Origin, m, o.Obj)
 	}
 	return in
 }
@@ -145,24 +150,24 @@ func withNamespace[T metav1.Object](o T) T {
 	return o
 }
 
-func (in *intake) add(i int, origin string, m metav1.Object) {
+func (in *intake) add(i int, origin string, m metav1.Object, src runtime.Object) {
 	switch o := m.(type) {
 	case *corev1.Service:
-		in.services = append(in.services, entry[*corev1.Service]{i, origin, o})
+		in.services = append(in.services, entry[*corev1.Service]{i, origin, o, src})
 		if len(o.Status.LoadBalancer.Ingress) > 0 {
 			in.lbStatus[serviceKey(o)] = *o.Status.LoadBalancer.DeepCopy()
 		}
 	case *corev1.Pod:
-		in.pods = append(in.pods, entry[*corev1.Pod]{i, origin, o})
+		in.pods = append(in.pods, entry[*corev1.Pod]{i, origin, o, src})
 	case *corev1.Node:
-		in.nodes = append(in.nodes, entry[*corev1.Node]{i, origin, o})
+		in.nodes = append(in.nodes, entry[*corev1.Node]{i, origin, o, src})
 	case *corev1.Namespace:
-		in.namespaces = append(in.namespaces, entry[*corev1.Namespace]{i, origin, o})
+		in.namespaces = append(in.namespaces, entry[*corev1.Namespace]{i, origin, o, src})
 	case *corev1.Endpoints:
-		in.endpoints = append(in.endpoints, entry[*corev1.Endpoints]{i, origin, o})
+		in.endpoints = append(in.endpoints, entry[*corev1.Endpoints]{i, origin, o, src})
 	case *discoveryv1.EndpointSlice:
-		in.slices = append(in.slices, entry[*discoveryv1.EndpointSlice]{i, origin, o})
+		in.slices = append(in.slices, entry[*discoveryv1.EndpointSlice]{i, origin, o, src})
 	case *pool.IPAddressPool:
-		in.pools = append(in.pools, entry[*pool.IPAddressPool]{i, origin, o})
+		in.pools = append(in.pools, entry[*pool.IPAddressPool]{i, origin, o, src})
 	}
 }

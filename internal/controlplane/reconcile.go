@@ -63,9 +63,13 @@ type Result struct {
 // modify objs or prev. Empty fields of cfg get their defaults; a cfg that fails
 // Validate makes every Service an error and returns prev's allocations unchanged.
 func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
+	return reconcile(cfg, objs, prev, now, nil)
+}
+
+func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) Result {
 	cfg = cfg.WithDefaults()
 	now = now.UTC().Truncate(time.Second)
-	in := readObjects(objs)
+	in := readObjects(objs, mm)
 	var res Result
 	res.Services, res.State = reconcileServices(cfg, in, prev, now)
 	res.Nodes = prepareNodes(in)
@@ -98,7 +102,7 @@ func prepareAll[T metav1.Object](in *intake, kind string, entries []entry[T], pr
 	var out []T
 	for _, e := range entries {
 		prepare(e.obj)
-		if errs := validate(e.obj); len(errs) > 0 {
+		if errs := in.validate(e.src, func() field.ErrorList { return validate(e.obj) }); len(errs) > 0 {
 			in.errs.add(e.idx, e.origin, kind, e.obj, toError(errs))
 			continue
 		}

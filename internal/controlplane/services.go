@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // controlPlaneOrigin is the Origin of errors about objects the control plane made.
@@ -79,7 +80,7 @@ func validServices(in *intake, al *allocator, prev State, state State) []*svcEnt
 	for _, e := range in.services {
 		svc := e.obj
 		prepareServiceForCreate(svc)
-		errs := validateServiceCreate(svc)
+		errs := in.validate(e.src, func() field.ErrorList { return validateServiceCreate(svc) })
 		if len(errs) == 0 {
 			errs = initIPFamilyFields(svc, al.families)
 		}

@@ -18,6 +18,10 @@ import (
 // manifest per object: about 1 s of a 1.3 s load), and one edit changes one
 // document.
 //
+// A load through a Cache also reconciles through the Cache's
+// controlplane.Reconciler, which does not validate again an object it was
+// given by the last load.
+//
 // The objects a Cache returns are shared between loads: they must not be
 // modified (Reconcile does not). A Cache keeps only what the last load used.
 // It is not safe for concurrent use.
@@ -27,6 +31,8 @@ type Cache struct {
 	// next collects what the running load uses; it replaces docs at the end.
 	next  map[docKey]decoded
 	nextF map[string]cachedFile
+	// reconciler remembers the validation of the objects the cache gives.
+	reconciler controlplane.Reconciler
 }
 
 // NewCache returns an empty Cache.

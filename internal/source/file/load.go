@@ -111,7 +111,12 @@ func Load(opts Options) (*Loaded, error) {
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	res := controlplane.Reconcile(opts.Config, objs, prev, now())
+	var res controlplane.Result
+	if opts.Cache != nil {
+		res = opts.Cache.reconciler.Reconcile(opts.Config, objs, prev, now())
+	} else {
+		res = controlplane.Reconcile(opts.Config, objs, prev, now())
+	}
 	for _, e := range res.Errors {
 		errs = append(errs, e)
 	}

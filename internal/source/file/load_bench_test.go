@@ -119,3 +119,27 @@ func BenchmarkReloadOneChange10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReconcilerAgain10k: a Reconciler given the same 10,000 Services
+// and their slices again.
+func BenchmarkReconcilerAgain10k(b *testing.B) {
+	dir := b.TempDir()
+	writePopulation(b, dir, 10000)
+	l, err := Load(Options{Path: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev, err := readState(StatePathFor(dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r controlplane.Reconciler
+	r.Reconcile(controlplane.Config{}, l.Objects, prev, time.Now())
+	b.ResetTimer()
+	for range b.N {
+		res := r.Reconcile(controlplane.Config{}, l.Objects, prev, time.Now())
+		if len(res.Services) != 10001 {
+			b.Fatal(len(res.Services))
+		}
+	}
+}
