@@ -33,6 +33,9 @@ type Cache struct {
 	nextF map[string]cachedFile
 	// reconciler remembers the validation of the objects the cache gives.
 	reconciler controlplane.Reconciler
+	// disk is what other processes decoded (see diskCache), read by the
+	// first load only: later ones have it all in memory.
+	disk *diskCache
 }
 
 // NewCache returns an empty Cache.
@@ -63,18 +66,55 @@ type fileStat struct {
 }
 
 func statFile(path string) (fileStat, bool) {
-	fi, err := os.Stat(path)
-	if err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
 		return fileStat{}, false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStat{}, false
-	}
+	return identity(&st), true
+}
+
+func identity(st *syscall.Stat_t) fileStat {
 	return fileStat{
-		ino: st.Ino, size: fi.Size(), mtime: fi.ModTime(),
+		ino: st.Ino, size: st.Size,
+		mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
 		ctime: time.Unix(st.Ctim.Sec, st.Ctim.Nsec),
-	}, true
+	}
+}
+
+// readWhole reads the file at path and tells its identity, from the same
+// open file. It uses the system calls directly: os.ReadFile costs twice as
+// many for a regular file (it tries the network poller first), which is
+// the larger part of reading 20,000 small manifests.
+func readWhole(path string) ([]byte, fileStat, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fileStat{}, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fileStat{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fileStat{}, &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	}
+	buf := make([]byte, 0, st.Size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fileStat{}, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, identity(&st), nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // Forget drops what the cache knows of the file at path, so that the next
@@ -101,19 +141,19 @@ func (c *Cache) end() {
 // abort finishes a load that failed: the cache stays as it was before it.
 func (c *Cache) abort() { c.next, c.nextF = nil, nil }
 
-// file returns what the file at path decoded to when it has not changed
-// since, and its identity now (ok false when it cannot be had).
-func (c *Cache) file(path string) (d decoded, id fileStat, hit, ok bool) {
-	id, ok = statFile(path)
-	if !ok {
-		return decoded{}, id, false, false
+// file returns what the file at path decoded to when the cache knows it
+// and it has not changed since.
+func (c *Cache) file(path string) (decoded, bool) {
+	path = filepath.Clean(path)
+	f, known := c.files[path]
+	if !known {
+		return decoded{}, false
 	}
-	f, hit := c.files[filepath.Clean(path)]
-	if hit && f.id == id {
-		c.keepFile(filepath.Clean(path), f)
-		return f.decoded, id, true, true
+	if id, ok := statFile(path); !ok || id != f.id {
+		return decoded{}, false
 	}
-	return decoded{}, id, false, true
+	c.keepFile(path, f)
+	return f.decoded, true
 }
 
 func (c *Cache) keepFile(path string, f cachedFile) {
@@ -125,34 +165,38 @@ func (c *Cache) keepFile(path string, f cachedFile) {
 	}
 }
 
+func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
+	if c.disk != nil {
+		return c.disk.decode(origin, doc)
+	}
+	return decodeDocument(origin, doc)
+}
+
 // readFile returns what the file at path decodes to, reading and decoding
 // only what changed since the last load.
 func (c *Cache) readFile(path string) (decoded, error) {
-	d, id, hit, ok := c.file(path)
-	if hit {
+	if d, hit := c.file(path); hit {
 		return d, nil
 	}
-	data, err := os.ReadFile(path)
+	data, id, err := readWhole(path)
 	if err != nil {
 		return decoded{}, err
 	}
 	var keys []docKey
-	d = decodeFile(path, data, func(origin string, doc []byte) decoded {
+	d := decodeFile(path, data, func(origin string, doc []byte) decoded {
 		k := docKey{origin, string(doc)}
 		keys = append(keys, k)
 		dd, found := c.docs[k]
 		if !found {
 			if dd, found = c.next[k]; !found {
-				dd = decodeDocument(origin, doc)
+				dd = c.decodeDocument(origin, doc)
 			}
 		}
 		c.next[k] = dd
 		return dd
 	})
-	if ok {
-		// The identity was taken before the read: a write after it gives
-		// the next load another identity, never a stale hit.
-		c.nextF[filepath.Clean(path)] = cachedFile{id: id, decoded: d, docs: keys}
-	}
+	// The identity is the read file's own: a write after the read gives
+	// the next load another one, never a stale hit.
+	c.nextF[filepath.Clean(path)] = cachedFile{id: id, decoded: d, docs: keys}
 	return d, nil
 }

@@ -63,7 +63,7 @@ func TestLoadHostileNames(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	if want := []string{".svcnet-state.json", "hostile.yaml"}; !slices.Equal(got, want) {
+	if want := []string{".svcnet-decoded", ".svcnet-state.json", "hostile.yaml"}; !slices.Equal(got, want) {
 		t.Errorf("the directory holds %q after the load, want %q", got, want)
 	}
 	if _, err := os.Stat("/tmp/ESCAPED.yaml"); err == nil {

@@ -103,7 +103,24 @@ func Load(opts Options) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, errs, err := readFiles(files, opts.Cache)
+	cache := opts.Cache
+	if cache == nil {
+		cache = NewCache()
+	}
+	first := len(cache.docs) == 0
+	if first {
+		cache.disk = openDiskCache(DecodedPathFor(opts.Path))
+		cache.disk.keep = !opts.ReadOnly
+	}
+	objs, errs, err := readFiles(files, cache)
+	if first {
+		if err == nil && cache.disk.keep && cache.disk.worthWriting() {
+			// A cache that cannot be written (a read-only directory) is
+			// only slower next time.
+			_ = cache.disk.write()
+		}
+		cache.disk = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +130,7 @@ func Load(opts Options) (*Loaded, error) {
 	}
 	var res controlplane.Result
 	if opts.Cache != nil {
-		res = opts.Cache.reconciler.Reconcile(opts.Config, objs, prev, now())
+		res = cache.reconciler.Reconcile(opts.Config, objs, prev, now())
 	} else {
 		res = controlplane.Reconcile(opts.Config, objs, prev, now())
 	}
