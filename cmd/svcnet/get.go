@@ -140,7 +140,7 @@ func (o *getOptions) fromManifests(stderr io.Writer) (*controlplane.Result, []er
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := file.Options{Path: o.src.state, Config: cfg}
+	opts := file.Options{Path: o.src.state, Config: cfg, ResultOnly: true}
 	l, err := file.Load(opts)
 	if errors.Is(err, file.ErrStateWrite) {
 		fmt.Fprintf(stderr, "warning: %v; allocations shown are not persisted\n", err)

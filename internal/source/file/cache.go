@@ -126,14 +126,24 @@ func (c *Cache) Forget(path string) {
 	}
 }
 
+// keeps reports whether the cache keeps what a load decoded for the next
+// one; the zero Cache serves one load and keeps nothing.
+func (c *Cache) keeps() bool { return c.files != nil }
+
 // begin starts a load.
 func (c *Cache) begin() {
+	if !c.keeps() {
+		return
+	}
 	c.next = make(map[docKey]decoded, len(c.docs))
 	c.nextF = make(map[string]cachedFile, len(c.files))
 }
 
 // end finishes a load that succeeded: what it did not use is dropped.
 func (c *Cache) end() {
+	if !c.keeps() {
+		return
+	}
 	c.docs, c.files = c.next, c.nextF
 	c.next, c.nextF = nil, nil
 }
@@ -175,6 +185,13 @@ func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
 // readFile returns what the file at path decodes to, reading and decoding
 // only what changed since the last load.
 func (c *Cache) readFile(path string) (decoded, error) {
+	if !c.keeps() {
+		data, _, err := readWhole(path)
+		if err != nil {
+			return decoded{}, err
+		}
+		return decodeFile(path, data, c.decodeDocument), nil
+	}
 	if d, hit := c.file(path); hit {
 		return d, nil
 	}

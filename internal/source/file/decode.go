@@ -151,17 +151,28 @@ func splitDocuments(data []byte) ([][]byte, error) {
 			docs = append(docs, m)
 		}
 	}
+	// Documents are slices of data, not copies.
 	var docs [][]byte
-	var cur []byte
-	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok && isSeparatorRest(rest) {
-			docs = append(docs, cur)
-			cur = nil
-			continue
+	start := 0
+	for at := 0; at < len(data); {
+		end := len(data)
+		if i := bytes.IndexByte(data[at:], '\n'); i >= 0 {
+			end = at + i + 1
 		}
-		cur = append(cur, line...)
+		if rest, ok := bytes.CutPrefix(data[at:end], []byte("---")); ok && isSeparatorRest(rest) {
+			docs = append(docs, emptyAsNil(data[start:at]))
+			start = end
+		}
+		at = end
 	}
-	return append(docs, cur), nil
+	return append(docs, emptyAsNil(data[start:])), nil
+}
+
+func emptyAsNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b[:len(b):len(b)]
 }
 
 // isSeparatorRest reports whether what follows "---" on a line leaves it a document

@@ -2,6 +2,7 @@ package file
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,4 +103,31 @@ func TestManifestFilesSkipsDotfilesAndOthers(t *testing.T) {
 func decodeAll(name string, data []byte) ([]controlplane.Object, []error) {
 	d := decodeFile(name, data, decodeDocument)
 	return d.objs, d.errs
+}
+
+func TestSplitDocuments(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{""}},
+		{"a: 1\n", []string{"a: 1\n"}},
+		{"---\na: 1\n", []string{"", "a: 1\n"}},
+		{"a: 1\n---\nb: 2", []string{"a: 1\n", "b: 2"}},
+		{"a: 1\n--- # next\nb: 2\n---", []string{"a: 1\n", "b: 2\n", ""}},
+		{"a: 1\n---x\n----\n", []string{"a: 1\n---x\n----\n"}},
+		{"a: |\n  ---\n---  \r\nb: 2\n", []string{"a: |\n  ---\n", "b: 2\n"}},
+	} {
+		docs, err := splitDocuments([]byte(c.in))
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		var got []string
+		for _, d := range docs {
+			got = append(got, string(d))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("splitDocuments(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
 }

@@ -30,6 +30,10 @@ type Options struct {
 	// Cache, when not nil, keeps decoded documents from one load to the
 	// next (see Cache); a long-running reader keeps one.
 	Cache *Cache
+	// ResultOnly leaves Loaded's Objects and model lists empty, for a
+	// reader of the API objects alone (svcnet get): the decoded
+	// manifests are let go as soon as they are reconciled.
+	ResultOnly bool
 }
 
 // Loaded is one load of the manifests: the control plane's result as API objects,
@@ -69,7 +73,7 @@ func ReadManifests(path string) ([]controlplane.Object, []error, error) {
 // readFiles decodes files, through c when it is not nil.
 func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error) {
 	if c == nil {
-		c = NewCache()
+		c = &Cache{}
 	}
 	c.begin()
 	var objs []controlplane.Object
@@ -105,7 +109,7 @@ func Load(opts Options) (*Loaded, error) {
 	}
 	cache := opts.Cache
 	if cache == nil {
-		cache = NewCache()
+		cache = &Cache{} // for this load only: it keeps nothing
 	}
 	first := len(cache.docs) == 0
 	if first {
@@ -145,6 +149,10 @@ func Load(opts Options) (*Loaded, error) {
 	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	for _, w := range res.Warnings {
 		l.Warnings = append(l.Warnings, w)
+	}
+	if opts.ResultOnly {
+		l.Objects = nil
+		return l, nil
 	}
 	l.convert()
 	return l, nil
