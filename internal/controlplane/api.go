@@ -11,7 +11,9 @@ package controlplane
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,3 +95,18 @@ func (e *ObjectError) Error() string {
 }
 
 func (e *ObjectError) Unwrap() error { return e.Err }
+
+// Equal reports whether s and o hold the same allocations, creation times
+// and pools (a nil and an empty list or map are the same: neither is
+// persisted).
+func (s State) Equal(o State) bool {
+	return maps.EqualFunc(s.Services, o.Services, ServiceAlloc.equal) &&
+		maps.EqualFunc(s.Created, o.Created, time.Time.Equal) &&
+		maps.EqualFunc(s.Pools, o.Pools, slices.Equal)
+}
+
+func (a ServiceAlloc) equal(b ServiceAlloc) bool {
+	return a.UID == b.UID && a.Created.Equal(b.Created) && slices.Equal(a.ClusterIPs, b.ClusterIPs) &&
+		maps.Equal(a.NodePorts, b.NodePorts) && a.HealthCheckNodePort == b.HealthCheckNodePort &&
+		slices.Equal(a.LoadBalancerIPs, b.LoadBalancerIPs)
+}

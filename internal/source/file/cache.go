@@ -11,8 +11,9 @@ import (
 
 // Cache keeps what earlier loads decoded, so that a reload decodes only what
 // changed: per file, its identity (inode, size, mtime, ctime) and what it
-// decoded to; per document, by its file, place and exact content, what it
-// decoded to. A file whose identity is unchanged is not read again; a file
+// decoded to; per document, by its exact content, what it decoded to,
+// wherever it is (a document moved by an insertion before it, in its file
+// or another, gives the same objects under its new origin). A file whose identity is unchanged is not read again; a file
 // that changed is read, and only its changed documents are decoded. Decoding
 // is most of a load's cost (10,000 Services with one EndpointSlice each, one
 // manifest per object: about 1 s of a 1.3 s load), and one edit changes one
@@ -27,34 +28,65 @@ import (
 // It is not safe for concurrent use.
 type Cache struct {
 	files map[string]cachedFile
-	docs  map[docKey]decoded
+	// docs maps a document's content to what it decoded to.
+	docs map[string]decodedDoc
 	// next collects what the running load uses; it replaces docs at the end.
-	next  map[docKey]decoded
+	next  map[string]decodedDoc
 	nextF map[string]cachedFile
 	// reconciler remembers the validation of the objects the cache gives.
 	reconciler controlplane.Reconciler
 	// disk is what other processes decoded (see diskCache), read by the
 	// first load only: later ones have it all in memory.
 	disk *diskCache
+	// state is the state file as the last load read or wrote it.
+	state *stateMemo
 }
 
 // NewCache returns an empty Cache.
 func NewCache() *Cache {
-	return &Cache{files: map[string]cachedFile{}, docs: map[docKey]decoded{}}
+	return &Cache{files: map[string]cachedFile{}, docs: map[string]decodedDoc{}}
 }
-
-type docKey struct{ origin, content string }
 
 type decoded struct {
 	objs []controlplane.Object
 	errs []error
 }
 
+// decodedDoc is one document decoded: its content (the key it is kept
+// under), where it was, and what it gave.
+type decodedDoc struct {
+	content, origin string
+	decoded
+}
+
+// at returns what the document gives at origin: its objects, under origin
+// (the same objects: a Reconciler knows them), when it decoded to objects
+// alone, each named by the document's origin; ok false when it must be
+// decoded again to be told at origin (errors and List items name their
+// place in their text).
+func (d decodedDoc) at(origin string) (decoded, bool) {
+	if origin == d.origin {
+		return d.decoded, true
+	}
+	if len(d.errs) > 0 {
+		return decoded{}, false
+	}
+	objs := make([]controlplane.Object, len(d.objs))
+	for i, o := range d.objs {
+		if o.Origin != d.origin {
+			return decoded{}, false
+		}
+		objs[i] = controlplane.Object{Origin: origin, Obj: o.Obj}
+	}
+	return decoded{objs: objs}, true
+}
+
 type cachedFile struct {
 	id fileStat
 	decoded
-	// docs are its documents' keys, kept with it while it is unchanged.
-	docs []docKey
+	// docs are its documents' contents, kept with it while it is
+	// unchanged.
+	docs []string
 }
 
 // fileStat tells versions of a file apart: a rename gives a new inode, a
@@ -135,7 +167,7 @@ func (c *Cache) begin() {
 	if !c.keeps() {
 		return
 	}
-	c.next = make(map[docKey]decoded, len(c.docs))
+	c.next = make(map[string]decodedDoc, len(c.docs))
 	c.nextF = make(map[string]cachedFile, len(c.files))
 }
 
@@ -175,6 +207,26 @@ func (c *Cache) keepFile(path string, f cachedFile) {
 	}
 }
 
+// doc returns what the document at origin decodes to, decoding it only
+// when no load (this one included) decoded its content yet.
+func (c *Cache) doc(origin string, doc []byte) (decoded, string) {
+	d, found := c.next[string(doc)]
+	if !found {
+		d, found = c.docs[string(doc)]
+	}
+	if found {
+		if out, ok := d.at(origin); ok {
+			if _, kept := c.next[d.content]; !kept || d.origin == origin {
+				c.next[d.content] = d
+			}
+			return out, d.content
+		}
+	}
+	d = decodedDoc{content: string(doc), origin: origin, decoded: c.decodeDocument(origin, doc)}
+	c.next[d.content] = d
+	return d.decoded, d.content
+}
+
 func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
 	if c.disk != nil {
 		return c.disk.decode(origin, doc)
@@ -199,17 +251,10 @@ func (c *Cache) readFile(path string) (decoded, error) {
 	if err != nil {
 		return decoded{}, err
 	}
-	var keys []docKey
+	var keys []string
 	d := decodeFile(path, data, func(origin string, doc []byte) decoded {
-		k := docKey{origin, string(doc)}
-		keys = append(keys, k)
-		dd, found := c.docs[k]
-		if !found {
-			if dd, found = c.next[k]; !found {
-				dd = c.decodeDocument(origin, doc)
-			}
-		}
-		c.next[k] = dd
+		dd, key := c.doc(origin, doc)
+		keys = append(keys, key)
 		return dd
 	})
 	// The identity is the read file's own: a write after the read gives

@@ -4,11 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/svcnet/svcnet/internal/controlplane"
 )
 
@@ -154,5 +156,82 @@ func TestCacheFailedLoadKeepsIt(t *testing.T) {
 		if first[origin] != ns {
 			t.Errorf("%s decoded again after a failed load", origin)
 		}
+	}
+}
+
+// TestCacheFollowsMovedDocuments: a document inserted before others (as the
+// lab's publication does when a new object sorts first) moves them; they are
+// not decoded again, and come under their new origins.
+func TestCacheFollowsMovedDocuments(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	list := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(nsDoc("in-list"), "\n"), "\n", "\n  ") + "\n"
+	writeFile(t, path, nsDoc("one")+"---\n"+nsDoc("two")+"---\n"+list+"---\nkind: [broken\n")
+	c := NewCache()
+	objs, errs := loadCached(t, dir, c)
+	if len(objs) != 3 || len(errs) != 1 {
+		t.Fatalf("first load: %v, errors %v", objs, errs)
+	}
+	first := map[string]controlplane.Object{}
+	for _, o := range objs {
+		first[o.Obj.(*corev1.Namespace).Name] = o
+	}
+	writeFile(t, path, nsDoc("zero")+"---\n"+nsDoc("one")+"---\n"+nsDoc("two")+"---\n"+list+"---\nkind: [broken\n")
+	objs, errs = loadCached(t, dir, c)
+	plain, plainErrs := loadCached(t, dir, nil)
+	if diff := cmp.Diff(plain, objs); diff != "" {
+		t.Fatalf("cached load differs from a plain one (-plain +cached):\n%s", diff)
+	}
+	if len(errs) != 1 || errs[0].Error() != plainErrs[0].Error() || !strings.HasPrefix(errs[0].Error(), path+"#5:") {
+		t.Errorf("errors %v, want %v", errs, plainErrs)
+	}
+	for _, o := range objs {
+		name := o.Obj.(*corev1.Namespace).Name
+		if was, ok := first[name]; ok && name != "in-list" && was.Obj != o.Obj {
+			t.Errorf("%s moved from %s to %s and was decoded again", name, was.Origin, o.Origin)
+		}
+	}
+}
+
+// TestCacheKeepsTheState: a Cache's loads read the state file only when
+// another writer changed it, and write it only when the allocations did.
+func TestCacheKeepsTheState(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports: [{port: 80}]\n")
+	c := NewCache()
+	load := func() *Loaded {
+		t.Helper()
+		l, err := Load(Options{Path: dir, Now: testNow, Cache: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ip := func(l *Loaded) string { return findService(l, "web").ClusterIPs[0].String() }
+	statePath := StatePathFor(dir)
+	first := load()
+	id, _ := statFile(statePath)
+	again := load()
+	if id2, _ := statFile(statePath); id2 != id {
+		t.Error("an unchanged state was written again")
+	}
+	if ip(again) != ip(first) {
+		t.Fatalf("ClusterIP changed from %s to %s", ip(first), ip(again))
+	}
+
+	// Another writer (another agent on the same manifests) changes the
+	// state: the next load reads it.
+	st, err := readState(statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := st.Services["default/web"]
+	a.ClusterIPs = []string{"10.96.7.7"}
+	st.Services["default/web"] = a
+	if err := writeState(statePath, st); err != nil {
+		t.Fatal(err)
+	}
+	if got := ip(load()); got != "10.96.7.7" {
+		t.Errorf("after another writer gave web 10.96.7.7, the load gave %s", got)
 	}
 }

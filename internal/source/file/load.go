@@ -57,6 +57,19 @@ type Loaded struct {
 
 	proxyName string
 	all       bool
+	// persist writes the state file; nil when the load was read-only.
+	persist func() error
+}
+
+// persistState writes the allocations of the load (once); nothing for a
+// read-only load.
+func (l *Loaded) persistState() error {
+	if l.persist == nil {
+		return nil
+	}
+	err := l.persist()
+	l.persist = nil
+	return err
 }
 
 // ReadManifests decodes every manifest at path (a file or a directory) without
@@ -94,7 +107,14 @@ func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error)
 // Load reads every manifest, reconciles it against the persisted state and, unless
 // ReadOnly, persists the new state. It fails only when the manifests or the state
 // cannot be read or the state cannot be written; invalid objects are in Errors.
-func Load(opts Options) (*Loaded, error) {
+func Load(opts Options) (*Loaded, error) { return load(opts, false) }
+
+// load is Load; with deferState it leaves the state file to
+// Loaded.persistState, so that a reader can serve what it loaded first.
+// That is safe because Reconcile is deterministic: a load after a crash
+// that lost the state's writing reconciles the same manifests against the
+// state before it and allocates the same addresses.
+func load(opts Options, deferState bool) (*Loaded, error) {
 	files, err := manifestFiles(opts.Path)
 	if err != nil {
 		return nil, err
@@ -103,13 +123,13 @@ func Load(opts Options) (*Loaded, error) {
 	if statePath == "" {
 		statePath = StatePathFor(opts.Path)
 	}
-	prev, err := readState(statePath)
-	if err != nil {
-		return nil, err
-	}
 	cache := opts.Cache
 	if cache == nil {
 		cache = &Cache{} // for this load only: it keeps nothing
+	}
+	prev, err := cache.readState(statePath)
+	if err != nil {
+		return nil, err
 	}
 	first := len(cache.docs) == 0
 	if first {
@@ -141,12 +161,15 @@ func Load(opts Options) (*Loaded, error) {
 	for _, e := range res.Errors {
 		errs = append(errs, e)
 	}
+	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	if !opts.ReadOnly {
-		if err := writeState(statePath, res.State); err != nil {
-			return nil, err
+		l.persist = func() error { return cache.writeState(statePath, res.State) }
+		if !deferState {
+			if err := l.persistState(); err != nil {
+				return nil, err
+			}
 		}
 	}
-	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	for _, w := range res.Warnings {
 		l.Warnings = append(l.Warnings, w)
 	}

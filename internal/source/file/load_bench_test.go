@@ -163,3 +163,53 @@ func BenchmarkReconcilerAgain10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReloadOneFile10k: a long-running reader's reload of one
+// manifest holding 10,000 Services and their slices (as the lab publishes
+// a cluster) after one more Service was added to it.
+func BenchmarkReloadOneFile10k(b *testing.B) {
+	dir := b.TempDir()
+	writePopulation(b, dir, 10000)
+	var all []byte
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) != ".yaml" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(append(all, "---\n"...), data...)
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(path, all, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	c := NewCache()
+	if _, err := Load(Options{Path: path, Cache: c}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		all = fmt.Appendf(all, "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: added-%d\n  namespace: bench\nspec:\n  ports:\n  - port: 80\n", i)
+		if err := os.WriteFile(path, all, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		l, err := Load(Options{Path: path, Cache: c})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(l.Errors) > 0 || len(l.Services) != 10002+i {
+			b.Fatalf("%d services, errors %v", len(l.Services), l.Errors)
+		}
+	}
+}

@@ -101,11 +101,19 @@ func (s *Source) relevant(name string) bool {
 	return filepath.Clean(name) == filepath.Clean(s.opts.Path)
 }
 
+// reload loads the manifests and feeds the store; the allocations are
+// persisted after, off the path from a change to the kernel, and a failure
+// to persist them is logged (the next reload writes them again).
 func (s *Source) reload() error {
-	l, err := Load(s.opts)
+	l, err := load(s.opts, true)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err := l.persistState(); err != nil {
+			s.log.Error(err, "Persisting allocations; serving them anyway", "path", s.opts.Path)
+		}
+	}()
 	for _, e := range l.Errors {
 		s.log.Error(e, "Invalid object left out")
 	}

@@ -2,12 +2,18 @@ package file
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"golang.org/x/sys/unix"
+
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/logtest"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -65,3 +71,71 @@ func TestSourceWatchesManifests(t *testing.T) {
 		return st != nil && st.Service.Ports[0].Port == 82
 	})
 }
+
+// TestSourceServesWhatItCannotPersist: when the state file cannot be
+// written, the Services are still served (their allocations are what a
+// later load against the older state gives again) and the failure is
+// logged.
+func TestSourceServesWhatItCannotPersist(t *testing.T) {
+	netnstest.RequireRoot(t) // to make a directory immutable
+	dir := copySeed(t)
+	stateDir := t.TempDir()
+	// The state's directory refuses new files (the atomic write's
+	// temporary file), even to root, and still reads.
+	setImmutable(t, stateDir, true)
+	t.Cleanup(func() { setImmutable(t, stateDir, false) })
+	store := model.NewStore()
+	sub := store.Subscribe()
+	defer sub.Close()
+	var sink logtest.Sink
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	opts := Options{Path: dir, StatePath: filepath.Join(stateDir, "state.json")}
+	go func() { done <- New(opts, store, sink.Logger(0)).Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not stop")
+		}
+	}()
+	key := model.ServiceKey{Namespace: "default", Name: "my-nginx"}
+	waitFor(t, sub, "initial load", func(s *model.Snapshot) bool { return s.Synced && s.Service(key) != nil })
+	deadline := time.Now().Add(5 * time.Second)
+	for sink.Count("Persisting allocations") == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sink.Count("Persisting allocations", "operation not permitted") == 0 {
+		t.Errorf("the failed write was not logged:\n%s", strings.Join(sink.Lines(), "\n"))
+	}
+}
+
+// setImmutable sets or clears the immutable attribute of path (chattr +i).
+func setImmutable(t *testing.T, path string, on bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Fatalf("%s: get flags: %v", path, err)
+	}
+	if on {
+		flags |= fsImmutableFL
+	} else {
+		flags &^= fsImmutableFL
+	}
+	v := int(flags)
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, v); err != nil {
+		t.Fatalf("%s: set flags: %v", path, err)
+	}
+}
+
+// fsImmutableFL is FS_IMMUTABLE_FL of linux/fs.h.
+const fsImmutableFL = 0x00000010

@@ -68,3 +68,56 @@ func isDir(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.IsDir()
 }
+
+// stateMemo is the state file as a Cache's last load read or wrote it: its
+// path, its identity then, and its content.
+type stateMemo struct {
+	path string
+	id   fileStat
+	st   controlplane.State
+}
+
+// readState is the package's readState, from memory when the file is as
+// the last load left it.
+func (c *Cache) readState(path string) (controlplane.State, error) {
+	if !c.keeps() {
+		return readState(path)
+	}
+	if m := c.state; m != nil && m.path == path {
+		if id, ok := statFile(path); ok && id == m.id {
+			return m.st, nil
+		}
+	}
+	st, err := readState(path)
+	if err != nil {
+		return st, err
+	}
+	c.remember(path, st)
+	return st, nil
+}
+
+// writeState is the package's writeState, which it skips when the file is
+// as the last load left it and st holds the same.
+func (c *Cache) writeState(path string, st controlplane.State) error {
+	if !c.keeps() {
+		return writeState(path, st)
+	}
+	if m := c.state; m != nil && m.path == path && m.st.Equal(st) {
+		if id, ok := statFile(path); ok && id == m.id {
+			return nil
+		}
+	}
+	c.state = nil
+	if err := writeState(path, st); err != nil {
+		return err
+	}
+	c.remember(path, st)
+	return nil
+}
+
+func (c *Cache) remember(path string, st controlplane.State) {
+	c.state = nil
+	if id, ok := statFile(path); ok {
+		c.state = &stateMemo{path: path, id: id, st: st}
+	}
+}
