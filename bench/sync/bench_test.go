@@ -30,8 +30,8 @@ const (
 	// EnvChanges is the number of single-Service changes per run (default 50).
 	EnvChanges = "SVCNET_BENCH_CHANGES"
 	// EnvTools is a comma-separated list of svcnet, kube-proxy, svcnet-b
-	// (see ToolSvcnetB), svcnet-iptables and kube-proxy-iptables, run in that
-	// order, repeats allowed (default svcnet,kube-proxy; "none" measures the
+	// (see ToolSvcnetB), svcnet-iptables, kube-proxy-iptables, svcnet-ebpf
+	// and svcnet-file (see SvcnetFile), run in that order, repeats allowed (default svcnet,kube-proxy; "none" measures the
 	// population alone). The iptables pair is left out of the default: at
 	// 30k Services kube-proxy's iptables mode alone would take most of the
 	// default budget (see the package doc).
@@ -84,6 +84,8 @@ func TestBenchSync(t *testing.T) {
 			tools = append(tools, KubeProxyIPTables(k8sBinary(t, "kube-proxy")))
 		case ToolSvcnetEBPF:
 			tools = append(tools, SvcnetEBPF(benchenv.SvcnetBinary(t)))
+		case ToolSvcnetFile:
+			tools = append(tools, SvcnetFile(benchenv.SvcnetBinary(t)))
 		default:
 			t.Fatalf("%s: unknown tool %q", EnvTools, name)
 		}
@@ -185,6 +187,10 @@ Used() and Free(), an O(Services) step).
 prog p50/p99: programming latency, the proxy's own part: from the arrival of the Service's
 watch event at the bench (a watcher of the same apiserver, as the proxy is) to its frontend in
 the kernel; below zero when the kernel had it first.
+svcnet-file: svcnet proxy on a manifest (--state, the lab's published cluster: every object one
+document, the Services with the apiserver's ClusterIPs; no decode cache: a cold start); its
+change is the manifest replaced (temporary file, fsync, rename) with the created Service added,
+its latency from the rename to the netlink event; "API create" is then the manifest's writing.
 RSS: VmRSS after the first full sync; RSS end: after the last change; peak: VmHWM at the end.
 The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet, each svcnet
 tool against the kube-proxy mode of its layout (svcnet and svcnet-ebpf against kube-proxy,

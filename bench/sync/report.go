@@ -23,7 +23,10 @@ const (
 // same rule layout (nftables maps, or iptables chains).
 // The eBPF plane (its socket load balancer over the nftables plane's
 // rules) is compared with kube-proxy's nftables mode.
-var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables, ToolSvcnetEBPF: ToolKubeProxy}
+// svcnet on manifests (svcnet-file) is compared with svcnet on the API
+// server: the same proxy, the state from the embedded control plane
+// instead.
+var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables, ToolSvcnetEBPF: ToolKubeProxy, ToolSvcnetFile: ToolSvcnet}
 
 // Result is what one (tool, N) run measured.
 type Result struct {
@@ -296,5 +299,31 @@ func Summary(rs []Result) string {
 		b.WriteString("\niptables layout (iptables-nft): svcnet-iptables vs kube-proxy-iptables (iptables mode)\n")
 		WriteTargets(&b, IPTablesTargets(rs))
 	}
+	if measured(rs, ToolSvcnetFile) {
+		b.WriteString("\nembedded default: svcnet-file (manifests, embedded control plane) vs svcnet (API server)\n")
+		WriteTargets(&b, FileTargets(rs))
+	}
 	return b.String()
+}
+
+// FileTargets evaluates the goals of the embedded default at N=TargetN:
+// start to every frontend programmed (ready) <= 1.5s from a cold start,
+// and one changed manifest served <= 100ms p99.
+func FileTargets(rs []Result) []Target {
+	sf := find(rs, ToolSvcnetFile, TargetN)
+	if sf == nil {
+		return []Target{{What: fmt.Sprintf("%s at N=%d", ToolSvcnetFile, TargetN), Got: "not measured"}}
+	}
+	ref := "svcnet not measured"
+	if sv := find(rs, ToolSvcnet, TargetN); sv != nil {
+		ref = fmt.Sprintf("svcnet on the API server: ready %s, change p50 %s, p99 %s", FmtDur(sv.Ready), FmtDur(sv.P50()), FmtDur(sv.P99()))
+	}
+	p99 := sf.P99()
+	return []Target{
+		{What: "svcnet-file start to all programmed <= 1.5s", Known: sf.Ready > 0, Met: sf.Ready > 0 && sf.Ready <= 1500*time.Millisecond,
+			Got: fmt.Sprintf("%s (its full sync %s; %s)", FmtDur(sf.Ready), FmtDur(sf.Full), ref)},
+		{What: "svcnet-file one changed manifest served <= 100ms p99", Known: p99 >= 0 && sf.Timeouts == 0,
+			Met: p99 >= 0 && p99 <= 100*time.Millisecond && sf.Timeouts == 0,
+			Got: fmt.Sprintf("%s (p50 %s) over %d changes, %d lost; writing the manifest: p99 %s", FmtDur(p99), FmtDur(sf.P50()), len(sf.Changes), sf.Timeouts, FmtDur(sf.CreateP99()))},
+	}
 }

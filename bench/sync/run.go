@@ -38,6 +38,11 @@ type Tool struct {
 	// for it (--cgroup), and a change counts as programmed once its frontend
 	// is in the socket load balancer's services map too (SocketWait).
 	Sockets bool
+	// Files: the tool reads a manifest, not the API server (Argv is given
+	// its path; see SvcnetFile). A change is the manifest written again
+	// with one more Service (created in the API server first, for its
+	// ClusterIP), and its latency runs from the manifest's rename.
+	Files bool
 }
 
 // ServiceIPsMap is the verdict map both proxies keep ClusterIPs in.
@@ -105,15 +110,17 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 			res.Err = strings.TrimPrefix(res.Err+"; ", "; ") + err.Error()
 		}
 	}()
-	fctx, stopForward := context.WithCancel(ctx)
-	defer stopForward()
-	addr, err := netns.Forward(fctx, ns, "127.0.0.1:0", b.APIServer)
-	if err != nil {
-		return fail("%v", err)
-	}
 	kc := filepath.Join(b.Dir, fmt.Sprintf("%s-%d.kubeconfig", tool.Short, n))
-	if err := writeKubeconfig(kc, "https://"+addr, b.CAData, b.Token); err != nil {
-		return fail("%v", err)
+	if !tool.Files {
+		fctx, stopForward := context.WithCancel(ctx)
+		defer stopForward()
+		addr, err := netns.Forward(fctx, ns, "127.0.0.1:0", b.APIServer)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if err := writeKubeconfig(kc, "https://"+addr, b.CAData, b.Token); err != nil {
+			return fail("%v", err)
+		}
 	}
 
 	// The change Services' slices exist before the proxy starts, so that each
@@ -130,6 +137,23 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("pre-create change slices: %v", err)
 	}
 
+	var m *manifest
+	if tool.Files {
+		dir := filepath.Join(b.Dir, fmt.Sprintf("%s-%d", tool.Short, n))
+		if err := os.RemoveAll(dir); err != nil {
+			return fail("%v", err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail("%v", err)
+		}
+		if m, err = newManifest(ctx, b.Client, b.Namespace, filepath.Join(dir, "cluster.yaml")); err != nil {
+			return fail("%v", err)
+		}
+		if _, err := m.write(); err != nil {
+			return fail("%v", err)
+		}
+		kc = m.path
+	}
 	argv := tool.Argv(kc)
 	var sockets *SocketWait
 	if tool.Sockets {
@@ -181,24 +205,27 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 		return fail("first full sync left %d frontends in %s, want >= %d", count, tool.Frontends, n)
 	}
 
-	m, err := StartMonitor(ctx, ns, tool.Frontends)
+	mon, err := StartMonitor(ctx, ns, tool.Frontends)
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer func() { res.Overruns = m.Overruns(); m.Close() }()
-	wc, err := StartWatchClock(ctx, b.Client, b.Namespace)
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer func() {
-		if err := wc.Err(); err != nil {
-			res.Note = strings.TrimPrefix(res.Note+"; ", "; ") + err.Error()
+	defer func() { res.Overruns = mon.Overruns(); mon.Close() }()
+	man := m
+	var wc *WatchClock
+	if !tool.Files {
+		if wc, err = StartWatchClock(ctx, b.Client, b.Namespace); err != nil {
+			return fail("%v", err)
 		}
-		wc.Close()
-	}()
+		defer func() {
+			if err := wc.Err(); err != nil {
+				res.Note = strings.TrimPrefix(res.Note+"; ", "; ") + err.Error()
+			}
+			wc.Close()
+		}()
+	}
 	// Like every later change, the first finds the min-sync-period gate open:
 	// it comes a spacing after the full sync's log line.
-	if err := b.changes(ctx, tool, p, m, sockets, wc, chg, first.At, &res); err != nil {
+	if err := b.changes(ctx, tool, p, mon, sockets, wc, man, chg, first.At, &res); err != nil {
 		return fail("%v", err)
 	}
 	if res.RSSEnd, res.HWM, err = p.Memory(); err != nil {
@@ -209,8 +236,11 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 
 // changes creates the change Services one at a time, the first a spacing
 // after lastSync, and records each one's create-to-kernel latency and, as
-// the watch clock saw the Service, its programming latency.
-func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, sockets *SocketWait, wc *WatchClock, names []string, lastSync time.Time, res *Result) error {
+// the watch clock saw the Service, its programming latency. For a file
+// tool (man not nil) each created Service is then added to the manifest,
+// and its latency runs from the manifest's rename; its programming latency
+// is the same.
+func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, sockets *SocketWait, wc *WatchClock, man *manifest, names []string, lastSync time.Time, res *Result) error {
 	spacing := tool.MinSyncPeriod + 200*time.Millisecond
 	select {
 	case <-ctx.Done():
@@ -245,6 +275,16 @@ func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, soc
 		if err != nil {
 			return fmt.Errorf("change service %s: clusterIP %q: %w", name, svc.Spec.ClusterIP, err)
 		}
+		if man != nil {
+			if err := man.add(svc); err != nil {
+				return err
+			}
+			w0 := time.Now()
+			if t0, err = man.write(); err != nil {
+				return err
+			}
+			res.Creates[len(res.Creates)-1] = time.Since(w0)
+		}
 		wctx, cancel := context.WithTimeout(ctx, changeTimeout)
 		at, err := m.Wait(wctx, ip)
 		if err == nil && sockets != nil {
@@ -261,7 +301,9 @@ func (b *Bench) changes(ctx context.Context, tool Tool, p *Proc, m *Monitor, soc
 		}
 		res.Changes = append(res.Changes, at.Sub(t0))
 		creates = append(creates, res.Creates[len(res.Creates)-1])
-		if seen, ok := wc.Seen(ctx, name, seenWait); ok {
+		if man != nil {
+			res.Programs = append(res.Programs, at.Sub(t0))
+		} else if seen, ok := wc.Seen(ctx, name, seenWait); ok {
 			res.Programs = append(res.Programs, at.Sub(seen))
 		}
 		if (i+1)%10 == 0 || i+1 == len(names) {
