@@ -45,13 +45,13 @@ func DecodedPathFor(path string) string {
 // the last writer's content wins, and every content is right.
 type diskCache struct {
 	path string
-	// have is what the file held; used, what this load read from it or
-	// decoded and can keep.
+	// have is what the file held; used, what this load read from it.
 	have, used map[[sha256.Size]byte][]byte
-	// added counts the documents decoded by this load and kept.
-	added int
-	// keep is whether this load may write the file: only then are the
-	// documents it decodes encoded for it.
+	// decoded are the objects of the documents this load decoded that
+	// write may keep (one object each), encoded only by write: off the
+	// path of a load that serves first and writes after.
+	decoded map[[sha256.Size]byte]runtime.Object
+	// keep is whether this load may write the file.
 	keep bool
 }
 
@@ -74,7 +74,8 @@ var diskCacheHeader = func() string {
 // openDiskCache reads the cache at path; a missing or unreadable one is
 // empty.
 func openDiskCache(path string) *diskCache {
-	c := &diskCache{path: path, have: map[[sha256.Size]byte][]byte{}, used: map[[sha256.Size]byte][]byte{}}
+	c := &diskCache{path: path, have: map[[sha256.Size]byte][]byte{}, used: map[[sha256.Size]byte][]byte{},
+		decoded: map[[sha256.Size]byte]runtime.Object{}}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return c
@@ -113,10 +114,7 @@ func (c *diskCache) decode(origin string, doc []byte) decoded {
 	}
 	d := decodeDocument(origin, doc)
 	if c.keep && len(d.errs) == 0 && len(d.objs) == 1 && d.objs[0].Origin == origin {
-		if p, ok := encodeExactly(d.objs[0].Obj); ok {
-			c.used[k] = p
-			c.added++
-		}
+		c.decoded[k] = d.objs[0].Obj
 	}
 	return d
 }
@@ -149,18 +147,27 @@ func encodeExactly(obj runtime.Object) ([]byte, bool) {
 // missing what this load decoded (a tenth of the documents or more, or
 // any when it was empty), or holds much this load did not use.
 func (c *diskCache) worthWriting() bool {
-	stale := len(c.have) - (len(c.used) - c.added)
+	added := len(c.decoded)
+	stale := len(c.have) - len(c.used)
 	switch {
-	case c.added > 0 && (len(c.have) == 0 || c.added*10 >= len(c.used)):
+	case added > 0 && (len(c.have) == 0 || added*10 >= len(c.used)+added):
 		return true
-	case stale > 0 && stale*4 >= len(c.used):
+	case stale > 0 && stale*4 >= len(c.used)+added:
 		return true
 	}
 	return false
 }
 
-// write replaces the file with what this load used, in key order.
+// write replaces the file with what this load used, in key order: what it
+// read from the file, and the objects it decoded whose encoding decodes to
+// them exactly.
 func (c *diskCache) write() error {
+	for k, obj := range c.decoded {
+		if p, ok := encodeExactly(obj); ok {
+			c.used[k] = p
+		}
+	}
+	c.decoded = nil
 	keys := make([][sha256.Size]byte, 0, len(c.used))
 	for k := range c.used {
 		keys = append(keys, k)

@@ -137,11 +137,10 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		cache.disk.keep = !opts.ReadOnly
 	}
 	objs, errs, err := readFiles(files, cache)
+	var disk *diskCache // to write
 	if first {
 		if err == nil && cache.disk.keep && cache.disk.worthWriting() {
-			// A cache that cannot be written (a read-only directory) is
-			// only slower next time.
-			_ = cache.disk.write()
+			disk = cache.disk
 		}
 		cache.disk = nil
 	}
@@ -163,7 +162,15 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	}
 	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	if !opts.ReadOnly {
-		l.persist = func() error { return cache.writeState(statePath, res.State) }
+		l.persist = func() error {
+			err := cache.writeState(statePath, res.State)
+			if disk != nil {
+				// A cache that cannot be written (a read-only
+				// directory) is only slower next time.
+				_ = disk.write()
+			}
+			return err
+		}
 		if !deferState {
 			if err := l.persistState(); err != nil {
 				return nil, err
