@@ -30,8 +30,9 @@ const (
 	// EnvChanges is the number of single-Service changes per run (default 50).
 	EnvChanges = "SVCNET_BENCH_CHANGES"
 	// EnvTools is a comma-separated list of svcnet, kube-proxy, svcnet-b
-	// (see ToolSvcnetB), svcnet-iptables, kube-proxy-iptables, svcnet-ebpf
-	// and svcnet-file (see SvcnetFile), run in that order, repeats allowed (default svcnet,kube-proxy; "none" measures the
+	// (see ToolSvcnetB), svcnet-iptables, kube-proxy-iptables, svcnet-ebpf,
+	// svcnet-file and svcnet-file-warm (see SvcnetFile), run in that order,
+	// repeats allowed (default svcnet,kube-proxy; "none" measures the
 	// population alone). The iptables pair is left out of the default: at
 	// 30k Services kube-proxy's iptables mode alone would take most of the
 	// default budget (see the package doc).
@@ -86,6 +87,8 @@ func TestBenchSync(t *testing.T) {
 			tools = append(tools, SvcnetEBPF(benchenv.SvcnetBinary(t)))
 		case ToolSvcnetFile:
 			tools = append(tools, SvcnetFile(benchenv.SvcnetBinary(t)))
+		case ToolSvcnetFileWarm:
+			tools = append(tools, SvcnetFileWarm(benchenv.SvcnetBinary(t)))
 		default:
 			t.Fatalf("%s: unknown tool %q", EnvTools, name)
 		}
@@ -191,6 +194,8 @@ svcnet-file: svcnet proxy on a manifest (--state, the lab's published cluster: e
 document, the Services with the apiserver's ClusterIPs; no decode cache: a cold start); its
 change is the manifest replaced (temporary file, fsync, rename) with the created Service added,
 its latency from the rename to the netlink event; "API create" is then the manifest's writing.
+svcnet-file-warm: the same, started after svcnet get has read the manifest once (its decode
+cache and allocations there, as an earlier agent leaves them).
 RSS: VmRSS after the first full sync; RSS end: after the last change; peak: VmHWM at the end.
 The RSS target holds for the larger of RSS and RSS end. ratios: kube-proxy / svcnet, each svcnet
 tool against the kube-proxy mode of its layout (svcnet and svcnet-ebpf against kube-proxy,

@@ -17,8 +17,13 @@ import (
 )
 
 // ToolSvcnetFile is svcnet proxy on the embedded default: manifests and its
-// embedded control plane (--state), no API server.
-const ToolSvcnetFile = "svcnet-file"
+// embedded control plane (--state), no API server. ToolSvcnetFileWarm is the
+// same started as a restarted agent is, with the decode cache an earlier
+// process left beside the manifest.
+const (
+	ToolSvcnetFile     = "svcnet-file"
+	ToolSvcnetFileWarm = "svcnet-file-warm"
+)
 
 // SvcnetFile runs `svcnet proxy --state FILE` from bin, as Svcnet otherwise.
 // FILE holds the population as the lab publishes a cluster: one manifest,
@@ -41,6 +46,16 @@ func SvcnetFile(bin string) Tool {
 		return a
 	}
 	t.Files = true
+	return t
+}
+
+// SvcnetFileWarm is SvcnetFile started after `svcnet get services -A
+// --state FILE` has read the manifest once (and left its decode cache and
+// allocations, as an earlier agent would).
+func SvcnetFileWarm(bin string) Tool {
+	t := SvcnetFile(bin)
+	t.Name, t.Short = ToolSvcnetFileWarm, "sw"
+	t.Warm = []string{bin, "get", "services", "-A", "--state"}
 	return t
 }
 

@@ -26,7 +26,7 @@ const (
 // svcnet on manifests (svcnet-file) is compared with svcnet on the API
 // server: the same proxy, the state from the embedded control plane
 // instead.
-var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables, ToolSvcnetEBPF: ToolKubeProxy, ToolSvcnetFile: ToolSvcnet}
+var Baseline = map[string]string{ToolSvcnet: ToolKubeProxy, ToolSvcnetIPTables: ToolKubeProxyIPTables, ToolSvcnetEBPF: ToolKubeProxy, ToolSvcnetFile: ToolSvcnet, ToolSvcnetFileWarm: ToolSvcnet}
 
 // Result is what one (tool, N) run measured.
 type Result struct {
@@ -299,7 +299,7 @@ func Summary(rs []Result) string {
 		b.WriteString("\niptables layout (iptables-nft): svcnet-iptables vs kube-proxy-iptables (iptables mode)\n")
 		WriteTargets(&b, IPTablesTargets(rs))
 	}
-	if measured(rs, ToolSvcnetFile) {
+	if measured(rs, ToolSvcnetFile, ToolSvcnetFileWarm) {
 		b.WriteString("\nembedded default: svcnet-file (manifests, embedded control plane) vs svcnet (API server)\n")
 		WriteTargets(&b, FileTargets(rs))
 	}
@@ -307,10 +307,14 @@ func Summary(rs []Result) string {
 }
 
 // FileTargets evaluates the goals of the embedded default at N=TargetN:
-// start to every frontend programmed (ready) <= 1.5s from a cold start,
-// and one changed manifest served <= 100ms p99.
+// start to every frontend programmed (ready) <= 1.5s from a cold start
+// (the warm start beside it when measured), and one changed manifest
+// served <= 100ms p99.
 func FileTargets(rs []Result) []Target {
-	sf := find(rs, ToolSvcnetFile, TargetN)
+	sf, warm := find(rs, ToolSvcnetFile, TargetN), find(rs, ToolSvcnetFileWarm, TargetN)
+	if sf == nil {
+		sf = warm
+	}
 	if sf == nil {
 		return []Target{{What: fmt.Sprintf("%s at N=%d", ToolSvcnetFile, TargetN), Got: "not measured"}}
 	}
@@ -318,10 +322,14 @@ func FileTargets(rs []Result) []Target {
 	if sv := find(rs, ToolSvcnet, TargetN); sv != nil {
 		ref = fmt.Sprintf("svcnet on the API server: ready %s, change p50 %s, p99 %s", FmtDur(sv.Ready), FmtDur(sv.P50()), FmtDur(sv.P99()))
 	}
+	start := fmt.Sprintf("%s: %s (its full sync %s)", sf.Tool, FmtDur(sf.Ready), FmtDur(sf.Full))
+	if warm != nil && warm != sf {
+		start += fmt.Sprintf("; %s: %s (full sync %s)", warm.Tool, FmtDur(warm.Ready), FmtDur(warm.Full))
+	}
 	p99 := sf.P99()
 	return []Target{
 		{What: "svcnet-file start to all programmed <= 1.5s", Known: sf.Ready > 0, Met: sf.Ready > 0 && sf.Ready <= 1500*time.Millisecond,
-			Got: fmt.Sprintf("%s (its full sync %s; %s)", FmtDur(sf.Ready), FmtDur(sf.Full), ref)},
+			Got: start + "; " + ref},
 		{What: "svcnet-file one changed manifest served <= 100ms p99", Known: p99 >= 0 && sf.Timeouts == 0,
 			Met: p99 >= 0 && p99 <= 100*time.Millisecond && sf.Timeouts == 0,
 			Got: fmt.Sprintf("%s (p50 %s) over %d changes, %d lost; writing the manifest: p99 %s", FmtDur(p99), FmtDur(sf.P50()), len(sf.Changes), sf.Timeouts, FmtDur(sf.CreateP99()))},

@@ -43,6 +43,9 @@ type Tool struct {
 	// with one more Service (created in the API server first, for its
 	// ClusterIP), and its latency runs from the manifest's rename.
 	Files bool
+	// Warm, for a file tool, is a command run to completion (given the
+	// manifest's path as its last argument) before the tool starts.
+	Warm []string
 }
 
 // ServiceIPsMap is the verdict map both proxies keep ClusterIPs in.
@@ -153,6 +156,12 @@ func (b *Bench) Run(ctx context.Context, tool Tool, n int) (res Result) {
 			return fail("%v", err)
 		}
 		kc = m.path
+		if len(tool.Warm) > 0 {
+			cmd := exec.Command(tool.Warm[0], append(tool.Warm[1:], m.path)...)
+			if out, err := runTimeout(cmd, 5*time.Minute); err != nil {
+				return fail("warming: %v: %s", err, out)
+			}
+		}
 	}
 	argv := tool.Argv(kc)
 	var sockets *SocketWait
