@@ -59,6 +59,18 @@ type Loaded struct {
 	all       bool
 	// persist writes the state file; nil when the load was read-only.
 	persist func() error
+	// cache writes the decode cache the load filled; nil when there is
+	// none to write.
+	cache *diskCache
+}
+
+// writeCache writes the decode cache of the load (once). A cache that
+// cannot be written (a read-only directory) is only slower next time.
+func (l *Loaded) writeCache() {
+	if l.cache != nil {
+		_ = l.cache.write()
+		l.cache = nil
+	}
 }
 
 // persistState writes the allocations of the load (once); nothing for a
@@ -110,7 +122,8 @@ func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error)
 func Load(opts Options) (*Loaded, error) { return load(opts, false) }
 
 // load is Load; with deferState it leaves the state file to
-// Loaded.persistState, so that a reader can serve what it loaded first.
+// Loaded.persistState and the decode cache to Loaded.writeCache, so that a
+// reader can serve what it loaded first.
 // That is safe because Reconcile is deterministic: a load after a crash
 // that lost the state's writing reconciles the same manifests against the
 // state before it and allocates the same addresses.
@@ -162,19 +175,13 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	}
 	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	if !opts.ReadOnly {
-		l.persist = func() error {
-			err := cache.writeState(statePath, res.State)
-			if disk != nil {
-				// A cache that cannot be written (a read-only
-				// directory) is only slower next time.
-				_ = disk.write()
-			}
-			return err
-		}
+		l.persist = func() error { return cache.writeState(statePath, res.State) }
+		l.cache = disk
 		if !deferState {
 			if err := l.persistState(); err != nil {
 				return nil, err
 			}
+			l.writeCache()
 		}
 	}
 	for _, w := range res.Warnings {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -62,7 +63,9 @@ func (s *Source) Run(ctx context.Context) error {
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watching manifests in %s: %w", dir, err)
 	}
-	if err := s.reload(); err != nil {
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	if err := s.reload(&bg); err != nil {
 		return err
 	}
 	timer := time.NewTimer(time.Hour)
@@ -86,7 +89,7 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			s.log.Error(err, "Watching manifests", "path", s.opts.Path)
 		case <-timer.C:
-			if err := s.reload(); err != nil {
+			if err := s.reload(&bg); err != nil {
 				s.log.Error(err, "Reloading manifests; keeping the previous state", "path", s.opts.Path)
 			}
 		}
@@ -103,8 +106,11 @@ func (s *Source) relevant(name string) bool {
 
 // reload loads the manifests and feeds the store; the allocations are
 // persisted after, off the path from a change to the kernel, and a failure
-// to persist them is logged (the next reload writes them again).
-func (s *Source) reload() error {
+// to persist them is logged (the next reload writes them again). The decode
+// cache a first load fills is written by a goroutine in bg (encoding 10,000
+// Services and their slices takes about half a second), which Run waits
+// for before it returns.
+func (s *Source) reload(bg *sync.WaitGroup) error {
 	l, err := load(s.opts, true)
 	if err != nil {
 		return err
@@ -112,6 +118,9 @@ func (s *Source) reload() error {
 	defer func() {
 		if err := l.persistState(); err != nil {
 			s.log.Error(err, "Persisting allocations; serving them anyway", "path", s.opts.Path)
+		}
+		if l.cache != nil {
+			bg.Go(l.writeCache)
 		}
 	}()
 	for _, e := range l.Errors {
