@@ -406,26 +406,35 @@ func (c *File) write(obj runtime.Object) error {
 // 10,000 Services with their EndpointSlices take 35 ms as JSON and 1.17 s
 // as YAML, and readers decode JSON without YAML's parser.
 func marshalJSON(obj runtime.Object) ([]byte, error) {
-	if obj.GetObjectKind().GroupVersionKind().Empty() {
-		obj = obj.DeepCopyObject()
-		gvks, _, err := file.Scheme.ObjectKinds(obj)
-		if err != nil || len(gvks) == 0 {
-			return nil, fmt.Errorf("%s: unknown kind: %w", KindOf(obj), err)
-		}
-		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	obj, err := withKind(obj)
+	if err != nil {
+		return nil, err
 	}
 	return json.Marshal(obj)
 }
 
 // marshal writes obj as YAML with its apiVersion and kind.
 func marshal(obj runtime.Object) ([]byte, error) {
+	obj, err := withKind(obj)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(obj)
+}
+
+// withKind returns obj when it names its apiVersion and kind, else a copy
+// of it that does.
+func withKind(obj runtime.Object) (runtime.Object, error) {
+	if !obj.GetObjectKind().GroupVersionKind().Empty() {
+		return obj, nil
+	}
 	obj = obj.DeepCopyObject()
 	gvks, _, err := file.Scheme.ObjectKinds(obj)
 	if err != nil || len(gvks) == 0 {
 		return nil, fmt.Errorf("%s: unknown kind: %w", KindOf(obj), err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvks[0])
-	return yaml.Marshal(obj)
+	return obj, nil
 }
 
 func MetaOf(obj runtime.Object) (metav1.Object, error) {

@@ -92,7 +92,9 @@ func benchmarkLoad(b *testing.B, before func(dir string)) {
 	}
 }
 
-func BenchmarkReconcile10k(b *testing.B) {
+// loadedPopulation loads a population of 10,000 Services and returns its
+// objects and the state their load left.
+func loadedPopulation(b *testing.B) ([]controlplane.Object, controlplane.State) {
 	dir := b.TempDir()
 	writePopulation(b, dir, 10000)
 	l, err := Load(Options{Path: dir})
@@ -103,9 +105,14 @@ func BenchmarkReconcile10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return l.Objects, prev
+}
+
+func BenchmarkReconcile10k(b *testing.B) {
+	objs, prev := loadedPopulation(b)
 	b.ResetTimer()
 	for range b.N {
-		res := controlplane.Reconcile(controlplane.Config{}, l.Objects, prev, time.Now())
+		res := controlplane.Reconcile(controlplane.Config{}, objs, prev, time.Now())
 		if len(res.Services) != 10001 {
 			b.Fatal(len(res.Services))
 		}
@@ -143,21 +150,12 @@ func BenchmarkReloadOneChange10k(b *testing.B) {
 // BenchmarkReconcilerAgain10k: a Reconciler given the same 10,000 Services
 // and their slices again.
 func BenchmarkReconcilerAgain10k(b *testing.B) {
-	dir := b.TempDir()
-	writePopulation(b, dir, 10000)
-	l, err := Load(Options{Path: dir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	prev, err := readState(StatePathFor(dir))
-	if err != nil {
-		b.Fatal(err)
-	}
+	objs, prev := loadedPopulation(b)
 	var r controlplane.Reconciler
-	r.Reconcile(controlplane.Config{}, l.Objects, prev, time.Now())
+	r.Reconcile(controlplane.Config{}, objs, prev, time.Now())
 	b.ResetTimer()
 	for range b.N {
-		res := r.Reconcile(controlplane.Config{}, l.Objects, prev, time.Now())
+		res := r.Reconcile(controlplane.Config{}, objs, prev, time.Now())
 		if len(res.Services) != 10001 {
 			b.Fatal(len(res.Services))
 		}

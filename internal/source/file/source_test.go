@@ -33,15 +33,16 @@ func waitFor(t *testing.T, sub *model.Subscription, what string, cond func(*mode
 	}
 }
 
-func TestSourceWatchesManifests(t *testing.T) {
-	dir := copySeed(t)
+// runSource runs a Source of opts feeding a new store until the test ends,
+// and returns a subscription to the store.
+func runSource(t *testing.T, opts Options, log klog.Logger) *model.Subscription {
+	t.Helper()
 	store := model.NewStore()
 	sub := store.Subscribe()
-	defer sub.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(Options{Path: dir}, store, klog.Background()).Run(ctx) }()
-	defer func() {
+	go func() { done <- New(opts, store, log).Run(ctx) }()
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -51,7 +52,14 @@ func TestSourceWatchesManifests(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Error("Run did not stop")
 		}
-	}()
+		sub.Close()
+	})
+	return sub
+}
+
+func TestSourceWatchesManifests(t *testing.T) {
+	dir := copySeed(t)
+	sub := runSource(t, Options{Path: dir}, klog.Background())
 	key := model.ServiceKey{Namespace: "default", Name: "my-nginx"}
 	waitFor(t, sub, "initial load", func(s *model.Snapshot) bool { return s.Synced && s.Service(key) != nil })
 
@@ -84,25 +92,8 @@ func TestSourceServesWhatItCannotPersist(t *testing.T) {
 	// temporary file), even to root, and still reads.
 	setImmutable(t, stateDir, true)
 	t.Cleanup(func() { setImmutable(t, stateDir, false) })
-	store := model.NewStore()
-	sub := store.Subscribe()
-	defer sub.Close()
 	var sink logtest.Sink
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	opts := Options{Path: dir, StatePath: filepath.Join(stateDir, "state.json")}
-	go func() { done <- New(opts, store, sink.Logger(0)).Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Error("Run did not stop")
-		}
-	}()
+	sub := runSource(t, Options{Path: dir, StatePath: filepath.Join(stateDir, "state.json")}, sink.Logger(0))
 	key := model.ServiceKey{Namespace: "default", Name: "my-nginx"}
 	waitFor(t, sub, "initial load", func(s *model.Snapshot) bool { return s.Synced && s.Service(key) != nil })
 	deadline := time.Now().Add(5 * time.Second)
