@@ -151,7 +151,10 @@ fuzz:
 # and 30k Services on one real control plane; prints a table with ratios
 # (bench/sync; about 30 minutes on 2 cores). The iptables pair (svcnet proxy
 # --data-plane iptables vs kube-proxy --proxy-mode iptables) runs with
-# SVCNET_BENCH_TOOLS=svcnet-iptables,kube-proxy-iptables SVCNET_BENCH_SIZES=1000,10000.
+# SVCNET_BENCH_TOOLS=svcnet-iptables,kube-proxy-iptables SVCNET_BENCH_SIZES=1000,10000;
+# the embedded default (svcnet proxy --state on the lab's published manifest,
+# cold and restarted) beside svcnet on the API server with
+# SVCNET_BENCH_TOOLS=svcnet,svcnet-file,svcnet-file-warm SVCNET_BENCH_SIZES=10000.
 bench-sync: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
 	  $(GO) test ./bench/sync -run '^TestBenchSync$$' -count=1 -timeout 40m -v

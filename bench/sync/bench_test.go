@@ -190,8 +190,9 @@ Used() and Free(), an O(Services) step).
 prog p50/p99: programming latency, the proxy's own part: from the arrival of the Service's
 watch event at the bench (a watcher of the same apiserver, as the proxy is) to its frontend in
 the kernel; below zero when the kernel had it first.
-svcnet-file: svcnet proxy on a manifest (--state, the lab's published cluster: every object one
-document, the Services with the apiserver's ClusterIPs; no decode cache: a cold start); its
+svcnet-file: svcnet proxy on a manifest (--state, as the lab publishes a cluster: every object a
+JSON document on a line, the Services with the apiserver's ClusterIPs; no decode cache: a cold
+start); its
 change is the manifest replaced (temporary file, fsync, rename) with the created Service added,
 its latency from the rename to the netlink event; "API create" is then the manifest's writing.
 svcnet-file-warm: the same, started after svcnet get has read the manifest once (its decode

@@ -27,7 +27,14 @@
 //     quiet machine and several times that under load (extrapolated), with
 //     seconds per change after it. Run the pair as
 //     SVCNET_BENCH_TOOLS=svcnet-iptables,kube-proxy-iptables SVCNET_BENCH_SIZES=1000,10000 make bench-sync
-//     (svcnet-iptables alone at 30k fits).
+//     (svcnet-iptables alone at 30k fits);
+//   - svcnet-file and svcnet-file-warm (svcnet proxy --state, the embedded
+//     default) against svcnet: the same proxy on a manifest of the
+//     population, written as the lab publishes a cluster (see SvcnetFile),
+//     started cold and as a restarted agent. A change replaces the manifest
+//     with one more Service (created in the apiserver first, for its
+//     ClusterIP); its latency runs from the rename. Not in the default:
+//     SVCNET_BENCH_TOOLS=svcnet,svcnet-file,svcnet-file-warm.
 //
 // For each size N (Services, one TCP port and one EndpointSlice of 2 ready
 // endpoints each), the tools run one after the other against the same

@@ -3,6 +3,7 @@ package syncbench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 )
 
 // ToolSvcnetFile is svcnet proxy on the embedded default: manifests and its
@@ -27,8 +27,9 @@ const (
 
 // SvcnetFile runs `svcnet proxy --state FILE` from bin, as Svcnet otherwise.
 // FILE holds the population as the lab publishes a cluster: one manifest,
-// every object a document, each Service with the ClusterIP the apiserver
-// gave it (so its frontends are those of every other tool). Each change
+// every object a JSON document on a line of its own, each Service with the
+// ClusterIP the apiserver gave it (so its frontends are those of every
+// other tool). Each change
 // replaces the file, atomically as the lab does, with one more Service.
 // Its proxy starts without the decode cache a previous run of svcnet on
 // the file would have left: the cold start.
@@ -127,12 +128,13 @@ func (m *manifest) add(obj runtime.Object) error {
 	default:
 		return fmt.Errorf("manifest: %T not handled", obj)
 	}
-	b, err := yaml.Marshal(out)
+	b, err := json.Marshal(out)
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
 	}
 	m.docs.WriteString("---\n")
 	m.docs.Write(b)
+	m.docs.WriteByte('\n')
 	return nil
 }
 
