@@ -194,7 +194,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		klog.Warning(w)
 	}
 	noHeapProfilesUnless(o.profiling)
-	mem, err := newMemoryPolicy(o.memoryLimit, runtimeMemory{}, log.WithName("memory"))
+	mem, err := newMemoryPolicy(o.memoryLimit, !o.state.cluster(), runtimeMemory{}, log.WithName("memory"))
 	if err != nil {
 		return err
 	}

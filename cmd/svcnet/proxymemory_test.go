@@ -74,7 +74,7 @@ func TestParseMemoryLimit(t *testing.T) {
 func TestMemoryPolicyAuto(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	rt := &fakeRuntime{}
-	p, err := newMemoryPolicy("auto", rt, klog.Background())
+	p, err := newMemoryPolicy("auto", false, rt, klog.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestMemoryPolicyFixedAndNone(t *testing.T) {
 		t.Run(tt.flag+" "+tt.env, func(t *testing.T) {
 			t.Setenv("GOMEMLIMIT", tt.env)
 			rt := &fakeRuntime{live: 32 * mib, footprint: 49 * mib}
-			p, err := newMemoryPolicy(tt.flag, rt, klog.Background())
+			p, err := newMemoryPolicy(tt.flag, false, rt, klog.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestMemoryPolicyFixedAndNone(t *testing.T) {
 			}
 		})
 	}
-	if _, err := newMemoryPolicy("lots", &fakeRuntime{}, klog.Background()); err == nil {
+	if _, err := newMemoryPolicy("lots", false, &fakeRuntime{}, klog.Background()); err == nil {
 		t.Error("newMemoryPolicy accepted --memory-limit lots")
 	}
 }
@@ -147,5 +147,23 @@ func TestRuntimeMemory(t *testing.T) {
 	live, footprint := runtimeMemory{}.Memory()
 	if live == 0 || footprint < live {
 		t.Errorf("live %d, footprint %d: want 0 < live <= footprint", live, footprint)
+	}
+}
+
+// TestMemoryPolicyManifests: with the state from manifests the headroom is
+// the whole live heap (a reload builds the objects again beside the live
+// ones).
+func TestMemoryPolicyManifests(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	rt := &fakeRuntime{}
+	p, err := newMemoryPolicy("auto", true, rt, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.live, rt.footprint = 64*mib, 81*mib
+	p.beforeSync(true)
+	p.afterSync(syncResult(true, nil))
+	if got, want := rt.last(), int64((64+64+17)*mib); got != want {
+		t.Errorf("limit %d after the first full sync, want %d (live 64 MiB, headroom 64 MiB, overhead 17 MiB)", got, want)
 	}
 }
