@@ -27,12 +27,11 @@ func Services(w io.Writer, svcs []*corev1.Service, opts Options) error {
 	return t.write(w, "services")
 }
 
+// clusterIP is kubectl's CLUSTER-IP: the primary ClusterIP only, also for a
+// dual-stack Service (its IPs of both families are in -o yaml).
 func clusterIP(s *corev1.Service) string {
-	if s.Spec.Type == corev1.ServiceTypeExternalName {
-		return orNone(s.Spec.ClusterIP)
-	}
 	if len(s.Spec.ClusterIPs) > 0 {
-		return strings.Join(s.Spec.ClusterIPs, ",")
+		return s.Spec.ClusterIPs[0]
 	}
 	return orNone(s.Spec.ClusterIP)
 }

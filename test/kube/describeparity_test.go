@@ -37,7 +37,7 @@ func TestDescribeParityWithKubectl(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"describe", "svc", "web"}, {"describe", "svc", "lb"}, {"describe", "service", "headless"},
-		{"describe", "svc", "ext"}, {"describe", "svc", "bare"}, {"describe", "svc", "kubernetes"},
+		{"describe", "svc", "ext"}, {"describe", "svc", "bare"}, {"describe", "svc", "kubernetes"}, {"describe", "svc", "dual"},
 		{"describe", "svc", "web", "lb"}, {"describe", "svc/web", "svc/bare"}, {"describe", "svc", "api", "-n", "other"},
 		{"describe", "pod", "web-1"}, {"describe", "po", "web-2"}, {"describe", "pods/ending"},
 		{"describe", "node", "node1"}, {"describe", "no", "node2"},
@@ -122,8 +122,12 @@ func describeFixture(ctx context.Context, t *testing.T, c kubernetes.Interface) 
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 8080}}}}
 	api := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "other"},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "api"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	// dual-stack: a ClusterIP, a LoadBalancer IP and an EndpointSlice of each family.
+	dual := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dual"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyPreferDualStack),
+			Selector: map[string]string{"app": "dual"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
 	created := map[string]*corev1.Service{}
-	for _, s := range []*corev1.Service{web, lb, headless, ext, bare, api} {
+	for _, s := range []*corev1.Service{web, lb, headless, ext, bare, api, dual} {
 		ns := s.Namespace
 		if ns == "" {
 			ns = "default"
@@ -137,6 +141,10 @@ func describeFixture(ctx context.Context, t *testing.T, c kubernetes.Interface) 
 	got := created["lb"]
 	got.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.26.236.180", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)},
 		{IP: "172.26.236.181"}}
+	must(c.CoreV1().Services("default").UpdateStatus(ctx, got, metav1.UpdateOptions{}))
+	got = created["dual"]
+	got.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.26.236.182", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)},
+		{IP: "fd00:26:236::b6", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 	must(c.CoreV1().Services("default").UpdateStatus(ctx, got, metav1.UpdateOptions{}))
 
 	ready := func(ip string, r *bool) discoveryv1.Endpoint {
@@ -154,6 +162,14 @@ func describeFixture(ctx context.Context, t *testing.T, c kubernetes.Interface) 
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{ready("192.168.2.10", ptr.To(true))},
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dual-a", Labels: map[string]string{discoveryv1.LabelServiceName: "dual"}},
+			AddressType: discoveryv1.AddressTypeIPv6,
+			Endpoints:   []discoveryv1.Endpoint{ready("fd00:192:168:2::a", ptr.To(true))},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dual-b", Labels: map[string]string{discoveryv1.LabelServiceName: "dual"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{ready("192.168.2.10", ptr.To(true))},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "headless-a", Labels: map[string]string{discoveryv1.LabelServiceName: "headless"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{ready("192.168.3.10", nil), ready("192.168.3.11", ptr.To(false))}},

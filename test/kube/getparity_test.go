@@ -43,6 +43,7 @@ func TestGetParityWithKubectl(t *testing.T) {
 		svc("default", "lb-10", corev1.ServiceTypeLoadBalancer, nil, 80),
 		svc("default", "lb-9", corev1.ServiceTypeLoadBalancer, map[string]string{"tier": "back"}, 8080),
 		svc("other", "api", corev1.ServiceTypeClusterIP, map[string]string{"app": "api"}, 80),
+		dualStack(svc("default", "dual", corev1.ServiceTypeClusterIP, map[string]string{"app": "web"}, 80)),
 	} {
 		if _, err := c.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -118,4 +119,11 @@ func TestGetParityWithKubectl(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dualStack makes s PreferDualStack: a ClusterIP of each family, of which
+// kubectl's table shows the primary one.
+func dualStack(s *corev1.Service) *corev1.Service {
+	s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+	return s
 }

@@ -27,7 +27,8 @@ type sideBySide struct {
 // newSideBySide starts an API server, waits until it serves, and builds both
 // commands; the context ends with the test.
 func newSideBySide(t *testing.T) *sideBySide {
-	env := kubetest.Start(t, kubetest.Options{})
+	// Dual-stack, so that a Service may have a ClusterIP of each family.
+	env := kubetest.Start(t, kubetest.Options{ServiceClusterIPRange: "10.96.0.0/12,fd00:96::/108"})
 	_, binDir := kubetest.Binaries(t, "kubectl")
 	p := &sideBySide{t: t, env: env, kubectl: filepath.Join(binDir, "kubectl"), svcnet: buildSvcnet(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
