@@ -155,7 +155,7 @@ the svcnet proxy running in the node's network namespace).`,
 				}
 				nsOf[k] = v
 			}
-			net := trace.NetworkFrom(snap, nil, netip.Addr{}, nsOf)
+			net := trace.NetworkFrom(snap, nil, nil, nsOf)
 			for _, kv := range cgs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" || v == "" {

@@ -30,7 +30,7 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 			nsOf[p.Namespace+"/"+p.Name] = l.c.Names.Pod(p.Namespace, p.Name)
 		}
 	}
-	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": topology.ClientAddr}, topology.Gateway, nsOf)
+	net := trace.NetworkFrom(snap, map[string][]netip.Addr{"client": {topology.ClientAddr}}, []netip.Addr{topology.Gateway}, nsOf)
 	net.NodeNetworks = []netip.Prefix{topology.NodeNetwork}
 	return snap, net, nil
 }

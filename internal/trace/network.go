@@ -22,10 +22,12 @@ import (
 type Network struct {
 	Nodes []NodeNet
 	Pods  []PodNet
-	// Externals are known hosts outside the cluster, by name ("client").
-	Externals map[string]netip.Addr
-	// Gateway is the node network's router (the default route of nodes).
-	Gateway netip.Addr
+	// Externals are known hosts outside the cluster, by name ("client"):
+	// their addresses, at most one per family.
+	Externals map[string][]netip.Addr
+	// Gateways are the node network's router's addresses, at most one per
+	// family (the default routes of nodes).
+	Gateways []netip.Addr
 	// NodeNetworks are the node network's prefixes (on-link from the nodes);
 	// empty means "the /24 (/64) of each node address".
 	NodeNetworks []netip.Prefix
@@ -67,8 +69,8 @@ const (
 
 // NetworkFrom builds the network of a model snapshot: nodes with their
 // addresses and pod CIDRs, pods with their IPs. externals and netns may be nil.
-func NetworkFrom(snap *model.Snapshot, externals map[string]netip.Addr, gateway netip.Addr, netns map[string]string) *Network {
-	n := &Network{Externals: externals, Gateway: gateway, NetNS: netns}
+func NetworkFrom(snap *model.Snapshot, externals map[string][]netip.Addr, gateways []netip.Addr, netns map[string]string) *Network {
+	n := &Network{Externals: externals, Gateways: gateways, NetNS: netns}
 	for _, nd := range snap.Nodes() {
 		n.Nodes = append(n.Nodes, NodeNet{Name: nd.Name, Addrs: nd.IPs(), PodCIDRs: nd.PodCIDRs, Ready: nd.Ready, Zone: nd.Zone()})
 	}
@@ -205,11 +207,31 @@ func (n *Network) external(a netip.Addr) string {
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		if n.Externals[k] == a {
+		if slices.Contains(n.Externals[k], a) {
 			return k
 		}
 	}
 	return ""
+}
+
+// externalAddr returns the named external host's address of the family
+// (v6), else its first; ok is false when there is no such host.
+func (n *Network) externalAddr(name string, v6 bool) (netip.Addr, bool) {
+	addrs, ok := n.Externals[name]
+	if !ok || len(addrs) == 0 {
+		return netip.Addr{}, false
+	}
+	return familyOr(addrs, v6), true
+}
+
+// familyOr returns the first of addrs of the family (v6), else the first.
+func familyOr(addrs []netip.Addr, v6 bool) netip.Addr {
+	for _, a := range addrs {
+		if a.Is6() == v6 {
+			return a
+		}
+	}
+	return addrs[0]
 }
 
 // onNodeNetwork reports whether a is on-link on the node network, and the
@@ -300,11 +322,15 @@ func (n *Network) RouteFromNode(nd *NodeNet, dst netip.Addr) (Route, error) {
 		}
 		return r, nil
 	}
-	r := Route{Dev: NodeIface, Via: n.Gateway, Text: fmt.Sprintf("default via %s dev %s", n.Gateway, NodeIface), Next: n.ExternalPlace(dst), LeavesCluster: true}
-	if !n.Gateway.IsValid() || n.Gateway.Is6() != v6 {
+	var gw netip.Addr
+	if len(n.Gateways) > 0 {
+		gw = familyOr(n.Gateways, v6)
+	}
+	r := Route{Dev: NodeIface, Via: gw, Text: fmt.Sprintf("default via %s dev %s", gw, NodeIface), Next: n.ExternalPlace(dst), LeavesCluster: true}
+	if !gw.IsValid() || gw.Is6() != v6 {
 		return r, fmt.Errorf("no route to %s from node %s: not a pod, node or node-network address, and no %s gateway", dst, nd.Name, familyWord(v6))
 	}
-	r.Link = fmt.Sprintf("%s → gateway %s (leaves the cluster)", NodeIface, n.Gateway)
+	r.Link = fmt.Sprintf("%s → gateway %s (leaves the cluster)", NodeIface, gw)
 	return r, nil
 }
 

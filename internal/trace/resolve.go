@@ -44,7 +44,15 @@ const (
 // cluster state. Errors name what did not resolve and what was expected.
 func Resolve(snap *model.Snapshot, net *Network, a Ask) (Start, Request, error) {
 	req := Request{From: a.From, To: a.To}
-	from, sport, err := resolveFrom(net, a.From, a.IPv6)
+	// A destination address decides the family the sender speaks: "client"
+	// to an IPv6 address is the client's IPv6 address.
+	v6 := a.IPv6
+	if host, _ := splitPort(a.To); host != "" {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			v6 = ip.Unmap().Is6()
+		}
+	}
+	from, sport, err := resolveFrom(net, a.From, v6)
 	if err != nil {
 		return Start{}, req, err
 	}
@@ -124,7 +132,7 @@ func resolveFrom(net *Network, from string, v6 bool) (Place, uint16, error) {
 		}
 		return net.ExternalPlace(a), sport, nil
 	}
-	if a, ok := net.Externals[host]; ok {
+	if a, ok := net.externalAddr(host, v6); ok {
 		return net.ExternalPlace(a), sport, nil
 	}
 	if nd := net.Node(host); nd != nil {
@@ -192,7 +200,7 @@ func resolveTo(snap *model.Snapshot, net *Network, a Ask, from Place, req *Reque
 		req.Service, req.Frontend = svc, frontend
 		return dst, proto, nil
 	}
-	if ip, ok := net.Externals[host]; ok {
+	if ip, ok := net.externalAddr(host, a.IPv6); ok {
 		n, err := strconv.ParseUint(port, 10, 16)
 		if err != nil || n == 0 {
 			return netip.AddrPort{}, "", fmt.Errorf("to %q: want %s:PORT (an external host's port)", a.To, host)

@@ -86,7 +86,7 @@ func loadScenario(t *testing.T) *model.Snapshot {
 // scenarioNetwork is the lab's network: the client and gateway on the node
 // network 172.26.236.0/24 (fd00:26:236::/64).
 func scenarioNetwork(snap *model.Snapshot) *trace.Network {
-	net := trace.NetworkFrom(snap, map[string]netip.Addr{"client": clientAddr}, gateway, nil)
+	net := trace.NetworkFrom(snap, map[string][]netip.Addr{"client": {clientAddr}}, []netip.Addr{gateway}, nil)
 	net.NodeNetworks = []netip.Prefix{netip.MustParsePrefix("172.26.236.0/24"), netip.MustParsePrefix("fd00:26:236::/64")}
 	return net
 }
