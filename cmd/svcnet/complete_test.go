@@ -46,6 +46,7 @@ func TestCompleteStatic(t *testing.T) {
 		{[]string{"lab", "describe", "s"}, []string{"services"}},
 		{[]string{"lab", "delete", "endpoint"}, []string{"endpoints", "endpointslice"}},
 		{[]string{"lab", "delete", ""}, deleteTypes},
+		{[]string{"lab", "up", "--ip-family", ""}, []string{"ipv4", "ipv6", "dual"}},
 	} {
 		got, directive := complete(t, c.args...)
 		if !slices.Equal(got, c.want) || directive != ":4" {

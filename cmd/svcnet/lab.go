@@ -18,6 +18,7 @@ import (
 	"github.com/svcnet/svcnet/internal/kubectlget"
 	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
+	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/source/file"
 )
 
@@ -69,7 +70,7 @@ func labUpCommand(name *string) *cobra.Command {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			if k.enabled {
-				for _, f := range []string{"control-plane", "proxy", "proxy-arg", "data-plane"} {
+				for _, f := range []string{"control-plane", "proxy", "proxy-arg", "data-plane", "ip-family"} {
 					if cmd.Flags().Changed(f) {
 						return fmt.Errorf("lab up --kubelet: --%s does not apply (the nodes run what is deployed on them)", f)
 					}
@@ -99,6 +100,8 @@ func labUpCommand(name *string) *cobra.Command {
 	cmd.Flags().StringVar(&o.K8sBin, "k8s-bin", "", "with --control-plane kube: directory of kube-apiserver, kube-controller-manager and kube-proxy; with --kubelet: of kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl (default $"+envK8sBin+")")
 	cmd.Flags().StringVar(&o.Proxy, "proxy", cluster.ProxySvcnet, `the nodes' Service proxy: "`+cluster.ProxySvcnet+`", or upstream kube-proxy "`+cluster.ProxyKubeProxyNFTables+`" or "`+cluster.ProxyKubeProxyIPTables+`" (with --control-plane kube; svcnet proxy --data-plane none still gives each node its pod routes and layer-2 speaker)`)
 	cmd.Flags().StringSliceVar(&o.ProxyArgs, "proxy-arg", nil, "extra flag for every node's svcnet proxy (repeatable)")
+	cmd.Flags().StringVar(&o.IPFamily, "ip-family", topology.StackIPv4, `the lab's IP families: "`+topology.StackIPv4+`", "`+topology.StackIPv6+`" (the IP plan's fd00: ranges) or "`+topology.StackDual+`" (both, IPv4 primary: dual-stack nodes, pods and Services)`)
+	_ = cmd.RegisterFlagCompletionFunc("ip-family", cobra.FixedCompletions([]string{topology.StackIPv4, topology.StackIPv6, topology.StackDual}, cobra.ShellCompDirectiveNoFileComp))
 	addDataPlaneFlag(cmd, &o.DataPlane)
 	k.addFlags(cmd)
 	return cmd

@@ -62,6 +62,8 @@
 //	            NAME.nodeN   eth0 172.26.236.(176+N)/24; bridge cni0 with 192.168.N.1/24 (CNI)
 //	            NAME.cp      eth0 172.26.236.176/24, routes to every node's pod CIDR (kube control plane only)
 //	            NAME.pod.NS.POD  one per pod; eth0 from the CNI plugin
+//	            (with --ip-family ipv6 the IPv6 twins instead: fd00:26:236::/64, node N
+//	            fd00:26:236::(b0+N), pods fd00:192:168:N::/64; with dual both, IPv4 first)
 //	files       /run/svcnet/lab/NAME/         the lab's state (lab.json, objects/, logs/, ...)
 //	            /run/svcnet/lab/NAME/heartbeat.key  a random key made by Up (mode 0600): every
 //	                                          node's speaker signs its heartbeats with it

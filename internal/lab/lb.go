@@ -10,31 +10,51 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/lb/alloc"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
 
 // The lab's LoadBalancer pool: the IP plan's 172.26.236.180-199 on the node
-// network, announced by the nodes' speakers (svcnet proxy --announce l2).
+// network, and their IPv6 twins fd00:26:236::b4-c7 in an IPv6 lab, announced
+// by the nodes' speakers (svcnet proxy --announce l2: ARP, NDP).
 const (
-	PoolName  = "lab"
-	PoolRange = "172.26.236.180-172.26.236.199"
+	PoolName   = "lab"
+	PoolRange  = "172.26.236.180-172.26.236.199"
+	PoolRange6 = "fd00:26:236::b4-fd00:26:236::c7"
 )
 
-// defaultPool is the IPAddressPool every lab starts with.
-func defaultPool() *pool.IPAddressPool {
+// poolRanges are the pool's ranges in a lab of stack s, the primary family's first.
+func poolRanges(s topology.Stack) []string {
+	var out []string
+	for _, f := range s {
+		if f == ipfamily.IPv6 {
+			out = append(out, PoolRange6)
+		} else {
+			out = append(out, PoolRange)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{PoolRange}
+	}
+	return out
+}
+
+// defaultPool is the IPAddressPool every lab of stack s starts with.
+func defaultPool(s topology.Stack) *pool.IPAddressPool {
 	auto := true
 	return &pool.IPAddressPool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: pool.SchemeGroupVersion.String(), Kind: pool.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: PoolName},
-		Spec:       pool.IPAddressPoolSpec{Addresses: []string{PoolRange}, AutoAssign: &auto, Mode: "l2"},
+		Spec:       pool.IPAddressPoolSpec{Addresses: poolRanges(s), AutoAssign: &auto, Mode: "l2"},
 	}
 }
 
 // applyDefaultPool creates the lab's pool through the lab's control plane.
 func (l *Lab) applyDefaultPool(ctx context.Context) error {
-	if errs := l.c.CP.Apply(ctx, []controlplane.Object{{Origin: "lab up", Obj: defaultPool()}}); len(errs) > 0 {
+	obj := defaultPool(l.c.Info.Stack())
+	if errs := l.c.CP.Apply(ctx, []controlplane.Object{{Origin: "lab up", Obj: obj}}); len(errs) > 0 {
 		return fmt.Errorf("lab %s: address pool %s: %v", l.c.Names.Lab, PoolName, errs)
 	}
 	return nil
@@ -60,16 +80,18 @@ func (l *Lab) Announcer(ip netip.Addr) (int, error) {
 	return 0, fmt.Errorf("client: %s is at %s, which is no node's eth0", ip, mac)
 }
 
-// InPool reports whether ip is in the lab's pool, PoolRange.
-func InPool(ip netip.Addr) bool { return poolRange.Contains(ip) }
+// InPool reports whether ip is in the lab's pool: PoolRange or PoolRange6.
+func InPool(ip netip.Addr) bool { return poolRange.Contains(ip) || poolRange6.Contains(ip) }
 
-var poolRange = func() alloc.Range {
-	r, err := pool.ParseRange(PoolRange)
+var poolRange, poolRange6 = mustRange(PoolRange), mustRange(PoolRange6)
+
+func mustRange(s string) alloc.Range {
+	r, err := pool.ParseRange(s)
 	if err != nil {
 		panic(err)
 	}
 	return r
-}()
+}
 
 // SetNodeLink connects node i to the node network or cuts it off (see
 // topology.SetNodeLink).

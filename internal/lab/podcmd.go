@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/ipfamily"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/topology"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -33,7 +34,7 @@ func (l *Lab) waitPodReady(ctx context.Context, ns *netns.NS, pod *corev1.Pod, i
 	}
 	name := fmt.Sprintf("%s.%s.svc.%s.", DNSService, DNSNamespace, topology.DNSZone)
 	server := netip.AddrPortFrom(ip, dnsPort)
-	if err := pollDNS(ctx, dnsReadyTimeout, netns.Dialer(ns), server, name, synced, gone); err != nil {
+	if err := pollDNS(ctx, dnsReadyTimeout, netns.Dialer(ns), server, name, ipfamily.Of(ip), synced, gone); err != nil {
 		return fmt.Errorf("svcnet dns at %s: %w", server, err)
 	}
 	return nil

@@ -93,7 +93,7 @@ func (l *Lab) schedule(pod *corev1.Pod) (string, error) {
 
 func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	id := pod.Namespace + "/" + pod.Name
-	podNS, ips, err := topology.WirePod(ctx, l.c.Names, pod)
+	podNS, ips, err := topology.WirePod(ctx, l.c.Names, l.c.Info.Stack(), pod)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (l *Lab) startPod(ctx context.Context, pod *corev1.Pod) error {
 	if err := l.waitPodReady(ctx, podNS, pod, ips[0], pid, logPath); err != nil {
 		return fmt.Errorf("Pod %s: not ready: %w (log: %s)", id, err, logPath)
 	}
-	pod.Status = cluster.PodStatus(ips, topology.NodeAddr(topology.NodeIndex(pod.Spec.NodeName)), pod)
+	pod.Status = cluster.PodStatus(ips, l.c.Info.Stack().NodeAddr(topology.NodeIndex(pod.Spec.NodeName)), pod)
 	return l.c.CP.SetPodStatus(ctx, pod)
 }
 

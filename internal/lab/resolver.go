@@ -45,7 +45,7 @@ import (
 // ErrNoResolver is the client's answer to a name: it has no resolver in the
 // lab.
 var ErrNoResolver = errors.New("the external client is outside the cluster and has no name server in the lab " +
-	"(the cluster DNS " + topology.ClusterDNS.String() + " is a ClusterIP, for nodes and pods): " +
+	"(the cluster DNS is a ClusterIP, for nodes and pods): " +
 	"give it an address (a LoadBalancer IP, an externalIP, or a node's IP and NodePort)")
 
 // ResolveError is a name a place could not resolve.

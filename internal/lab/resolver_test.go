@@ -103,7 +103,7 @@ func writeResolvConf(t *testing.T, text string) string {
 func TestResolvingDialSearchesThePodsPath(t *testing.T) {
 	f := startClusterDNSFake(t, map[string]string{"web-0.nginx-hl.default.svc.cluster.local.": "192.168.2.5"})
 	d := &placeDial{dnsAddr: f.addr}
-	r := placeResolver{place: "pod default/client-1", conf: writeResolvConf(t, topology.ClusterResolvConf("default")), dial: d.dial}
+	r := placeResolver{place: "pod default/client-1", conf: writeResolvConf(t, topology.ClusterResolvConf("default", topology.Stack(nil).ClusterDNS())), dial: d.dial}
 	_, err := resolvingDial(r, d.dial)(context.Background(), "tcp", "web-0.nginx-hl:80")
 	if err == nil || errors.As(err, new(*ResolveError)) {
 		t.Fatalf("dial: %v, want the fake's refusal of the resolved address", err)
@@ -136,7 +136,7 @@ func TestResolvingDialPassesAddresses(t *testing.T) {
 // and the resolver asked, with every name tried; nothing is dialed.
 func TestResolvingDialErrors(t *testing.T) {
 	f := startClusterDNSFake(t, map[string]string{"web.default.svc.cluster.local.": "10.96.0.20"})
-	podConf := writeResolvConf(t, topology.ClusterResolvConf("default"))
+	podConf := writeResolvConf(t, topology.ClusterResolvConf("default", topology.Stack(nil).ClusterDNS()))
 	for _, tc := range []struct {
 		name, place, conf, network, host string
 		is                               error

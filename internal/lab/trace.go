@@ -30,8 +30,9 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 			nsOf[p.Namespace+"/"+p.Name] = l.c.Names.Pod(p.Namespace, p.Name)
 		}
 	}
-	net := trace.NetworkFrom(snap, map[string][]netip.Addr{"client": {topology.ClientAddr}}, []netip.Addr{topology.Gateway}, nsOf)
-	net.NodeNetworks = []netip.Prefix{topology.NodeNetwork}
+	stack := l.c.Info.Stack()
+	net := trace.NetworkFrom(snap, map[string][]netip.Addr{"client": stack.ClientAddrs()}, stack.Gateways(), nsOf)
+	net.NodeNetworks = stack.NodeNetworks()
 	return snap, net, nil
 }
 
@@ -41,12 +42,10 @@ func (l *Lab) TraceNetwork(ctx context.Context) (*model.Snapshot, *trace.Network
 // network their egress masquerade leaves alone, which they know on the
 // embedded control plane (--state: its allocation range) and not on kube.
 func (l *Lab) TraceOptions() trace.Options {
-	o := trace.Options{ClusterCIDRs: ClusterCIDRs(), DataPlane: l.c.Info.DataPlane}
+	stack := l.c.Info.Stack()
+	o := trace.Options{ClusterCIDRs: stack.PodNetworks(), DataPlane: l.c.Info.DataPlane}
 	if l.c.Info.ControlPlane == cluster.ControlPlaneFile {
-		o.Egress.ServiceCIDRs = []netip.Prefix{topology.ServiceRange}
+		o.Egress.ServiceCIDRs = stack.ServiceRanges()
 	}
 	return o
 }
-
-// ClusterCIDRs are the lab proxies' --cluster-cidr.
-func ClusterCIDRs() []netip.Prefix { return []netip.Prefix{topology.PodNetwork} }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -38,6 +39,9 @@ type Options struct {
 	// proxy's default. It is for svcnet proxy as the nodes' Service proxy:
 	// beside kube-proxy svcnet proxy runs with --data-plane none.
 	DataPlane string
+	// IPFamily is the lab's IP families: topology.StackIPv4 (default),
+	// StackIPv6 or StackDual (IPv4 primary).
+	IPFamily string
 }
 
 // Up builds the lab (see the package doc) and returns it open. A leftover lab of
@@ -60,6 +64,10 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	if o.Proxy == "" {
 		o.Proxy = cluster.ProxySvcnet
+	}
+	stack, err := topology.ParseStack(o.IPFamily)
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: %w", o.Name, err)
 	}
 	if err := cluster.CheckProxy(o.Name, o.Proxy, o.ControlPlane); err != nil {
 		return nil, err
@@ -107,7 +115,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}
 	info := &cluster.Info{Name: n.Lab, Nodes: o.Nodes, ControlPlane: o.ControlPlane, Binary: o.Binary, ProxyArgs: o.ProxyArgs,
-		Proxy: o.Proxy, DataPlane: o.DataPlane, K8sBin: o.K8sBin}
+		Proxy: o.Proxy, DataPlane: o.DataPlane, K8sBin: o.K8sBin, IPFamily: stack.String()}
 	if cluster.ProxyPins(info) {
 		progress("BPF filesystem for the proxies' pins: %s", n.BPFDir())
 		if err := topology.MountBPFFS(n); err != nil {
@@ -122,14 +130,14 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	l := &Lab{c: &cluster.Cluster{Names: n, Info: info}, unlock: unlock}
 
-	progress("fabric: namespace %s, bridge %s for the node network %s", n.Fabric(), topology.FabricBridge, topology.NodeNetwork)
-	fabric, err := topology.MakeFabric(n.Fabric())
+	progress("fabric: namespace %s, bridge %s for the node network %s", n.Fabric(), topology.FabricBridge, list(stack.NodeNetworks()))
+	fabric, err := topology.MakeFabric(n.Fabric(), stack.Gateways())
 	if err != nil {
 		return nil, err
 	}
 	defer fabric.Close()
-	progress("client: namespace %s, %s", n.Client(), topology.ClientAddr)
-	client, err := topology.Attach(fabric, n.Client(), "client", topology.ClientAddr, false)
+	progress("client: namespace %s, %s", n.Client(), list(stack.ClientAddrs()))
+	client, err := topology.Attach(fabric, n.Client(), "client", stack.ClientAddrs(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -139,32 +147,32 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		if err != nil {
 			return nil, err
 		}
-		progress("node %s: namespace %s, %s, pods %s, cgroup %s", topology.NodeName(i), n.Node(i), topology.NodeAddr(i), topology.PodCIDR(i), cg)
-		ns, err := topology.Attach(fabric, n.Node(i), topology.NodeName(i), topology.NodeAddr(i), true)
+		progress("node %s: namespace %s, %s, pods %s, cgroup %s", topology.NodeName(i), n.Node(i), list(stack.NodeAddrs(i)), list(stack.PodCIDRs(i)), cg)
+		ns, err := topology.Attach(fabric, n.Node(i), topology.NodeName(i), stack.NodeAddrs(i), true)
 		if err != nil {
 			return nil, err
 		}
 		ns.Close()
-		if err := topology.WriteNodeEtc(n, i); err != nil {
+		if err := topology.WriteNodeEtc(n, stack, i); err != nil {
 			return nil, err
 		}
 		if _, err := topology.MakeNodeCgroup(n, i); err != nil {
 			return nil, err
 		}
 	}
-	if err := topology.InstallCNI(n, o.Binary, o.Nodes); err != nil {
+	if err := topology.InstallCNI(n, stack, o.Binary, o.Nodes); err != nil {
 		return nil, err
 	}
 	if o.ControlPlane == cluster.ControlPlaneKube {
-		progress("control plane: etcd, kube-apiserver and kube-controller-manager in %s at %s", n.Control(), topology.ControlAddr)
-		kc, err := cluster.StartKube(ctx, n, fabric, o.K8sBin)
+		progress("control plane: etcd, kube-apiserver and kube-controller-manager in %s at %s", n.Control(), stack.ControlAddr())
+		kc, err := cluster.StartKube(ctx, n, stack, fabric, o.K8sBin)
 		if err != nil {
 			return nil, err
 		}
 		l.c.CP = kc
 		// Pods reach the API server directly (svcnet dns watches it), as in a
 		// cluster whose control plane is routed to the pod network.
-		if err := topology.RoutePodCIDRs(n.Control(), o.Nodes); err != nil {
+		if err := topology.RoutePodCIDRs(n.Control(), stack, o.Nodes); err != nil {
 			return nil, err
 		}
 		progress("control plane: svcnet lb controller in %s", n.Control())
@@ -172,21 +180,22 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			return nil, fmt.Errorf("lab %s: svcnet lb: %w", n.Lab, err)
 		}
 	} else {
-		progress("control plane: svcnet's embedded control plane, publishing %s", cluster.NewFile(n).PublishPath())
-		l.c.CP = cluster.NewFile(n)
+		fc := cluster.NewFile(n, stack)
+		progress("control plane: svcnet's embedded control plane, publishing %s", fc.PublishPath())
+		l.c.CP = fc
 	}
 	nodes := make([]*corev1.Node, o.Nodes)
 	for i := range nodes {
-		nodes[i] = cluster.Node(i + 1)
+		nodes[i] = cluster.Node(stack, i+1)
 	}
 	if err := l.c.CP.RegisterNodes(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("lab %s: register nodes: %w", n.Lab, err)
 	}
-	progress("load balancer: pool %s (%s), layer-2 speakers in every node's proxy", PoolName, PoolRange)
+	progress("load balancer: pool %s (%s), layer-2 speakers in every node's proxy", PoolName, strings.Join(poolRanges(stack), ", "))
 	if err := l.applyDefaultPool(ctx); err != nil {
 		return nil, err
 	}
-	progress("cluster DNS: Service %s/%s at %s, svcnet dns in pod %s/%s on %s", DNSNamespace, DNSService, topology.ClusterDNS, DNSNamespace, DNSPod, topology.NodeName(1))
+	progress("cluster DNS: Service %s/%s at %s, svcnet dns in pod %s/%s on %s", DNSNamespace, DNSService, list(stack.ClusterDNS()), DNSNamespace, DNSPod, topology.NodeName(1))
 	if err := l.startClusterDNS(ctx); err != nil {
 		return nil, err
 	}
@@ -199,6 +208,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := l.c.WaitSpeakers(ctx); err != nil {
 		return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
 	}
-	progress("lab %q is up: %d nodes, client %s", n.Lab, o.Nodes, topology.ClientAddr)
+	progress("lab %q is up: %d nodes, client %s", n.Lab, o.Nodes, list(stack.ClientAddrs()))
 	return l, nil
+}
+
+// list renders addresses or prefixes for a progress line: "a" or "a and b".
+func list[T fmt.Stringer](xs []T) string {
+	return strings.ReplaceAll(topology.Join(xs), ",", " and ")
 }

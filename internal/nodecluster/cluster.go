@@ -124,7 +124,7 @@ func (c *Cluster) up(ctx context.Context) error {
 	if c.fab, err = makeFabric(names.Fabric(), c.Nodes); err != nil {
 		return err
 	}
-	if c.cpNS, err = topology.Attach(c.fab, names.Control(), "cp", topology.ControlAddr, false); err != nil {
+	if c.cpNS, err = topology.Attach(c.fab, names.Control(), "cp", []netip.Addr{topology.ControlAddr}, false); err != nil {
 		return err
 	}
 	for _, n := range c.Nodes {
@@ -139,7 +139,7 @@ func (c *Cluster) up(ctx context.Context) error {
 		if err := makeCgroup([]string{c.v2}, c.l.cgroupDaemons(n.Name)); err != nil {
 			return err
 		}
-		if nd.ns, err = topology.Attach(c.fab, n.NetNS, n.Name, n.Addr, true); err != nil {
+		if nd.ns, err = topology.Attach(c.fab, n.NetNS, n.Name, []netip.Addr{n.Addr}, true); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package nodecluster
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 
@@ -17,7 +18,7 @@ import (
 // plane and the nodes whatever runs on the nodes. It sends no ICMP redirects
 // (a node would then bypass it for a while, and paths would depend on timing).
 func makeFabric(name string, nodes []Node) (*netns.NS, error) {
-	f, err := topology.MakeFabric(name)
+	f, err := topology.MakeFabric(name, []netip.Addr{topology.Gateway})
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func (c *Cluster) startNodeAgent(ctx context.Context, ns *netns.NS, i int, a age
 		return 0, err
 	}
 	s := Supervision{Pod: pod, Argv: a.argv, Cgroup: cg,
-		Readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.NodeAddr(i), uint16(a.healthzPort)))}}
+		Readiness: []string{fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(c.Info.Stack().NodeAddr(i), uint16(a.healthzPort)))}}
 	if a.healthzPort == kubeProxyHealthzPort {
 		s.Node = topology.NodeName(i)
 	}
@@ -190,7 +190,7 @@ func (c *Cluster) startLBController(ctx context.Context, cp *netns.NS, argv []st
 	if err := c.recordAgentPod(ctx, pod); err != nil {
 		return err
 	}
-	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(topology.ControlAddr, lbHealthzPort))
+	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(c.Info.Stack().ControlAddr(), lbHealthzPort))
 	log := c.Names.Path("logs", "lb-controller.log")
 	sup, err := c.StartSupervised(cp, log, Supervision{Pod: pod, Argv: argv, Readiness: []string{url}})
 	if err != nil {
@@ -214,7 +214,7 @@ func (c *Cluster) startLBController(ctx context.Context, cp *netns.NS, argv []st
 			return ctx.Err()
 		}
 	}
-	return c.AgentRunning(ctx, pod, topology.ControlAddr)
+	return c.AgentRunning(ctx, pod, c.Info.Stack().ControlAddr())
 }
 
 // ErrAgentPod refuses to apply or delete the Pod of one of the lab's agents.

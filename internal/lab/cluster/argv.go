@@ -30,7 +30,7 @@ import (
 func svcnetProxyArgv(info *Info, state []string, i int, keyFile string) []string {
 	argv := append([]string{info.Binary, "proxy"}, state...)
 	argv = append(argv, "--hostname-override", topology.NodeName(i), "--pod-routes",
-		"--cluster-cidr", topology.PodNetwork.String(), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
+		"--cluster-cidr", topology.Join(info.Stack().PodNetworks()), "--announce", "l2", "--announce-key-file", keyFile, "--v", "1")
 	switch {
 	case kubeProxyMode(info.Proxy) != "":
 		argv = append(argv, "--data-plane", "none",
@@ -71,7 +71,7 @@ func kubeProxyPath(info *Info) string { return filepath.Join(info.K8sBin, kubePr
 func kubeProxyArgv(info *Info, state []string, i int) []string {
 	argv := append([]string{kubeProxyPath(info)}, state...)
 	return append(argv, "--proxy-mode", kubeProxyMode(info.Proxy), "--hostname-override", topology.NodeName(i),
-		"--cluster-cidr", topology.PodNetwork.String(), "--nodeport-addresses", kubeProxyNodePortAddrs, kubeProxyConntrackFlags,
+		"--cluster-cidr", topology.Join(info.Stack().PodNetworks()), "--nodeport-addresses", kubeProxyNodePortAddrs, kubeProxyConntrackFlags,
 		"--healthz-bind-address", fmt.Sprintf("0.0.0.0:%d", kubeProxyHealthzPort), "--metrics-bind-address", kubeProxyMetricsAddr,
 		kubeProxyVerbosity)
 }

@@ -23,7 +23,7 @@ func Open(ctx context.Context, n topology.Names, info *Info) (*Cluster, error) {
 	c := &Cluster{Names: n, Info: info}
 	switch info.ControlPlane {
 	case ControlPlaneFile, "":
-		c.CP = NewFile(n)
+		c.CP = NewFile(n, info.Stack())
 	case ControlPlaneKube:
 		cp, err := AttachKube(ctx, n)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,9 +83,11 @@ func (c *File) current() *file.Loaded {
 	return p.l
 }
 
-func NewFile(n topology.Names) *File {
+// NewFile is the embedded control plane of lab n, whose IP families are s:
+// its Service CIDRs are s's, the primary family's first.
+func NewFile(n topology.Names, s topology.Stack) *File {
 	return &File{names: n, cfg: controlplane.Config{
-		ServiceCIDRs:  []netip.Prefix{topology.ServiceRange},
+		ServiceCIDRs:  s.ServiceRanges(),
 		NodePortRange: controlplane.PortRange{First: 30000, Last: 32767},
 	}}
 }
@@ -94,7 +95,11 @@ func NewFile(n topology.Names) *File {
 func (c *File) objectsDir() string  { return c.names.Path("objects") }
 func (c *File) PublishPath() string { return c.names.Path("cluster", "cluster.yaml") }
 
-func (c *File) ProxyArgs() []string { return []string{"--state", c.PublishPath()} }
+// ProxyArgs name the published cluster and the lab's Service CIDRs, so that
+// every reader's own control plane validates and allocates as the lab's does.
+func (c *File) ProxyArgs() []string {
+	return []string{"--state", c.PublishPath(), "--service-cluster-ip-range", topology.Join(c.cfg.ServiceCIDRs)}
+}
 
 // objectPath is where one object is kept: objects/KIND.NAMESPACE.NAME.yaml
 // (KIND.NAME.yaml when cluster-scoped), shortened and hashed where that is too

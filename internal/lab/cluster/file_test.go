@@ -24,8 +24,8 @@ func TestFileResultFollowsOtherWriters(t *testing.T) {
 	n := topology.Names{Lab: fmt.Sprintf("fres%d", os.Getpid()%100000)}
 	t.Cleanup(func() { _ = os.RemoveAll(n.Dir()) })
 	ctx := context.Background()
-	a, b := NewFile(n), NewFile(n)
-	if err := a.RegisterNodes(ctx, []*corev1.Node{Node(1)}); err != nil {
+	a, b := NewFile(n, nil), NewFile(n, nil)
+	if err := a.RegisterNodes(ctx, []*corev1.Node{Node(nil, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	svc := func(name string) controlplane.Object {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"sync"
@@ -49,20 +50,24 @@ func kubeOptions(n topology.Names, cp *netns.NS) kubecluster.Options {
 	}
 }
 
-func StartKube(ctx context.Context, n topology.Names, fabric *netns.NS, bin string) (*Kube, error) {
+// StartKube starts the kube control plane of lab n, of IP families s: its
+// --service-cluster-ip-range is s's Service ranges, and it advertises and
+// serves on its address of the primary family (kube-apiserver wants the
+// advertised address of the first range's family).
+func StartKube(ctx context.Context, n topology.Names, s topology.Stack, fabric *netns.NS, bin string) (*Kube, error) {
 	// cp stays open as long as the cluster value: its dialer enters it.
-	cp, err := topology.Attach(fabric, n.Control(), "cp", topology.ControlAddr, false)
+	cp, err := topology.Attach(fabric, n.Control(), "cp", s.ControlAddrs(), false)
 	if err != nil {
 		return nil, err
 	}
 	o := kubeOptions(n, cp)
 	o.BinDir = bin
 	o.ControllerManager = true
-	o.ServiceClusterIPRange = topology.ServiceRange.String()
-	o.AdvertiseAddress = topology.ControlAddr.String()
-	o.BindAddress = topology.ControlAddr.String()
+	o.ServiceClusterIPRange = topology.Join(s.ServiceRanges())
+	o.AdvertiseAddress = s.ControlAddr().String()
+	o.BindAddress = s.ControlAddr().String()
 	o.Ports = kubecluster.DefaultPorts
-	o.ServerURL = fmt.Sprintf("https://%s:%d", topology.ControlAddr, kubecluster.DefaultPorts.APIServer)
+	o.ServerURL = "https://" + netip.AddrPortFrom(s.ControlAddr(), uint16(kubecluster.DefaultPorts.APIServer)).String()
 	c, err := kubecluster.Start(ctx, o)
 	if err != nil {
 		cp.Close()

@@ -7,21 +7,28 @@ import (
 	"github.com/svcnet/svcnet/internal/lab/topology"
 )
 
-// Node is node i as a kubelet registers it.
-func Node(i int) *corev1.Node {
+// Node is node i of a lab of stack s as a kubelet registers it: a pod CIDR
+// and an InternalIP per family, the primary family's first (spec.podCIDR is
+// the first, as the node IPAM controller sets it).
+func Node(s topology.Stack, i int) *corev1.Node {
 	name := topology.NodeName(i)
-	return &corev1.Node{
+	cidrs := s.PodCIDRs(i)
+	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
 		}},
-		Spec: corev1.NodeSpec{PodCIDR: topology.PodCIDR(i).String(), PodCIDRs: []string{topology.PodCIDR(i).String()}},
+		Spec: corev1.NodeSpec{PodCIDR: cidrs[0].String()},
 		Status: corev1.NodeStatus{
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: topology.NodeAddr(i).String()},
-				{Type: corev1.NodeHostName, Address: name},
-			},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 				Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
 		},
 	}
+	for _, c := range cidrs {
+		node.Spec.PodCIDRs = append(node.Spec.PodCIDRs, c.String())
+	}
+	for _, a := range s.NodeAddrs(i) {
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.String()})
+	}
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
+	return node
 }

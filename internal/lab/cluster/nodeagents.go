@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -150,7 +151,7 @@ func (c *Cluster) waitAgent(ctx context.Context, i int, a agent, w *ChildWatch) 
 	}
 	defer ns.Close()
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(ns)}, Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://%s:%d/healthz", topology.NodeAddr(i), a.healthzPort)
+	url := fmt.Sprintf("http://%s/healthz", netip.AddrPortFrom(c.Info.Stack().NodeAddr(i), uint16(a.healthzPort)))
 	deadline := time.Now().Add(a.readyTimeout)
 	var last error
 	for time.Now().Before(deadline) {

@@ -70,5 +70,5 @@ func (c *Cluster) StartProxy(ctx context.Context, i int) error {
 	if err := c.waitAgent(ctx, i, sv, NewChildWatch(pids[0], sv.log)); err != nil {
 		return err
 	}
-	return c.AgentRunning(ctx, pod, topology.NodeAddr(i))
+	return c.AgentRunning(ctx, pod, c.Info.Stack().NodeAddr(i))
 }

@@ -53,7 +53,7 @@ func (c *Cluster) StartNodes(ctx context.Context, progress func(string, ...any))
 			if err := c.waitAgent(ctx, i, a, NewChildWatch(pids[i][k], a.log)); err != nil {
 				return err
 			}
-			if err := c.AgentRunning(ctx, nodeAgentPod(i, a), topology.NodeAddr(i)); err != nil {
+			if err := c.AgentRunning(ctx, nodeAgentPod(i, a), c.Info.Stack().NodeAddr(i)); err != nil {
 				return err
 			}
 		}

@@ -36,10 +36,23 @@ type Info struct {
 	// DataPlane is every node's svcnet proxy's --data-plane when set
 	// (lab.Options.DataPlane; "" is the proxy's default).
 	DataPlane string `json:"dataPlane,omitempty"`
+	// IPFamily is the lab's IP families, as `lab up --ip-family` names them
+	// (topology.Stack; "" is ipv4, as in labs made before it existed).
+	IPFamily string `json:"ipFamily,omitempty"`
 	// K8sBin is the directory of the Kubernetes binaries (kube control plane).
 	K8sBin string `json:"k8sBin,omitempty"`
 	// NextNode is the round-robin cursor for Pods that name no node (0-based).
 	NextNode int `json:"nextNode"`
+}
+
+// Stack is the lab's IP families; an unknown spelling is IPv4, as ReadInfo
+// refuses it.
+func (in *Info) Stack() topology.Stack {
+	s, err := topology.ParseStack(in.IPFamily)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 func infoPath(n topology.Names) string { return n.Path("lab.json") }
@@ -57,6 +70,9 @@ func ReadInfo(n topology.Names) (*Info, error) {
 	}
 	var in Info
 	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("lab %s: %s: %w", n.Lab, infoPath(n), err)
+	}
+	if _, err := topology.ParseStack(in.IPFamily); err != nil {
 		return nil, fmt.Errorf("lab %s: %s: %w", n.Lab, infoPath(n), err)
 	}
 	return &in, nil

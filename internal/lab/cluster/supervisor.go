@@ -137,8 +137,14 @@ func Supervise(ctx context.Context, o SuperviseOptions, log klog.Logger) error {
 		probes = append(probes, p)
 	}
 	n := topology.Names{Lab: o.Lab}
-	var sink statusSink = NewFile(n)
-	if o.Kubeconfig != "" {
+	var sink statusSink
+	if o.Kubeconfig == "" {
+		info, err := ReadInfo(n)
+		if err != nil {
+			return fmt.Errorf("supervise: %w", err)
+		}
+		sink = NewFile(n, info.Stack())
+	} else {
 		client, err := kube.NewClient(o.Kubeconfig)
 		if err != nil {
 			return fmt.Errorf("supervise: %w", err)

@@ -120,7 +120,7 @@ func TestApplyChildStatusIsIdempotent(t *testing.T) {
 }
 
 func TestSetNodeReady(t *testing.T) {
-	n := Node(1)
+	n := Node(nil, 1)
 	if setNodeReady(n, true, "ok", time.Unix(10, 0)) {
 		t.Fatal("Ready again: a change reported")
 	}

@@ -36,8 +36,14 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fc := NewFile(n)
-	if err := fc.RegisterNodes(ctx, []*corev1.Node{Node(1)}); err != nil {
+	if err := os.MkdirAll(n.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteInfo(n, &Info{Name: n.Lab, Nodes: 1, ControlPlane: ControlPlaneFile}); err != nil {
+		t.Fatal(err)
+	}
+	fc := NewFile(n, nil)
+	if err := fc.RegisterNodes(ctx, []*corev1.Node{Node(nil, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	argv := []string{"sleep", "60"}

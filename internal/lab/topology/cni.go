@@ -29,8 +29,8 @@ func (n Names) cniBinDir() string             { return n.Path("cni", "bin") }
 func (n Names) cniNodeDir(node string) string { return n.Path("cni", node) }
 
 // InstallCNI links the svcnet binary into the lab's CNI_PATH and writes each
-// node's conflist (its podCIDR, an IPAM store of its own).
-func InstallCNI(n Names, binary string, nodes int) error {
+// node's conflist (its pod CIDRs of the stack's families, an IPAM store of its own).
+func InstallCNI(n Names, s Stack, binary string, nodes int) error {
 	if err := os.MkdirAll(n.cniBinDir(), 0o755); err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func InstallCNI(n Names, binary string, nodes int) error {
 	}
 	for i := 1; i <= nodes; i++ {
 		dir := n.cniNodeDir(NodeName(i))
-		b, err := Conflist([]netip.Prefix{PodCIDR(i)}, filepath.Join(dir, "ipam"))
+		b, err := Conflist(s.PodCIDRs(i), filepath.Join(dir, "ipam"))
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,8 @@
 //
 //   - The IP plan (plan.go): the node network 172.26.236.0/24 with the
 //     client, the control plane and the nodes on it, a pod CIDR per node, the
-//     Service range and the cluster DNS address.
+//     Service range and the cluster DNS address; their IPv6 twins, and the
+//     lab's families, primary first (stack.go, `lab up --ip-family`).
 //   - Names (plan.go, objnames.go): the network namespaces and files of one
 //     lab, NAME.fabric, NAME.client, NAME.cp, NAME.nodeN and NAME.pod.NS.POD,
 //     made injectively within NAME_MAX from object names (NameKey).

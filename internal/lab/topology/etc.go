@@ -2,8 +2,10 @@ package topology
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -20,22 +22,29 @@ const DNSZone = "cluster.local"
 
 // ClusterResolvConf is the resolv.conf the kubelet writes for a pod of
 // namespace ns with dnsPolicy ClusterFirst (or a hostNetwork one with
-// ClusterFirstWithHostNet).
-func ClusterResolvConf(ns string) string {
-	return fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", ns, DNSZone, DNSZone, DNSZone, ClusterDNS)
+// ClusterFirstWithHostNet): one nameserver per cluster DNS address (the
+// kubelet's clusterDNS list; kube-dns's ClusterIPs), the primary family's first.
+func ClusterResolvConf(ns string, dns []netip.Addr) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "search %s.svc.%s svc.%s %s\n", ns, DNSZone, DNSZone, DNSZone)
+	for _, a := range dns {
+		fmt.Fprintf(&b, "nameserver %s\n", a)
+	}
+	b.WriteString("options ndots:5\n")
+	return b.String()
 }
 
 // ResolvConfPath is the resolv.conf `ip netns exec` binds for namespace
 // nsName, and the one the lab resolves that place's names with.
 func ResolvConfPath(nsName string) string { return filepath.Join(EtcNetns, nsName, "resolv.conf") }
 
-// WriteNodeEtc writes node i's resolv.conf (see above).
-func WriteNodeEtc(n Names, i int) error {
+// WriteNodeEtc writes node i's resolv.conf (see above) in a lab of stack s.
+func WriteNodeEtc(n Names, s Stack, i int) error {
 	p := ResolvConfPath(n.Node(i))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("node %s: %w", NodeName(i), err)
 	}
-	if err := os.WriteFile(p, []byte(ClusterResolvConf(metav1.NamespaceDefault)), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(ClusterResolvConf(metav1.NamespaceDefault, s.ClusterDNS())), 0o644); err != nil {
 		return fmt.Errorf("node %s: %w", NodeName(i), err)
 	}
 	return nil

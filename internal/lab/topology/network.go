@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -19,11 +20,11 @@ const FabricBridge = "br0"
 const mtu = 1500
 
 // MakeFabric creates the fabric namespace with its bridge up. The bridge holds
-// the node network's gateway address (.1), so that nodes have the default route a
+// the node network's gateway addresses (gateways: .1, and ::1 in an IPv6 lab), so that nodes have the default route a
 // real node has (a node's own connections to a ClusterIP are routed before they
 // are DNATed, and need a route to leave by); the lab's fabric forwards nothing
 // (internal/nodecluster turns forwarding on and routes pod CIDRs there).
-func MakeFabric(name string) (*netns.NS, error) {
+func MakeFabric(name string, gateways []netip.Addr) (*netns.NS, error) {
 	ns, err := netns.Create(name)
 	if err != nil {
 		return nil, err
@@ -36,8 +37,8 @@ func MakeFabric(name string) (*netns.NS, error) {
 		if err := netlink.LinkAdd(br); err != nil {
 			return fmt.Errorf("add bridge %s: %w", FabricBridge, err)
 		}
-		if err := netlink.AddrAdd(br, ipv4Addr(Gateway, NodeNetwork.Bits())); err != nil {
-			return fmt.Errorf("address %s on %s: %w", Gateway, FabricBridge, err)
+		if err := addAddrs(br, gateways); err != nil {
+			return fmt.Errorf("%s: %w", FabricBridge, err)
 		}
 		return linkUp(FabricBridge)
 	})
@@ -47,10 +48,11 @@ func MakeFabric(name string) (*netns.NS, error) {
 	return ns, nil
 }
 
-// Attach creates a namespace called name whose eth0 holds addr/24 on the fabric,
-// through a veth whose fabric end (port) is on the bridge, with the default
-// route via Gateway. It also sets the sysctls a node needs when forward is true.
-func Attach(fabric *netns.NS, name, port string, addr netip.Addr, forward bool) (*netns.NS, error) {
+// Attach creates a namespace called name whose eth0 holds addrs on the fabric
+// (each in its family's node network), through a veth whose fabric end (port)
+// is on the bridge, with a default route per family via the gateway. It also
+// sets the sysctls a node needs when forward is true.
+func Attach(fabric *netns.NS, name, port string, addrs []netip.Addr, forward bool) (*netns.NS, error) {
 	ns, err := netns.Create(name)
 	if err != nil {
 		return nil, err
@@ -81,21 +83,33 @@ func Attach(fabric *netns.NS, name, port string, addr netip.Addr, forward bool) 
 		if err != nil {
 			return fmt.Errorf("eth0: %w", err)
 		}
-		pfx := netip.PrefixFrom(addr, NodeNetwork.Bits())
-		if err := netlink.AddrAdd(eth0, ipv4Addr(addr, pfx.Bits())); err != nil {
-			return fmt.Errorf("address %s on eth0: %w", pfx, err)
+		if err := addAddrs(eth0, addrs); err != nil {
+			return fmt.Errorf("eth0: %w", err)
 		}
 		if err := netlink.LinkSetUp(eth0); err != nil {
 			return fmt.Errorf("eth0 up: %w", err)
 		}
-		def := &netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: Gateway.AsSlice()}
-		if err := netlink.RouteAdd(def); err != nil {
-			return fmt.Errorf("default route via %s: %w", Gateway, err)
-		}
-		if forward {
+		for _, a := range addrs {
+			gw := Gateway
+			if a.Is6() {
+				gw = Twin6(Gateway)
+			}
+			def := &netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()}
+			if err := netlink.RouteAdd(def); err != nil {
+				return fmt.Errorf("default route via %s: %w", gw, err)
+			}
+			if !forward {
+				continue
+			}
 			// A node routes: to its pods, to other nodes' pods (--pod-routes), and
 			// NodePort traffic DNATed to another node's pod.
-			return Sysctl("net/ipv4/ip_forward", "1")
+			key := "net/ipv4/ip_forward"
+			if a.Is6() {
+				key = "net/ipv6/conf/all/forwarding"
+			}
+			if err := Sysctl(key, "1"); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -125,6 +139,24 @@ func Sysctl(key, value string) error {
 	return nil
 }
 
-func ipv4Addr(a netip.Addr, bits int) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, 32)}}
+// addAddrs puts each address on link with its node network's prefix length.
+// IPv6 ones skip duplicate address detection (the lab made every address
+// once, on its own network): usable at once, not tentative for a second.
+func addAddrs(link netlink.Link, addrs []netip.Addr) error {
+	for _, a := range addrs {
+		na := netAddr(netip.PrefixFrom(a, NodeNetwork.Bits()))
+		if a.Is6() {
+			na = netAddr(netip.PrefixFrom(a, NodeNetwork6.Bits()))
+			na.Flags = unix.IFA_F_NODAD
+		}
+		if err := netlink.AddrAdd(link, na); err != nil {
+			return fmt.Errorf("address %s: %w", na.IPNet, err)
+		}
+	}
+	return nil
+}
+
+// netAddr is prefix p's address with its length, as netlink takes it.
+func netAddr(p netip.Prefix) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
 }

@@ -17,6 +17,16 @@ var (
 	PodNetwork   = netip.MustParsePrefix("192.168.0.0/16")
 	ServiceRange = netip.MustParsePrefix("10.96.0.0/12")
 	ClusterDNS   = netip.MustParseAddr("10.96.0.10")
+
+	// The IPv6 half (stack.go): every IPv4 address of the node network has
+	// the IPv6 twin with the same host number (Twin6), so that node1 is
+	// 172.26.236.177 and fd00:26:236::b1, the pool's first IP
+	// 172.26.236.180 and fd00:26:236::b4; node i's pods are
+	// fd00:192:168:i::/64 beside 192.168.i.0/24.
+	NodeNetwork6  = netip.MustParsePrefix("fd00:26:236::/64")
+	PodNetwork6   = netip.MustParsePrefix("fd00:192:168::/56")
+	ServiceRange6 = netip.MustParsePrefix("fd00:96::/108")
+	ClusterDNS6   = netip.MustParseAddr("fd00:96::a")
 )
 
 // MaxNodes bounds --nodes: nodes 1-3 are .177-.179 as in that article; the

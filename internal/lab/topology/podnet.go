@@ -20,11 +20,11 @@ import (
 // files `ip netns exec` binds over /etc for it, and a UTS namespace with its
 // host name for every process run in it (PodCommand).
 
-// WirePod makes pod's sandbox on its node (spec.nodeName): its network
-// namespace, its eth0 from the CNI plugin, and its /etc files. A sandbox
+// WirePod makes pod's sandbox on its node (spec.nodeName) in a lab of stack
+// s: its network namespace, its eth0 from the CNI plugin, and its /etc files. A sandbox
 // left over from a failed attempt is removed first (UnwirePod). It returns
 // the pod's namespace, open (the caller closes it), and its addresses.
-func WirePod(ctx context.Context, n Names, pod *corev1.Pod) (*netns.NS, []netip.Addr, error) {
+func WirePod(ctx context.Context, n Names, s Stack, pod *corev1.Pod) (*netns.NS, []netip.Addr, error) {
 	id := pod.Namespace + "/" + pod.Name
 	nsName := n.Pod(pod.Namespace, pod.Name)
 	if netns.Exists(nsName) { // left over from a failed attempt
@@ -47,7 +47,7 @@ func WirePod(ctx context.Context, n Names, pod *corev1.Pod) (*netns.NS, []netip.
 		podNS.Close()
 		return nil, nil, err
 	}
-	if err := writePodEtc(nsName, pod, ips[0]); err != nil {
+	if err := writePodEtc(nsName, pod, ips[0], s.ClusterDNS()); err != nil {
 		podNS.Close()
 		return nil, nil, fmt.Errorf("Pod %s: %w", id, err)
 	}
@@ -75,15 +75,15 @@ func UnwirePod(ctx context.Context, n Names, pod *corev1.Pod) error {
 }
 
 // writePodEtc writes the files `ip netns exec` binds over /etc for the pod: the
-// cluster DNS resolver as the kubelet configures it (ClusterFirst), its host name,
-// and /etc/hosts naming it.
-func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr) error {
+// cluster DNS resolvers dns as the kubelet configures them (ClusterFirst), its
+// host name, and /etc/hosts naming it.
+func writePodEtc(nsName string, pod *corev1.Pod, ip netip.Addr, dns []netip.Addr) error {
 	dir := filepath.Join(EtcNetns, nsName)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	files := map[string]string{
-		"resolv.conf": ClusterResolvConf(pod.Namespace),
+		"resolv.conf": ClusterResolvConf(pod.Namespace, dns),
 		"hostname":    PodHostname(pod) + "\n",
 		"hosts":       fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", ip, PodHostname(pod)),
 	}
