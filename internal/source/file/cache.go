@@ -40,6 +40,9 @@ type Cache struct {
 	disk *diskCache
 	// state is the state file as the last load read or wrote it.
 	state *stateMemo
+	// pre holds, by origin, the documents of the running load decoded
+	// ahead of its sequential pass (prefetch).
+	pre map[string]predecoded
 }
 
 // NewCache returns an empty Cache.
@@ -227,38 +230,95 @@ func (c *Cache) doc(origin string, doc []byte) (decoded, string) {
 	return d.decoded, d.content
 }
 
+// decodeDocument decodes the document at origin: as decoded ahead of this
+// pass (prefetch), from the disk cache, or from its text.
 func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
+	if p, ok := c.pre[origin]; ok && string(p.doc) == string(doc) {
+		delete(c.pre, origin)
+		if c.disk != nil {
+			c.disk.record(p.disk)
+		}
+		return p.disk.d
+	}
 	if c.disk != nil {
-		return c.disk.decode(origin, doc)
+		r := c.disk.lookup(origin, doc)
+		c.disk.record(r)
+		return r.d
 	}
 	return decodeDocument(origin, doc)
 }
 
-// readFile returns what the file at path decodes to, reading and decoding
-// only what changed since the last load.
-func (c *Cache) readFile(path string) (decoded, error) {
-	if !c.keeps() {
-		data, _, err := readWhole(path)
-		if err != nil {
-			return decoded{}, err
+// fileRead is one file of a load after its first pass: what the cache
+// knew of it (hit), or its content split into documents.
+type fileRead struct {
+	path string
+	hit  bool
+	// d is what the file decoded to, on a hit.
+	d decoded
+	// data and id are the file's content and identity as read; docs its
+	// documents, named by origins (splitErr when it does not parse).
+	data     []byte
+	id       fileStat
+	origins  []string
+	docs     [][]byte
+	splitErr error
+}
+
+// read is a load's first pass over the file at path: nothing when the
+// cache knows it unchanged, else its content and documents.
+func (c *Cache) read(path string) (fileRead, error) {
+	if c.keeps() {
+		if d, hit := c.file(path); hit {
+			return fileRead{path: path, hit: true, d: d}, nil
 		}
-		return decodeFile(path, data, c.decodeDocument), nil
-	}
-	if d, hit := c.file(path); hit {
-		return d, nil
 	}
 	data, id, err := readWhole(path)
 	if err != nil {
-		return decoded{}, err
+		return fileRead{}, err
+	}
+	r := fileRead{path: path, data: data, id: id}
+	r.docs, r.splitErr = splitDocuments(data)
+	for i := range r.docs {
+		r.origins = append(r.origins, docOrigin(path, i))
+	}
+	return r, nil
+}
+
+// decodeRead is a load's second pass over a file: what it decodes to,
+// decoding only the documents no load (this one included) decoded yet.
+func (c *Cache) decodeRead(r fileRead) decoded {
+	if r.hit {
+		return r.d
+	}
+	if !c.keeps() {
+		return decodeDocs(r, c.decodeDocument)
 	}
 	var keys []string
-	d := decodeFile(path, data, func(origin string, doc []byte) decoded {
+	d := decodeDocs(r, func(origin string, doc []byte) decoded {
 		dd, key := c.doc(origin, doc)
 		keys = append(keys, key)
 		return dd
 	})
 	// The identity is the read file's own: a write after the read gives
 	// the next load another one, never a stale hit.
-	c.nextF[filepath.Clean(path)] = cachedFile{id: id, decoded: d, docs: keys}
-	return d, nil
+	c.nextF[filepath.Clean(r.path)] = cachedFile{id: r.id, decoded: d, docs: keys}
+	return d
+}
+
+// known reports whether the document at origin is answered from memory,
+// without decoding: an earlier load decoded its content, and it can be
+// told at origin.
+func (c *Cache) known(origin string, doc []byte) bool {
+	if !c.keeps() {
+		return false
+	}
+	d, found := c.next[string(doc)]
+	if !found {
+		d, found = c.docs[string(doc)]
+	}
+	if !found {
+		return false
+	}
+	_, ok := d.at(origin)
+	return ok
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,19 +101,21 @@ func isManifestName(name string) bool {
 	return false
 }
 
-// decodeFile splits one file into documents and decodes each with decode
+// docOrigin names document i (0-based) of the file name: "name#(i+1)".
+func docOrigin(name string, i int) string { return name + "#" + strconv.Itoa(i+1) }
+
+// decodeDocs decodes the documents of a file read with decode
 // (decodeDocument, or a cache of it). Documents are numbered from 1 as a
-// reader counts them: every "---" starts a new one, empty or not. A document
-// that fails to decode becomes a DocError and is skipped; the others are
-// returned.
-func decodeFile(name string, data []byte, decode func(origin string, doc []byte) decoded) decoded {
-	docs, err := splitDocuments(data)
-	if err != nil {
-		return decoded{errs: []error{&DocError{Origin: name, Err: fmt.Errorf("parsing: %w", err)}}}
+// reader counts them: every "---" starts a new one, empty or not. A
+// document that fails to decode becomes a DocError and is skipped; the
+// others are returned. A file that does not split is one DocError.
+func decodeDocs(r fileRead, decode func(origin string, doc []byte) decoded) decoded {
+	if r.splitErr != nil {
+		return decoded{errs: []error{&DocError{Origin: r.path, Err: fmt.Errorf("parsing: %w", r.splitErr)}}}
 	}
 	var out decoded
-	for i, doc := range docs {
-		d := decode(fmt.Sprintf("%s#%d", name, i+1), doc)
+	for i, doc := range r.docs {
+		d := decode(r.origins[i], doc)
 		out.objs = append(out.objs, d.objs...)
 		out.errs = append(out.errs, d.errs...)
 	}

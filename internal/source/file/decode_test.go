@@ -131,3 +131,14 @@ func TestSplitDocuments(t *testing.T) {
 		}
 	}
 }
+
+// decodeFile decodes a whole file in order, as a load without a cache
+// does, for the tests' expectations.
+func decodeFile(name string, data []byte, decode func(origin string, doc []byte) decoded) decoded {
+	r := fileRead{path: name, data: data}
+	r.docs, r.splitErr = splitDocuments(data)
+	for i := range r.docs {
+		r.origins = append(r.origins, docOrigin(name, i))
+	}
+	return decodeDocs(r, decode)
+}

@@ -102,21 +102,42 @@ func openDiskCache(path string) *diskCache {
 	return c
 }
 
-// decode returns what doc decodes to: from the cache when it holds doc,
-// else by decodeDocument, kept when it can be.
-func (c *diskCache) decode(origin string, doc []byte) decoded {
+// diskLookup is what a lookup found for one document: what it decodes to,
+// and what record must note of it.
+type diskLookup struct {
+	d   decoded
+	key [sha256.Size]byte
+	// hit is the cached encoding the document decoded from; nil when it
+	// was decoded from its text.
+	hit []byte
+	// keepable: decoded from its text to one object of its own origin.
+	keepable bool
+}
+
+// lookup returns what doc decodes to: from the cache when it holds doc,
+// else by decodeDocument. It only reads the cache, so that documents may
+// be looked up concurrently; record, called for each in turn, keeps what
+// the file is to hold.
+func (c *diskCache) lookup(origin string, doc []byte) diskLookup {
 	k := sha256.Sum256(doc)
 	if p, ok := c.have[k]; ok {
 		if obj, err := decodeProto(p); err == nil {
-			c.used[k] = p
-			return decoded{objs: []controlplane.Object{{Origin: origin, Obj: obj}}}
+			return diskLookup{d: decoded{objs: []controlplane.Object{{Origin: origin, Obj: obj}}}, key: k, hit: p}
 		}
 	}
 	d := decodeDocument(origin, doc)
-	if c.keep && len(d.errs) == 0 && len(d.objs) == 1 && d.objs[0].Origin == origin {
-		c.decoded[k] = d.objs[0].Obj
+	return diskLookup{d: d, key: k, keepable: len(d.errs) == 0 && len(d.objs) == 1 && d.objs[0].Origin == origin}
+}
+
+// record notes a lookup: its cached encoding as used, or the object it
+// decoded to as one to keep, when it decoded to one object of its origin.
+func (c *diskCache) record(r diskLookup) {
+	switch {
+	case r.hit != nil:
+		c.used[r.key] = r.hit
+	case c.keep && r.keepable:
+		c.decoded[r.key] = r.d.objs[0].Obj
 	}
-	return d
 }
 
 func decodeProto(p []byte) (runtime.Object, error) {

@@ -101,17 +101,24 @@ func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error)
 		c = &Cache{}
 	}
 	c.begin()
-	var objs []controlplane.Object
-	var errs []error
-	for _, f := range files {
-		d, err := c.readFile(f)
+	reads := make([]fileRead, len(files))
+	for i, f := range files {
+		r, err := c.read(f)
 		if err != nil {
 			c.abort()
 			return nil, nil, fmt.Errorf("reading manifests: %w", err)
 		}
+		reads[i] = r
+	}
+	c.prefetch(reads)
+	var objs []controlplane.Object
+	var errs []error
+	for _, r := range reads {
+		d := c.decodeRead(r)
 		objs = append(objs, d.objs...)
 		errs = append(errs, d.errs...)
 	}
+	c.pre = nil
 	c.end()
 	return objs, errs, nil
 }
