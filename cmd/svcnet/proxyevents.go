@@ -5,8 +5,6 @@ import (
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -39,7 +37,6 @@ func (o *proxyOptions) eventRecorder(ctx context.Context, node string, log klog.
 	if err != nil {
 		return nil, nil, err
 	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, source), b.Shutdown, nil
+	r, stop = eventlog.Cluster(ctx, client, source)
+	return r, stop, nil
 }

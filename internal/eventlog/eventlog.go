@@ -1,5 +1,6 @@
-// Package eventlog keeps Kubernetes Events where there is no API server
-// (the embedded control plane, a file-mode proxy): in a JSON file of an
+// Package eventlog records Kubernetes Events: to a cluster's API server
+// through client-go's broadcaster (Cluster), or where there is none (the
+// embedded control plane, a file-mode proxy) in a JSON file of an
 // EventList, with the API server's and client-go's recorder's rules for
 // what is kept (Record), and a record.EventRecorder writing to such a file
 // (File).

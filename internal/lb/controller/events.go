@@ -8,11 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/eventlog"
 	"github.com/svcnet/svcnet/internal/lb/plan"
 	"github.com/svcnet/svcnet/internal/lb/pool"
 )
@@ -31,23 +30,18 @@ const (
 // broadcaster, which writes them asynchronously and aggregates repeats) and
 // logs each one.
 type eventer struct {
-	broadcaster record.EventBroadcaster
-	recorder    record.EventRecorder
-	log         klog.Logger
+	recorder record.EventRecorder
+	stop     func()
+	log      klog.Logger
 }
 
 // newEventer starts a broadcaster writing to client; shutdown stops it.
 func newEventer(ctx context.Context, client kubernetes.Interface, log klog.Logger) *eventer {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &eventer{
-		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component}),
-		log:         log,
-	}
+	r, stop := eventlog.Cluster(ctx, client, corev1.EventSource{Component: Component})
+	return &eventer{recorder: r, stop: stop, log: log}
 }
 
-func (e *eventer) shutdown() { e.broadcaster.Shutdown() }
+func (e *eventer) shutdown() { e.stop() }
 
 // allocated: svc's status now has ingress, from pool.
 func (e *eventer) allocated(svc *corev1.Service, ingress []corev1.LoadBalancerIngress, pool string) {
