@@ -129,20 +129,30 @@ func BenchmarkReloadOneChange10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	path := filepath.Join(dir, "Service.bench.svc-00042.yaml")
+	benchReloads(b, dir, c, func(i int) (string, []byte, int) {
+		doc := fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-00042\n  namespace: bench\nspec:\n  ports:\n  - name: http\n    port: %d\n", 1000+i)
+		return path, []byte(doc), 10001
+	})
+}
+
+// benchReloads times b.N loads of path through c, each after change(i)
+// (untimed) gave a file to write, its content and the number of Services
+// the load must then give.
+func benchReloads(b *testing.B, path string, c *Cache, change func(i int) (file string, content []byte, services int)) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		doc := fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-00042\n  namespace: bench\nspec:\n  ports:\n  - name: http\n    port: %d\n", 1000+i)
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		file, content, want := change(i)
+		if err := os.WriteFile(file, content, 0o644); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		l, err := Load(Options{Path: dir, Cache: c})
+		l, err := Load(Options{Path: path, Cache: c})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(l.Errors) > 0 || len(l.Services) != 10001 {
-			b.Fatalf("%d services, errors %v", len(l.Services), l.Errors)
+		if len(l.Errors) > 0 || len(l.Services) != want {
+			b.Fatalf("%d services, want %d; errors %v", len(l.Services), want, l.Errors)
 		}
 	}
 }
@@ -194,20 +204,8 @@ func BenchmarkReloadOneFile10k(b *testing.B) {
 	if _, err := Load(Options{Path: path, Cache: c}); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
+	benchReloads(b, path, c, func(i int) (string, []byte, int) {
 		all = fmt.Appendf(all, "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: added-%d\n  namespace: bench\nspec:\n  ports:\n  - port: 80\n", i)
-		if err := os.WriteFile(path, all, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		l, err := Load(Options{Path: path, Cache: c})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(l.Errors) > 0 || len(l.Services) != 10002+i {
-			b.Fatalf("%d services, errors %v", len(l.Services), l.Errors)
-		}
-	}
+		return path, all, 10002 + i
+	})
 }
