@@ -38,6 +38,10 @@ type Cache struct {
 	// disk is what other processes decoded (see diskCache), read by the
 	// first load only: later ones have it all in memory.
 	disk *diskCache
+	// loaded is whether a load through the cache succeeded: the first one
+	// reads the disk cache, the later ones (even of an empty directory)
+	// never again.
+	loaded bool
 	// state is the state file as the last load read or wrote it.
 	state *stateMemo
 	// pre holds, by origin, the documents of the running load decoded

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // exactlyCached are documents whose objects survive a protobuf round trip
@@ -186,5 +187,38 @@ func TestDiskCacheBadFiles(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != string(good) {
 		t.Error("a load did not replace a bad cache file")
+	}
+}
+
+// TestDiskCacheReadByFirstLoadOnly: a Cache reads the disk cache on its
+// first successful load only, even when that load found no document: an
+// entry written later (here one that would give another object) is never
+// read by it, which decodes new documents from their text.
+func TestDiskCacheReadByFirstLoadOnly(t *testing.T) {
+	dir := t.TempDir()
+	c := NewCache()
+	if _, err := Load(Options{Path: dir, Cache: c, Now: testNow}); err != nil {
+		t.Fatal(err)
+	}
+	doc := "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 80}]}\n"
+	writeFile(t, filepath.Join(dir, "a.yaml"), doc)
+	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 81}}}}
+	other.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Service"))
+	p, ok := encodeExactly(other)
+	if !ok {
+		t.Fatal("the other Service does not survive a protobuf round trip")
+	}
+	disk := openDiskCache(DecodedPathFor(dir))
+	disk.used[sha256.Sum256([]byte(doc))] = p
+	if err := disk.write(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(Options{Path: dir, Cache: c, Now: testNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Objects) != 1 || l.Objects[0].Obj.(*corev1.Service).Name != "a" {
+		t.Errorf("second load gave %v, want Service a decoded from its text", l.Objects)
 	}
 }

@@ -151,7 +151,7 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	first := len(cache.docs) == 0
+	first := !cache.loaded
 	if first {
 		cache.disk = openDiskCache(DecodedPathFor(opts.Path))
 		cache.disk.keep = !opts.ReadOnly
@@ -163,6 +163,7 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 			disk = cache.disk
 		}
 		cache.disk = nil
+		cache.loaded = err == nil
 	}
 	if err != nil {
 		return nil, err
