@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func TestDescribeParityWithKubectl(t *testing.T) {
 	} {
 		k, s := p.both(args...)
 		kout, kerr, kcode, sout, serr, scode := k.stdout, k.stderr, k.code, s.stdout, s.stderr, s.code
+		// A node's pods table ends with each pod's age, seconds here: the
+		// two commands run up to a second apart.
+		kout, sout = podAge.ReplaceAllString(kout, "${1}AGE"), podAge.ReplaceAllString(sout, "${1}AGE")
 		if kout != sout || kcode != scode {
 			t.Errorf("%q: kubectl exit %d, svcnet exit %d\nkubectl:\n%s\nsvcnet:\n%s\nsvcnet stderr: %s\n%s", args, kcode, scode, kout, sout, serr, lineDiff(kout, sout))
 		}
@@ -67,6 +71,10 @@ func TestDescribeParityWithKubectl(t *testing.T) {
 		}
 	}
 }
+
+// podAge is the Age cell ending a row of describe node's Non-terminated
+// Pods table (after the Memory Limits cell, "0 (0%)").
+var podAge = regexp.MustCompile(`(?m)(\(\d+%\)\s+)\d+(s|m\d*s?|h\d*m?|d\d*h?)$`)
 
 // lineDiff names the first line where a and b differ.
 func lineDiff(a, b string) string {
