@@ -139,13 +139,15 @@ test: deps lint k8s coredns node-tools build
 	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/node
 	$(MAKE) --no-print-directory fuzz
 
-# The DNS query path under coverage-guided fuzzing, bounded: FUZZ_TIME per
-# target (go test -fuzz takes one target of one package at a time). The seed
-# corpora also run as plain tests in `make test` and `make unit`.
+# The DNS query path and the manifest decoder's fast path under
+# coverage-guided fuzzing, bounded: FUZZ_TIME per target (go test -fuzz takes
+# one target of one package at a time). The seed corpora also run as plain
+# tests in `make test` and `make unit`.
 FUZZ_TIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZ_TIME) ./internal/dns
 	$(GO) test -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZ_TIME) ./internal/dns/zone
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDoc$$' -fuzztime $(FUZZ_TIME) ./internal/source/file
 
 # Rule-programming benchmark: svcnet proxy vs kube-proxy (nftables mode) at 1k, 10k
 # and 30k Services on one real control plane; prints a table with ratios

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/lb/pool"
@@ -187,7 +188,41 @@ func isSeparatorRest(rest []byte) bool {
 
 var codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
 
+// decodeDoc decodes one JSON document: an object of a known kind, or a
+// List of them.
 func decodeDoc(origin string, raw []byte) ([]controlplane.Object, []error) {
+	if apiVersion, kind, ok := sniffTypeMeta(raw); ok && !strings.HasSuffix(kind, "List") {
+		gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+		if obj, ok := decodeKnown(gvk, raw); ok {
+			return []controlplane.Object{{Origin: origin, Obj: obj}}, nil
+		}
+	}
+	return decodeDocSlowly(origin, raw)
+}
+
+// decodeKnown decodes raw, of a known kind gvk, as the strict universal
+// deserializer does (a new object of the scheme, filled by
+// sigs.k8s.io/json's strict unmarshal) without reading raw's type again.
+// ok is false when raw is not a valid object of that kind: the caller then
+// says why as the deserializer does.
+func decodeKnown(gvk schema.GroupVersionKind, raw []byte) (runtime.Object, bool) {
+	if !knownKinds[gvk] {
+		return nil, false
+	}
+	obj, err := Scheme.New(gvk)
+	if err != nil {
+		return nil, false
+	}
+	strict, err := kjson.UnmarshalStrict(raw, obj)
+	if err != nil || len(strict) > 0 {
+		return nil, false
+	}
+	return obj, true
+}
+
+// decodeDocSlowly is decodeDoc through encoding/json and the universal
+// deserializer, whose errors it reports.
+func decodeDocSlowly(origin string, raw []byte) ([]controlplane.Object, []error) {
 	var tm struct {
 		APIVersion string            `json:"apiVersion"`
 		Kind       string            `json:"kind"`
