@@ -109,8 +109,5 @@ func equalState(a, b *ServiceState) bool {
 	if a == b {
 		return true
 	}
-	if a == nil || b == nil {
-		return false
-	}
-	return reflect.DeepEqual(a, b)
+	return a.Equal(b)
 }

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -155,7 +154,12 @@ func (tx *Txn) state(k ServiceKey) *ServiceState {
 }
 
 // SetService adds or replaces a Service.
-func (tx *Txn) SetService(svc *Service) { tx.state(svc.Key()).Service = svc }
+func (tx *Txn) SetService(svc *Service) {
+	if old := tx.current().services.get(svc.Key()); old != nil && old.Service.Equal(svc) {
+		return
+	}
+	tx.state(svc.Key()).Service = svc
+}
 
 // DeleteService removes a Service; its slices stay until they are deleted.
 func (tx *Txn) DeleteService(k ServiceKey) {
@@ -167,7 +171,7 @@ func (tx *Txn) DeleteService(k ServiceKey) {
 
 // SetEndpointSlice adds or replaces a slice (matched by namespace/name).
 func (tx *Txn) SetEndpointSlice(sl *EndpointSlice) {
-	if old := tx.current().slices.get(ServiceKey{sl.Namespace, sl.Name}); old != nil && reflect.DeepEqual(old, sl) {
+	if old := tx.current().slices.get(ServiceKey{sl.Namespace, sl.Name}); old != nil && old.Equal(sl) {
 		return
 	}
 	tx.DeleteEndpointSlice(sl.Namespace, sl.Name)
