@@ -1,8 +1,7 @@
 package file
 
 // sniffTypeMeta returns the top-level "apiVersion" and "kind" of the JSON
-// object raw, reading each byte once without allocating or decoding
-// anything else. ok is false when raw is not a plain object whose keys and
+// object raw, reading each byte once and decoding nothing else. ok is false when raw is not a plain object whose keys and
 // those two values are strings without escapes, or when either is missing
 // or repeated: the caller then decodes raw's type with encoding/json, which
 // says exactly what is wrong. A successful sniff does not prove raw valid;
@@ -29,22 +28,22 @@ func sniffTypeMeta(raw []byte) (apiVersion, kind string, ok bool) {
 			return "", "", false
 		}
 		s.space()
-		switch key {
+		switch string(key) {
 		case "apiVersion", "kind":
 			v, ok := s.plainString()
 			if !ok {
 				return "", "", false
 			}
-			if key == "kind" {
+			if string(key) == "kind" {
 				if haveKind {
 					return "", "", false
 				}
-				kind, haveKind = v, true
+				kind, haveKind = string(v), true
 			} else {
 				if haveVersion {
 					return "", "", false
 				}
-				apiVersion, haveVersion = v, true
+				apiVersion, haveVersion = string(v), true
 			}
 		default:
 			if !s.skipValue() {
@@ -105,22 +104,22 @@ func (s *jsonScan) spaced(c byte) bool {
 }
 
 // plainString consumes a string without escapes and returns its text.
-func (s *jsonScan) plainString() (string, bool) {
+func (s *jsonScan) plainString() ([]byte, bool) {
 	if !s.byte('"') {
-		return "", false
+		return nil, false
 	}
 	start := s.i
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
-			return string(s.b[start : s.i-1]), true
+			return s.b[start : s.i-1], true
 		case c == '\\' || c < 0x20:
-			return "", false
+			return nil, false
 		}
 		s.i++
 	}
-	return "", false
+	return nil, false
 }
 
 // skipValue consumes one value of any type, strings with escapes included,
