@@ -35,6 +35,9 @@ type entry[T any] struct {
 	// src is the caller's object obj was copied from: the key of what a
 	// Reconciler remembers of it.
 	src runtime.Object
+	// reused: obj is a working copy of the prepared copy a Reconciler
+	// kept, already defaulted and valid.
+	reused bool
 }
 
 // intake is the input sorted by kind, duplicates and unknown kinds already turned
@@ -50,11 +53,14 @@ type intake struct {
 	// lbStatus is each given Service's status.loadBalancer as written, before
 	// create clears it (see assignLoadBalancers).
 	lbStatus map[string]corev1.LoadBalancerStatus
-	// origins maps "Kind/namespace/name" to the origin of the object.
-	origins map[string]string
+	// origins maps each object's kind, namespace and name to its origin.
+	origins map[objectKey]string
 	errs    errorSink
-	// memo remembers validations; nil: none.
+	// memo is a Reconciler's memory; nil: none.
 	memo *memo
+	// made maps each Service and EndpointSlice a Reconciler may intern to
+	// the caller's object it was made from.
+	made map[metav1.Object]runtime.Object
 }
 
 // errorSink collects ObjectErrors with the input position of their object.
@@ -75,31 +81,51 @@ func (s *errorSink) add(idx int, origin, kind string, m metav1.Object, err error
 // get "default", as kubectl and the apiserver would give them. The second object
 // with the same kind, namespace and name is an ErrDuplicate naming the first's origin.
 func readObjects(objs []Object, mm *memo) *intake {
-	firstOrigin := map[string]string{}
+	firstOrigin := make(map[objectKey]string, len(objs))
 	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, origins: firstOrigin, memo: mm}
+	if mm != nil {
+		in.made = make(map[metav1.Object]runtime.Object, len(objs))
+	}
 	for i, o := range objs {
-		kind, m, ok := classify(o.Obj)
+		kind, m, ok := "", in.reuse(o.Obj), true
+		reused := m != nil
+		if reused {
+			kind = kindOf(m)
+		} else {
+			kind, m, ok = classify(o.Obj)
+		}
 		if !ok {
 			in.errs.add(i, o.Origin, kind, m, ErrUnknownKind)
 			continue
 		}
 		if m.GetName() != "" {
-			key := kind + "/" + m.GetNamespace() + "/" + m.GetName()
+			key := objectKey{kind, m.GetNamespace(), m.GetName()}
 			if first, dup := firstOrigin[key]; dup {
 				in.errs.add(i, o.Origin, kind, m, fmt.Errorf("%w: already defined in %s", ErrDuplicate, first))
 				continue
 			}
 			firstOrigin[key] = o.Origin
 		}
-		in.add(i, o.Origin, m, o.Obj)
+		in.add(i, o.Origin, m, o.Obj, reused)
 	}
 	return in
 }
 
+// kindOf is the kind of a prepared copy a Reconciler keeps.
+func kindOf(m metav1.Object) string {
+	if _, ok := m.(*corev1.Service); ok {
+		return kindService
+	}
+	return kindEndpointSlice
+}
+
+// objectKey names an object: its kind, namespace and name.
+type objectKey struct{ kind, namespace, name string }
+
 // originOf returns the origin of the given object of kind ("namespace/name" key).
 func (in *intake) originOf(kind, key string) string {
 	ns, name, _ := strings.Cut(key, "/")
-	return in.origins[kind+"/"+ns+"/"+name]
+	return in.origins[objectKey{kind, ns, name}]
 }
 
 // classify deep-copies obj and defaults its namespace. ok is false for a kind the
@@ -150,24 +176,26 @@ func withNamespace[T metav1.Object](o T) T {
 	return o
 }
 
-func (in *intake) add(i int, origin string, m metav1.Object, src runtime.Object) {
+// add takes m, copied from src (reused: a working copy of its prepared
+// copy). A Service's status.loadBalancer is read from src, as written.
+func (in *intake) add(i int, origin string, m metav1.Object, src runtime.Object, reused bool) {
 	switch o := m.(type) {
 	case *corev1.Service:
-		in.services = append(in.services, entry[*corev1.Service]{i, origin, o, src})
-		if len(o.Status.LoadBalancer.Ingress) > 0 {
-			in.lbStatus[serviceKey(o)] = *o.Status.LoadBalancer.DeepCopy()
+		in.services = append(in.services, entry[*corev1.Service]{i, origin, o, src, reused})
+		if given := src.(*corev1.Service).Status.LoadBalancer; len(given.Ingress) > 0 {
+			in.lbStatus[serviceKey(o)] = *given.DeepCopy()
 		}
 	case *corev1.Pod:
-		in.pods = append(in.pods, entry[*corev1.Pod]{i, origin, o, src})
+		in.pods = append(in.pods, entry[*corev1.Pod]{i, origin, o, src, reused})
 	case *corev1.Node:
-		in.nodes = append(in.nodes, entry[*corev1.Node]{i, origin, o, src})
+		in.nodes = append(in.nodes, entry[*corev1.Node]{i, origin, o, src, reused})
 	case *corev1.Namespace:
-		in.namespaces = append(in.namespaces, entry[*corev1.Namespace]{i, origin, o, src})
+		in.namespaces = append(in.namespaces, entry[*corev1.Namespace]{i, origin, o, src, reused})
 	case *corev1.Endpoints:
-		in.endpoints = append(in.endpoints, entry[*corev1.Endpoints]{i, origin, o, src})
+		in.endpoints = append(in.endpoints, entry[*corev1.Endpoints]{i, origin, o, src, reused})
 	case *discoveryv1.EndpointSlice:
-		in.slices = append(in.slices, entry[*discoveryv1.EndpointSlice]{i, origin, o, src})
+		in.slices = append(in.slices, entry[*discoveryv1.EndpointSlice]{i, origin, o, src, reused})
 	case *pool.IPAddressPool:
-		in.pools = append(in.pools, entry[*pool.IPAddressPool]{i, origin, o, src})
+		in.pools = append(in.pools, entry[*pool.IPAddressPool]{i, origin, o, src, reused})
 	}
 }

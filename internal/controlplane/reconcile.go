@@ -89,6 +89,8 @@ func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) R
 		stampCreated(prev.Created, now, kindNamespace, res.Namespaces, res.State.Created)
 		stampCreated(prev.Created, now, kindEndpointSlice, res.EndpointSlices, res.State.Created)
 	}
+	intern(in, res.Services, sameService)
+	intern(in, res.EndpointSlices, sameSlice)
 	slices.SortStableFunc(in.errs.list, func(a, b indexedError) int { return cmp.Compare(a.idx, b.idx) })
 	for _, e := range in.errs.list {
 		res.Errors = append(res.Errors, e.err)
@@ -97,10 +99,15 @@ func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) R
 }
 
 // prepareAll defaults and validates the entries of one kind, reports the invalid
-// ones, fills in a missing UID, and returns the valid objects sorted.
+// ones, fills in a missing UID, and returns the valid objects sorted. An entry
+// a Reconciler reused is all that already.
 func prepareAll[T metav1.Object](in *intake, kind string, entries []entry[T], prepare func(T), validate func(T) field.ErrorList) []T {
 	var out []T
 	for _, e := range entries {
+		if e.reused {
+			out = append(out, e.obj)
+			continue
+		}
 		prepare(e.obj)
 		if errs := in.validate(e.src, func() field.ErrorList { return validate(e.obj) }); len(errs) > 0 {
 			in.errs.add(e.idx, e.origin, kind, e.obj, toError(errs))
@@ -109,6 +116,7 @@ func prepareAll[T metav1.Object](in *intake, kind string, entries []entry[T], pr
 		if e.obj.GetUID() == "" {
 			e.obj.SetUID(makeUID(kind, e.obj.GetNamespace(), e.obj.GetName()))
 		}
+		in.keepPrepared(e.src, e.obj)
 		out = append(out, e.obj)
 	}
 	sortObjects(out)

@@ -72,12 +72,17 @@ func reconcileServices(cfg Config, in *intake, prev State, now time.Time) ([]*co
 	return out, state
 }
 
-// validServices prepares and validates every given Service. An invalid one is
+// validServices prepares and validates every given Service (one a Reconciler
+// reused is both already). An invalid one is
 // reported; if the previous State has it, its allocations stay reserved and its
 // State entry is kept, so fixing it gives it back what it had.
 func validServices(in *intake, al *allocator, prev State, state State) []*svcEntry {
 	var valid []*svcEntry
 	for _, e := range in.services {
+		if e.reused {
+			valid = append(valid, &svcEntry{entry: e})
+			continue
+		}
 		svc := e.obj
 		prepareServiceForCreate(svc)
 		errs := in.validate(e.src, func() field.ErrorList { return validateServiceCreate(svc) })
@@ -85,6 +90,7 @@ func validServices(in *intake, al *allocator, prev State, state State) []*svcEnt
 			errs = initIPFamilyFields(svc, al.families)
 		}
 		if len(errs) == 0 {
+			in.keepPrepared(e.src, svc)
 			valid = append(valid, &svcEntry{entry: e})
 			continue
 		}
