@@ -10,12 +10,16 @@ import (
 // store fed 10,000 Services and their slices again (a file reload)
 // compares every one with what it holds. TestEqualIsDeepEqual holds each
 // to reflect.DeepEqual field by field, so a field added to a type and not
-// here fails it.
+// here fails it. An object is Equal to itself at once: a file reload gives
+// again the objects that did not change.
 
 // Equal reports whether s and o hold the same values.
 func (s *Service) Equal(o *Service) bool {
+	if s == o {
+		return true
+	}
 	if s == nil || o == nil {
-		return s == o
+		return false
 	}
 	return s.Namespace == o.Namespace && s.Name == o.Name && s.UID == o.UID && s.Type == o.Type &&
 		sameList(s.ClusterIPs, o.ClusterIPs) && s.Headless == o.Headless && sameList(s.IPFamilies, o.IPFamilies) &&
@@ -31,8 +35,11 @@ func (s *Service) Equal(o *Service) bool {
 
 // Equal reports whether s and o hold the same values.
 func (s *EndpointSlice) Equal(o *EndpointSlice) bool {
+	if s == o {
+		return true
+	}
 	if s == nil || o == nil {
-		return s == o
+		return false
 	}
 	return s.Namespace == o.Namespace && s.Name == o.Name && s.Service == o.Service && s.AddressType == o.AddressType &&
 		sameList(s.Ports, o.Ports) && s.Headless == o.Headless && s.TriggerTime == o.TriggerTime &&

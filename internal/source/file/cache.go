@@ -21,7 +21,8 @@ import (
 //
 // A load through a Cache also reconciles through the Cache's
 // controlplane.Reconciler, which does not validate again an object it was
-// given by the last load.
+// given by the last load, and gives the same object for what did not
+// change; the Cache converts again to the model only what did.
 //
 // The objects a Cache returns are shared between loads: they must not be
 // modified (Reconcile does not). A Cache keeps only what the last load used.
@@ -35,6 +36,8 @@ type Cache struct {
 	nextF map[string]cachedFile
 	// reconciler remembers the validation of the objects the cache gives.
 	reconciler controlplane.Reconciler
+	// models is the last load's conversion of the reconciler's objects.
+	models modelMemo
 	// disk is what other processes decoded (see diskCache), read by the
 	// first load only: later ones have it all in memory.
 	disk *diskCache

@@ -57,6 +57,8 @@ type Loaded struct {
 
 	proxyName string
 	all       bool
+	// took is how long the load's steps took.
+	took loadTimes
 	// persist writes the state file; nil when the load was read-only.
 	persist func() error
 	// cache writes the decode cache the load filled; nil when there is
@@ -156,7 +158,9 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		cache.disk = openDiskCache(DecodedPathFor(opts.Path))
 		cache.disk.keep = !opts.ReadOnly
 	}
+	start := time.Now()
 	objs, errs, err := readFiles(files, cache)
+	read := time.Since(start)
 	var disk *diskCache // to write
 	if first {
 		if err == nil && cache.disk.keep && cache.disk.worthWriting() {
@@ -178,10 +182,12 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	} else {
 		res = controlplane.Reconcile(opts.Config, objs, prev, now())
 	}
+	reconciled := time.Since(start)
 	for _, e := range res.Errors {
 		errs = append(errs, e)
 	}
 	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
+	l.took.read, l.took.reconcile = read, reconciled-read
 	if !opts.ReadOnly {
 		l.persist = func() error { return cache.writeState(statePath, res.State) }
 		l.cache = disk
@@ -199,30 +205,42 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		l.Objects = nil
 		return l, nil
 	}
-	l.convert()
+	converting := time.Now()
+	if opts.Cache != nil {
+		cache.models.begin(len(res.Services), len(res.EndpointSlices))
+		l.convert(&cache.models)
+		cache.models.end()
+	} else {
+		l.convert(nil)
+	}
+	l.took.convert = time.Since(converting)
 	return l, nil
 }
 
-// convert fills the model lists from the API objects; an object that does not
-// convert is reported and left out.
-func (l *Loaded) convert() {
+// loadTimes are the durations of a load's steps: reading and decoding the
+// manifests, reconciling them, converting the result to the model.
+type loadTimes struct{ read, reconcile, convert time.Duration }
+
+// convert fills the model lists from the API objects, through m when it is
+// not nil; an object that does not convert is reported and left out.
+func (l *Loaded) convert(m *modelMemo) {
 	skip := map[model.ServiceKey]bool{}
 	for _, s := range l.API.Services {
 		if !l.all && s.Labels[model.LabelServiceProxyName] != l.proxyName {
 			skip[model.ServiceKey{Namespace: s.Namespace, Name: s.Name}] = true
 			continue
 		}
-		if m, err := model.ServiceFromAPI(s); err != nil {
+		if svc, err := m.service(s); err != nil {
 			l.Errors = append(l.Errors, err)
 		} else {
-			l.Services = append(l.Services, m)
+			l.Services = append(l.Services, svc)
 		}
 	}
 	for _, s := range l.API.EndpointSlices {
-		if m, ok, err := model.EndpointSliceFromAPI(s); err != nil {
+		if sl, ok, err := m.slice(s); err != nil {
 			l.Errors = append(l.Errors, err)
-		} else if ok && !skip[m.ServiceKey()] {
-			l.EndpointSlices = append(l.EndpointSlices, m)
+		} else if ok && !skip[sl.ServiceKey()] {
+			l.EndpointSlices = append(l.EndpointSlices, sl)
 		}
 	}
 	for _, n := range l.API.Nodes {
@@ -254,7 +272,7 @@ func (l *Loaded) apply(store *model.Store) {
 // proxyName ("" for those without the service-proxy-name label).
 func FromResult(res controlplane.Result, proxyName string) *Loaded {
 	l := &Loaded{API: res, proxyName: proxyName}
-	l.convert()
+	l.convert(nil)
 	return l
 }
 

@@ -129,7 +129,9 @@ func (s *Source) reload(bg *sync.WaitGroup) error {
 	for _, w := range l.Warnings {
 		s.log.Info("Object not fully served", "reason", w.Error())
 	}
+	applying := time.Now()
 	l.apply(s.store)
-	s.log.V(2).Info("Loaded manifests", "path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors))
+	s.log.V(2).Info("Loaded manifests", "path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors),
+		"read", l.took.read, "reconcile", l.took.reconcile, "convert", l.took.convert, "apply", time.Since(applying))
 	return nil
 }
