@@ -98,7 +98,7 @@ func (al *allocator) fail(a *svcAlloc, err error) {
 // when an update is rejected.
 func (al *allocator) allocateAll(svcs []*svcAlloc) {
 	for _, a := range svcs {
-		al.claimPrior(a)
+		_ = al.claimPrior(a)
 	}
 	for _, a := range svcs {
 		if err := al.claimRequested(a); err != nil {
@@ -139,19 +139,23 @@ func (al *allocator) reserve(key string, prior ServiceAlloc) {
 // claimPrior re-claims the previous allocations that the spec still allows: an IP
 // of a family the Service still has and did not request differently, a node port
 // of a (protocol, port) still needing one and not requested, the health check port.
-func (al *allocator) claimPrior(a *svcAlloc) {
+// It reports whether every claim it tried succeeded.
+func (al *allocator) claimPrior(a *svcAlloc) bool {
 	if a.prior == nil {
-		return
+		return true
 	}
+	all := true
 	for i, fam := range a.svc.Spec.IPFamilies[:len(a.ips)] {
 		prior := priorIP(a.prior.ClusterIPs, fam)
 		ip, err := netip.ParseAddr(prior)
 		if err != nil || (a.ips[i] != "" && !sameIP(a.ips[i], ip)) {
 			continue
 		}
-		if _, err := al.ranges[fam].claim(ip, a.ipOwner()); err == nil && a.ips[i] == "" {
+		_, err = al.ranges[fam].claim(ip, a.ipOwner())
+		if err == nil && a.ips[i] == "" {
 			a.ips[i] = prior
 		}
+		all = all && err == nil
 	}
 	svc := a.svc
 	for i := range svc.Spec.Ports {
@@ -163,16 +167,21 @@ func (al *allocator) claimPrior(a *svcAlloc) {
 		if np == 0 || a.userPorts[np] {
 			continue
 		}
-		if _, err := al.ports.claim(np, a.nodePortOwner(sp.Port)); err == nil {
+		_, err := al.ports.claim(np, a.nodePortOwner(sp.Port))
+		if err == nil {
 			sp.NodePort = np
 		}
+		all = all && err == nil
 	}
 	hc := a.prior.HealthCheckNodePort
 	if needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == 0 && hc != 0 && !a.userPorts[hc] {
-		if _, err := al.ports.claim(hc, a.healthOwner()); err == nil {
+		_, err := al.ports.claim(hc, a.healthOwner())
+		if err == nil {
 			svc.Spec.HealthCheckNodePort = hc
 		}
+		all = all && err == nil
 	}
+	return all
 }
 
 // claimRequested claims the user's spec.clusterIPs, nodePorts and

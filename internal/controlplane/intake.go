@@ -61,6 +61,8 @@ type intake struct {
 	// made maps each Service and EndpointSlice a Reconciler may intern to
 	// the caller's object it was made from.
 	made map[metav1.Object]runtime.Object
+	// al is the Services' allocator once they are allocated.
+	al *allocator
 }
 
 // errorSink collects ObjectErrors with the input position of their object.

@@ -63,10 +63,13 @@ type Result struct {
 // modify objs or prev. Empty fields of cfg get their defaults; a cfg that fails
 // Validate makes every Service an error and returns prev's allocations unchanged.
 func Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
-	return reconcile(cfg, objs, prev, now, nil)
+	res, _ := reconcile(cfg, objs, prev, now, nil)
+	return res
 }
 
-func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) Result {
+// reconcile is Reconcile remembering in mm (when not nil); it returns the
+// intake too.
+func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) (Result, *intake) {
 	cfg = cfg.WithDefaults()
 	now = now.UTC().Truncate(time.Second)
 	in := readObjects(objs, mm)
@@ -95,7 +98,7 @@ func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) R
 	for _, e := range in.errs.list {
 		res.Errors = append(res.Errors, e.err)
 	}
-	return res
+	return res, in
 }
 
 // prepareAll defaults and validates the entries of one kind, reports the invalid

@@ -31,19 +31,27 @@ import (
 // concurrent use. Its Results are Reconcile's: TestReconcilerMatchesReconcile
 // and FuzzReconciler hold them equal through sequences of changes.
 type Reconciler struct {
-	memo memo
-	cfg  Config
+	memo  memo
+	cfg   Config
+	since *since
+	// changes counts the calls applied as a change.
+	changes int
 }
 
-// Reconcile is the package's Reconcile, remembering what it can.
+// Reconcile is the package's Reconcile, remembering what it can, and
+// applying a small change as one (see since).
 func (r *Reconciler) Reconcile(cfg Config, objs []Object, prev State, now time.Time) Result {
 	if !sameConfig(cfg, r.cfg) {
-		r.memo.last = nil
+		r.memo.last, r.since = nil, nil
 		r.cfg = Config{ServiceCIDRs: slices.Clone(cfg.ServiceCIDRs), NodePortRange: cfg.NodePortRange}
 	}
+	if res, ok := r.change(objs, prev, now); ok {
+		return res
+	}
 	r.memo.next = make(map[runtime.Object]*remembered, len(r.memo.last))
-	res := reconcile(cfg, objs, prev, now, &r.memo)
+	res, in := reconcile(cfg, objs, prev, now, &r.memo)
 	r.memo.last, r.memo.next = r.memo.next, nil
+	r.keep(cfg, objs, in, res, now.UTC().Truncate(time.Second))
 	return res
 }
 

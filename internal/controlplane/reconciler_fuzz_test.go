@@ -62,6 +62,37 @@ func changingCluster() []runtime.Object {
 	return objs
 }
 
+// plainCluster is a cluster most of whose changes a Reconciler applies as
+// such: selector-less Services (one asking for a ClusterIP, one for a node
+// port, an ExternalName, a headless one) and their slices in default; a
+// LoadBalancer with Pods, the controller's slices and a pool in another
+// namespace, whose events are stamped again at every change.
+func plainCluster() []runtime.Object {
+	objs := []runtime.Object{
+		svc("a", noSelector), svc("b", noSelector, withType(corev1.ServiceTypeNodePort), func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 30080 }),
+		svc("d", noSelector, withClusterIP("10.96.0.50")), svc("e", noSelector, withClusterIP("None")),
+		svc("f", withType(corev1.ServiceTypeExternalName), noSelector, func(s *corev1.Service) { s.Spec.ExternalName = "example.com" }),
+		plainSlice("a-1", "a", "10.2.0.1"), plainSlice("b-1", "b", "10.2.0.2"),
+		svc("web", inNamespace("lb"), withType(corev1.ServiceTypeLoadBalancer)),
+		node("node1", "zone-a"), addrPool("lab", "172.26.236.180-172.26.236.183"),
+	}
+	for i := range 3 {
+		p := pod(fmt.Sprintf("web-%d", i), "web", fmt.Sprintf("192.168.1.%d", i+1))
+		p.Namespace, p.Spec.NodeName = "lb", "node1"
+		objs = append(objs, p)
+	}
+	return objs
+}
+
+func plainSlice(name, svc, ip string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}}},
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr(int32(8080))}},
+	}
+}
+
 // edit returns a changed copy of obj; which change depends on k.
 func edit(obj runtime.Object, k int) runtime.Object {
 	switch o := obj.(type) {
@@ -136,7 +167,11 @@ func FuzzReconciler(f *testing.F) {
 			ops = ops[:40]
 		}
 		rng := rand.New(rand.NewPCG(seed, uint64(len(ops))))
+		plain := seed%2 == 1
 		objs := changingCluster()
+		if plain {
+			objs = plainCluster()
+		}
 		var removed []runtime.Object
 		cfg, now := dualStack, testNow
 		var r Reconciler
@@ -163,8 +198,13 @@ func FuzzReconciler(f *testing.F) {
 				}
 			case 5:
 				what = "add"
-				objs = append(objs, svc(fmt.Sprintf("n%d", step), withType([]corev1.ServiceType{
-					corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer}[rng.IntN(3)])))
+				name := fmt.Sprintf("n%d", step)
+				typ := withType([]corev1.ServiceType{corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer}[rng.IntN(3)])
+				if plain {
+					objs = append(objs, svc(name, typ, noSelector), plainSlice(name+"-1", name, fmt.Sprintf("10.3.0.%d", step+1)))
+				} else {
+					objs = append(objs, svc(name, typ))
+				}
 			case 6:
 				what = "duplicate"
 				objs = append(objs, objs[i])
@@ -174,7 +214,11 @@ func FuzzReconciler(f *testing.F) {
 				objs[i], objs[j] = objs[j], objs[i]
 			case 8:
 				what = "state"
-				prev = []State{{}, older, prev}[rng.IntN(3)]
+				if plain && rng.IntN(2) == 0 {
+					what = "clock" // the State given back: a change still
+				} else {
+					prev = []State{{}, older, prev}[rng.IntN(3)]
+				}
 				now = now.Add(time.Duration(rng.IntN(3)) * time.Hour)
 			default:
 				what = "config"
@@ -199,6 +243,9 @@ func FuzzReconciler(f *testing.F) {
 				kept = append(kept, o.DeepCopyObject())
 			}
 			older, prev = prev, got.State
+		}
+		if testing.Verbose() {
+			t.Logf("%d of %d calls applied as a change", r.changes, len(ops))
 		}
 	})
 }
@@ -270,4 +317,65 @@ func TestReconcilerAllocationMoves(t *testing.T) {
 	// An hour on with no State: every Service is created again.
 	now = testNow.Add(time.Hour)
 	check("created again", objs, State{})
+}
+
+// TestReconcilerAppliesChanges: Services and slices added, replaced and
+// removed, the clock moved (events stamped again), are applied as changes
+// and give what Reconcile gives; a LoadBalancer added is reconciled whole,
+// and the call after it is a change again.
+func TestReconcilerAppliesChanges(t *testing.T) {
+	objs := plainCluster()
+	var r Reconciler
+	now := testNow
+	var prev State
+	step := func(name string, change bool) {
+		t.Helper()
+		before := r.changes
+		in := toObjects(objs...)
+		got := r.Reconcile(dualStack, in, prev, now)
+		want := Reconcile(dualStack, in, prev, now)
+		if diff := cmp.Diff(want, got, sameErrorText); diff != "" {
+			t.Fatalf("%s: Reconciler differs from Reconcile (-want +got):\n%s", name, diff)
+		}
+		if applied := r.changes > before; applied != change {
+			t.Fatalf("%s: applied as a change: %v, want %v", name, applied, change)
+		}
+		prev = got.State
+	}
+	step("first", false)
+	step("again", true)
+	np := withType(corev1.ServiceTypeNodePort)
+	objs = append(objs, svc("n1", noSelector, np), plainSlice("n1-1", "n1", "10.3.0.1"))
+	step("NodePort added with its slice", true)
+	objs = append(objs, svc("n2", noSelector, np, func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 30090 }),
+		svc("n3", noSelector, withClusterIP("10.96.0.60")), svc("n4", noSelector, withClusterIP("None")))
+	step("a node port, a ClusterIP, a headless Service asked for", true)
+	i := slices.IndexFunc(objs, func(o runtime.Object) bool { s, ok := o.(*corev1.Service); return ok && s.Name == "n1" })
+	objs[i] = svc("n1", noSelector, np, withPorts(corev1.ServicePort{Name: "http", Port: 81}))
+	step("NodePort's port changed", true)
+	j := slices.IndexFunc(objs, func(o runtime.Object) bool { s, ok := o.(*discoveryv1.EndpointSlice); return ok && s.Name == "a-1" })
+	own := plainSlice("a-1", "a", "10.2.0.9")
+	own.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Hour))
+	objs[j] = own
+	step("slice replaced, with its own creationTimestamp", true)
+	now = now.Add(time.Hour)
+	objs = slices.Delete(objs, i, i+1)
+	step("an hour on, NodePort removed", true)
+	k := slices.IndexFunc(objs, func(o runtime.Object) bool { s, ok := o.(*discoveryv1.EndpointSlice); return ok && s.Name == "b-1" })
+	objs[k] = plainSlice("b-1", "b", "10.2.0.10")
+	step("slice edited: created when first given", true)
+	objs = append(objs, svc("n1", noSelector, np))
+	step("NodePort given again", true)
+	objs = append(objs, svc("n9", noSelector, withClusterIP("10.96.0.60")))
+	step("ClusterIP of n3 asked for (an error)", false)
+	objs = objs[:len(objs)-1]
+	step("error gone", false)
+	step("again", true)
+	objs = append(objs, svc("lb2", withType(corev1.ServiceTypeLoadBalancer)))
+	step("LoadBalancer added", false)
+	objs = append(objs, svc("n5", noSelector))
+	step("after it, a Service added", true)
+	if r.changes != 10 {
+		t.Fatalf("%d calls applied as changes, want 10", r.changes)
+	}
 }

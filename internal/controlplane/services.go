@@ -35,6 +35,7 @@ func reconcileServices(cfg Config, in *intake, prev State, now time.Time) ([]*co
 		return nil, copyState(prev)
 	}
 	al := newAllocator(cfg)
+	in.al = al
 	state := State{Services: map[string]ServiceAlloc{}}
 	valid := validServices(in, al, prev, state)
 	if !slices.ContainsFunc(valid, func(e *svcEntry) bool { return isKubernetesService(e.obj) }) {

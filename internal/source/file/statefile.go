@@ -104,6 +104,9 @@ func (c *Cache) writeState(path string, st controlplane.State) error {
 	}
 	if m := c.state; m != nil && m.path == path && m.st.Equal(st) {
 		if id, ok := statFile(path); ok && id == m.id {
+			// The next load is given st itself: a controlplane.Reconciler
+			// given back the State it returned applies a change as one.
+			m.st = st
 			return nil
 		}
 	}
