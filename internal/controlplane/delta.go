@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"net/netip"
 	"reflect"
@@ -30,11 +29,16 @@ import (
 //     origin is named anywhere (origins move when a document is added
 //     before others);
 //   - the changed objects are valid, name no object given before, and are
-//     Services that are not LoadBalancers, have no selector (or are
-//     ExternalName) and are not default/kubernetes, or EndpointSlices of
-//     a namespace where the controllers made none, naming no LoadBalancer
-//     Service: the controllers' slices, the load-balancer plan and the
-//     events cannot change;
+//     Services that are not LoadBalancers nor default/kubernetes, or
+//     EndpointSlices not labelled as a controller's and naming no
+//     LoadBalancer Service: the load-balancer plan and the events cannot
+//     change;
+//   - in the namespace of a changed slice, or of a gone Service with a
+//     selector, every slice the controller made got the first name it
+//     derived (none was taken): which slice has which name does not depend
+//     on the order they were made in, so a Service's slices are made alone
+//     (the Pods and Nodes are the last call's) and a name freed frees
+//     nobody else's; a name an added Service's slice derives must be free;
 //   - the legacy Endpoints given (none) cannot be mirrored anew.
 //
 // Allocation is then exact. In Reconcile every Service first claims what
@@ -62,25 +66,31 @@ type since struct {
 	seen map[runtime.Object]uint64
 	// keys holds the kind, namespace and name of every object given.
 	keys map[objectKey]string
-	// generated holds the namespaces where the controllers made slices.
-	generated map[string]bool
+	// sb makes the slices of the Services added, with the names taken, the
+	// Pods and the Nodes of the last call.
+	sb *sliceBuilder
+	// owned holds the names of the slices made for each Service
+	// (namespace/name).
+	owned map[string][]string
 }
 
 // keep records a full reconcile's Result for the next call, when it can
 // be patched.
 func (r *Reconciler) keep(cfg Config, objs []Object, in *intake, res Result, now time.Time) {
 	r.since = nil
-	if len(res.Errors) > 0 || len(res.Warnings) > 0 || in.al == nil || len(in.endpoints) > 0 || cfg.WithDefaults().Validate() != nil {
+	if len(res.Errors) > 0 || len(res.Warnings) > 0 || in.al == nil || in.sb == nil || len(in.endpoints) > 0 ||
+		cfg.WithDefaults().Validate() != nil {
 		return
 	}
 	s := &since{res: res, now: now, al: in.al, gen: 1, seen: make(map[runtime.Object]uint64, len(objs)),
-		keys: in.origins, generated: map[string]bool{}}
+		keys: in.origins, sb: in.sb, owned: map[string][]string{}}
 	for _, o := range objs {
 		s.seen[o.Obj] = s.gen
 	}
 	for _, sl := range res.EndpointSlices {
-		if controllerMade(sl) {
-			s.generated[sl.Namespace] = true
+		if sl.Labels[discoveryv1.LabelManagedBy] == controllerEndpointSlice {
+			key := sl.Namespace + "/" + sl.Labels[discoveryv1.LabelServiceName]
+			s.owned[key] = append(s.owned[key], sl.Name)
 		}
 	}
 	r.since = s
@@ -169,10 +179,12 @@ type changeSet struct {
 	// and slices gone; svcs and slices the ones added, prepared.
 	goneSvcs, goneSlices []string
 	goneKeys             []objectKey
-	svcs                 []*svcAlloc
-	slices               []*discoveryv1.EndpointSlice
-	remembered           map[runtime.Object]*remembered
-	addedKeys            map[objectKey]string
+	// made are the slices made for the added Services.
+	made       []*discoveryv1.EndpointSlice
+	svcs       []*svcAlloc
+	slices     []*discoveryv1.EndpointSlice
+	remembered map[runtime.Object]*remembered
+	addedKeys  map[objectKey]string
 }
 
 // remove takes the gone objects out: each must be a Service or slice the
@@ -185,17 +197,22 @@ func (c *changeSet) remove(gone []runtime.Object) bool {
 		}
 		switch o := e.prep.(type) {
 		case *corev1.Service:
-			if !c.plainService(o) {
+			if !c.plainService(o) || (hasSlicesMade(o) && c.s.sb.names.bumped[o.Namespace]) {
 				return false
 			}
-			c.goneSvcs = append(c.goneSvcs, serviceKey(o))
+			key := serviceKey(o)
+			c.goneSvcs = append(c.goneSvcs, key)
 			c.goneKeys = append(c.goneKeys, objectKey{kindService, o.Namespace, o.Name})
+			for _, name := range c.s.owned[key] {
+				delete(c.s.sb.names.taken, o.Namespace+"/"+name)
+			}
 		case *discoveryv1.EndpointSlice:
 			if !c.plainSlice(o) {
 				return false
 			}
 			c.goneSlices = append(c.goneSlices, o.Namespace+"/"+o.Name)
 			c.goneKeys = append(c.goneKeys, objectKey{kindEndpointSlice, o.Namespace, o.Name})
+			delete(c.s.sb.names.taken, o.Namespace+"/"+o.Name)
 		default:
 			return false
 		}
@@ -203,17 +220,24 @@ func (c *changeSet) remove(gone []runtime.Object) bool {
 	return true
 }
 
-// plainService reports whether svc bears on no other object: not a
-// LoadBalancer, no selector (unless ExternalName), not default/kubernetes.
-func (c *changeSet) plainService(svc *corev1.Service) bool {
-	return svc.Spec.Type != corev1.ServiceTypeLoadBalancer && !isKubernetesService(svc) &&
-		(svc.Spec.Selector == nil || svc.Spec.Type == corev1.ServiceTypeExternalName)
+// hasSlicesMade reports whether the endpointslice controller makes slices
+// for svc.
+func hasSlicesMade(svc *corev1.Service) bool {
+	return svc.Spec.Selector != nil && svc.Spec.Type != corev1.ServiceTypeExternalName
 }
 
-// plainSlice reports whether sl bears on no other object: its namespace
-// holds no controller's slice and the Service it names is no LoadBalancer.
+// plainService reports whether svc bears on no other object's allocation
+// or status: not a LoadBalancer, not default/kubernetes.
+func (c *changeSet) plainService(svc *corev1.Service) bool {
+	return svc.Spec.Type != corev1.ServiceTypeLoadBalancer && !isKubernetesService(svc)
+}
+
+// plainSlice reports whether sl bears on no other object: no controller's
+// slice has a name that depends on the order slices were made in in its
+// namespace, it is not labelled as a controller's, and the Service it
+// names is no LoadBalancer.
 func (c *changeSet) plainSlice(sl *discoveryv1.EndpointSlice) bool {
-	if c.s.generated[sl.Namespace] || controllerMade(sl) {
+	if c.s.sb.names.bumped[sl.Namespace] || controllerMade(sl) {
 		return false
 	}
 	name, ok := sl.Labels[discoveryv1.LabelServiceName]
@@ -280,9 +304,10 @@ func (c *changeSet) add(added []Object) bool {
 			if obj.UID == "" {
 				obj.UID = makeUID(kindEndpointSlice, obj.Namespace, obj.Name)
 			}
-			if !c.plainSlice(obj) {
+			if !c.plainSlice(obj) || c.s.sb.names.taken[obj.Namespace+"/"+obj.Name] {
 				return false
 			}
+			c.s.sb.names.take(obj.Namespace, obj.Name)
 			c.remembered[o.Obj] = &remembered{validated: true, prep: workingCopy(obj)}
 			c.slices = append(c.slices, obj)
 		default:
@@ -317,6 +342,19 @@ func (c *changeSet) allocate() bool {
 			return false
 		}
 		a.finish()
+	}
+	// The slices of the added Services, made with what the last call had,
+	// each under the first name it derives.
+	for _, a := range c.svcs {
+		stampService(a.svc, a.prior, c.now)
+		if !hasSlicesMade(a.svc) {
+			continue
+		}
+		made := c.s.sb.forService(a.svc)
+		if c.s.sb.names.bumped[a.svc.Namespace] {
+			return false
+		}
+		c.made = append(c.made, made...)
 	}
 	return true
 }
@@ -359,21 +397,27 @@ func (c *changeSet) result() Result {
 		res.State.Created = map[string]time.Time{}
 	}
 	res.Services = slices.Clone(last.Services)
+	res.EndpointSlices = slices.Clone(last.EndpointSlices)
 	for _, key := range c.goneSvcs {
 		ns, name, _ := strings.Cut(key, "/")
 		if i, ok := searchSorted(res.Services, ns, name); ok {
 			res.Services = slices.Delete(res.Services, i, i+1)
 		}
 		delete(res.State.Services, key)
+		for _, sl := range c.s.owned[key] {
+			if i, ok := searchSorted(res.EndpointSlices, ns, sl); ok {
+				res.EndpointSlices = slices.Delete(res.EndpointSlices, i, i+1)
+			}
+			delete(res.State.Created, kindEndpointSlice+"/"+ns+"/"+sl)
+		}
+		delete(c.s.owned, key)
 	}
 	for _, a := range c.svcs {
-		stampService(a.svc, a.prior, c.now)
 		a.svc.Status = corev1.ServiceStatus{}
 		res.State.Services[a.key] = a.stateEntry()
 		i, _ := searchSorted(res.Services, a.svc.Namespace, a.svc.Name)
 		res.Services = slices.Insert(res.Services, i, a.svc)
 	}
-	res.EndpointSlices = slices.Clone(last.EndpointSlices)
 	for _, key := range c.goneSlices {
 		ns, name, _ := strings.Cut(key, "/")
 		if i, ok := searchSorted(res.EndpointSlices, ns, name); ok {
@@ -381,16 +425,13 @@ func (c *changeSet) result() Result {
 		}
 		delete(res.State.Created, kindEndpointSlice+"/"+key)
 	}
-	for _, sl := range c.slices {
-		if sl.CreationTimestamp.IsZero() {
-			key := kindEndpointSlice + "/" + sl.Namespace + "/" + sl.Name
-			t, ok := c.prev.Created[key]
-			if !ok {
-				t = c.now
-			}
-			res.State.Created[key] = t.UTC()
-			sl.CreationTimestamp = metav1.NewTime(t.UTC())
-		}
+	for _, sl := range c.made {
+		key := sl.Namespace + "/" + sl.Labels[discoveryv1.LabelServiceName]
+		c.s.owned[key] = append(c.s.owned[key], sl.Name)
+	}
+	added := append(slices.Clone(c.slices), c.made...)
+	stampCreated(c.prev.Created, c.now, kindEndpointSlice, added, res.State.Created)
+	for _, sl := range added {
 		i, _ := searchSorted(res.EndpointSlices, sl.Namespace, sl.Name)
 		res.EndpointSlices = slices.Insert(res.EndpointSlices, i, sl)
 	}
@@ -426,6 +467,6 @@ func (c *changeSet) outOf(prep metav1.Object) metav1.Object {
 // restamp gives ev, made by newEvent, the time now.
 func restamp(ev *corev1.Event, now time.Time) {
 	t := metav1.NewTime(now)
-	ev.Name = fmt.Sprintf("%s.%x", ev.InvolvedObject.Name, now.UnixNano())
+	ev.Name = eventName(ev.InvolvedObject.Name, now)
 	ev.FirstTimestamp, ev.LastTimestamp = t, t
 }

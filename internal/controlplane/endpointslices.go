@@ -21,17 +21,32 @@ const (
 )
 
 // sliceNames hands out EndpointSlice names unique within a namespace.
-type sliceNames map[string]bool
+type sliceNames struct {
+	// taken holds the names given, as namespace/name.
+	taken map[string]bool
+	// bumped holds the namespaces where a name generated was taken, and
+	// another was derived: there, which slice has which name depends on
+	// the order they were made in.
+	bumped map[string]bool
+}
+
+func newSliceNames() *sliceNames {
+	return &sliceNames{taken: map[string]bool{}, bumped: map[string]bool{}}
+}
+
+// take reserves namespace/name.
+func (n *sliceNames) take(ns, name string) { n.taken[ns+"/"+name] = true }
 
 // generate returns generateName(base, parts...), re-derived with a counter until
 // the name is free in namespace ns.
-func (n sliceNames) generate(ns, base string, parts ...string) string {
+func (n *sliceNames) generate(ns, base string, parts ...string) string {
 	for i := 0; ; i++ {
 		name := generateName(base, append(parts, strconv.Itoa(i))...)
-		if !n[ns+"/"+name] {
-			n[ns+"/"+name] = true
+		if !n.taken[ns+"/"+name] {
+			n.taken[ns+"/"+name] = true
 			return name
 		}
+		n.bumped[ns] = true
 	}
 }
 
@@ -47,7 +62,7 @@ func slicePrefix(name string) string {
 // sliceBuilder builds the endpointslice controller's slices for Services with a
 // selector.
 type sliceBuilder struct {
-	names sliceNames
+	names *sliceNames
 	pods  podIndex
 	nodes map[string]*corev1.Node
 }

@@ -28,7 +28,7 @@ func newEvent(obj metav1.Object, gvk schema.GroupVersionKind, typ, reason, msg s
 	t := metav1.NewTime(now)
 	return corev1.Event{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", obj.GetName(), now.UnixNano()), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: eventName(obj.GetName(), now), Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(),
 			Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()},
 		Reason: reason, Message: msg, Type: typ,
@@ -36,6 +36,10 @@ func newEvent(obj metav1.Object, gvk schema.GroupVersionKind, typ, reason, msg s
 		FirstTimestamp: t, LastTimestamp: t, Count: 1,
 	}
 }
+
+// eventName is the name client-go gives an event about the object named
+// name at now.
+func eventName(name string, now time.Time) string { return fmt.Sprintf("%s.%x", name, now.UnixNano()) }
 
 // serviceEvent is svcnet lb's event for a LoadBalancer Service's outcome:
 // IPAllocated with its addresses and pool, or AllocationFailed with why.

@@ -63,6 +63,8 @@ type intake struct {
 	made map[metav1.Object]runtime.Object
 	// al is the Services' allocator once they are allocated.
 	al *allocator
+	// sb is the slice builder once the slices are built.
+	sb *sliceBuilder
 }
 
 // errorSink collects ObjectErrors with the input position of their object.

@@ -64,9 +64,10 @@ func changingCluster() []runtime.Object {
 
 // plainCluster is a cluster most of whose changes a Reconciler applies as
 // such: selector-less Services (one asking for a ClusterIP, one for a node
-// port, an ExternalName, a headless one) and their slices in default; a
-// LoadBalancer with Pods, the controller's slices and a pool in another
-// namespace, whose events are stamped again at every change.
+// port, an ExternalName, a headless one) and their slices, and Services
+// selecting Pods, in default; a LoadBalancer with Pods, the controller's
+// slices and a pool in another namespace, whose events are stamped again
+// at every change.
 func plainCluster() []runtime.Object {
 	objs := []runtime.Object{
 		svc("a", noSelector), svc("b", noSelector, withType(corev1.ServiceTypeNodePort), func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 30080 }),
@@ -74,14 +75,22 @@ func plainCluster() []runtime.Object {
 		svc("f", withType(corev1.ServiceTypeExternalName), noSelector, func(s *corev1.Service) { s.Spec.ExternalName = "example.com" }),
 		plainSlice("a-1", "a", "10.2.0.1"), plainSlice("b-1", "b", "10.2.0.2"),
 		svc("web", inNamespace("lb"), withType(corev1.ServiceTypeLoadBalancer)),
+		svc("api", withPorts(tcp("http", 80, intstr.FromString("http")))), svc("api-np", np(30100), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} }),
 		node("node1", "zone-a"), addrPool("lab", "172.26.236.180-172.26.236.183"),
 	}
 	for i := range 3 {
 		p := pod(fmt.Sprintf("web-%d", i), "web", fmt.Sprintf("192.168.1.%d", i+1))
 		p.Namespace, p.Spec.NodeName = "lb", "node1"
-		objs = append(objs, p)
+		a := pod(fmt.Sprintf("api-%d", i), "api", fmt.Sprintf("192.168.2.%d", i+1), fmt.Sprintf("fd00:192:168:2::%d", i+1))
+		a.Spec.NodeName = "node1"
+		objs = append(objs, p, withContainerPort(a, "http", 8080))
 	}
 	return objs
+}
+
+// np makes a Service a NodePort asking for port.
+func np(port int32) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Spec.Type, s.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, port }
 }
 
 func plainSlice(name, svc, ip string) *discoveryv1.EndpointSlice {
@@ -200,9 +209,12 @@ func FuzzReconciler(f *testing.F) {
 				what = "add"
 				name := fmt.Sprintf("n%d", step)
 				typ := withType([]corev1.ServiceType{corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer}[rng.IntN(3)])
-				if plain {
+				switch {
+				case plain && rng.IntN(2) == 0:
 					objs = append(objs, svc(name, typ, noSelector), plainSlice(name+"-1", name, fmt.Sprintf("10.3.0.%d", step+1)))
-				} else {
+				case plain:
+					objs = append(objs, svc(name, typ, withPolicy(*prefer), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} }))
+				default:
 					objs = append(objs, svc(name, typ))
 				}
 			case 6:
@@ -371,11 +383,24 @@ func TestReconcilerAppliesChanges(t *testing.T) {
 	objs = objs[:len(objs)-1]
 	step("error gone", false)
 	step("again", true)
+	objs = append(objs, svc("sel", withPolicy(*prefer), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} }))
+	step("a dual-stack Service selecting Pods added", true)
+	if got := len(slicesOf(Reconcile(dualStack, toObjects(objs...), prev, now), "default", "sel")); got != 2 {
+		t.Fatalf("sel has %d slices, want one per family", got)
+	}
+	objs[len(objs)-1] = svc("sel", withPorts(tcp("http", 81, intstr.FromString("http"))), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} })
+	step("its port changed", true)
+	relabelled := objs[len(objs)-1].(*corev1.Service).DeepCopy()
+	relabelled.Labels = map[string]string{"tier": "api"}
+	objs[len(objs)-1] = relabelled
+	step("its labels changed: its slices keep their names", true)
+	objs = objs[:len(objs)-1]
+	step("it removed", true)
 	objs = append(objs, svc("lb2", withType(corev1.ServiceTypeLoadBalancer)))
 	step("LoadBalancer added", false)
 	objs = append(objs, svc("n5", noSelector))
 	step("after it, a Service added", true)
-	if r.changes != 10 {
-		t.Fatalf("%d calls applied as changes, want 10", r.changes)
+	if r.changes != 14 {
+		t.Fatalf("%d calls applied as changes, want 14", r.changes)
 	}
 }

@@ -11,10 +11,14 @@ import (
 // selector-less Services. A user-given slice labelled as managed by one of those
 // controllers is dropped without error: the controller would delete it as not
 // its own (it has no owner reference to the Service's UID) and make its own.
+//
+// The builder is left in in.sb: a Reconciler builds the slices of a Service
+// added later with it.
 func buildSlices(in *intake, svcs []*corev1.Service, pods []*corev1.Pod, nodes []*corev1.Node) []*discoveryv1.EndpointSlice {
 	user := prepareAll(in, kindEndpointSlice, in.slices, prepareSlice, validateSlice)
 	eps := prepareAll(in, kindEndpoints, in.endpoints, prepareEndpoints, validateEndpoints)
-	b := &sliceBuilder{names: sliceNames{}, pods: newPodIndex(pods), nodes: map[string]*corev1.Node{}}
+	b := &sliceBuilder{names: newSliceNames(), pods: newPodIndex(pods), nodes: map[string]*corev1.Node{}}
+	in.sb = b
 	for _, n := range nodes {
 		b.nodes[n.Name] = n
 	}
@@ -24,7 +28,7 @@ func buildSlices(in *intake, svcs []*corev1.Service, pods []*corev1.Pod, nodes [
 		case controllerEndpointSlice, controllerEndpointSliceMirroring:
 			continue
 		}
-		b.names[s.Namespace+"/"+s.Name] = true
+		b.names.take(s.Namespace, s.Name)
 		out = append(out, s)
 	}
 	byKey := map[string]*corev1.Service{}
