@@ -94,9 +94,10 @@ func (d decodedDoc) at(origin string) (decoded, bool) {
 type cachedFile struct {
 	id fileStat
 	decoded
-	// docs are its documents' contents, kept with it while it is
-	// unchanged.
-	docs []string
+	// docs are its documents as the cache holds them, in order: kept
+	// with it while it is unchanged, and matched by position against its
+	// next version (see align).
+	docs []decodedDoc
 }
 
 // fileStat tells versions of a file apart: a rename gives a new inode, a
@@ -159,12 +160,18 @@ func readWhole(path string) ([]byte, fileStat, error) {
 	}
 }
 
-// Forget drops what the cache knows of the file at path, so that the next
-// load reads it whatever its identity: for a change a watcher reported
-// within the file system's timestamp granularity.
+// Forget makes the next load read the file at path whatever its identity:
+// for a change a watcher reported within the file system's timestamp
+// granularity. What its documents decoded to is still matched against what
+// the load reads.
 func (c *Cache) Forget(path string) {
-	if c != nil {
-		delete(c.files, filepath.Clean(path))
+	if c == nil {
+		return
+	}
+	path = filepath.Clean(path)
+	if f, ok := c.files[path]; ok {
+		f.id = fileStat{} // no file has inode 0
+		c.files[path] = f
 	}
 }
 
@@ -210,31 +217,51 @@ func (c *Cache) file(path string) (decoded, bool) {
 
 func (c *Cache) keepFile(path string, f cachedFile) {
 	c.nextF[path] = f
-	for _, k := range f.docs {
-		if d, ok := c.docs[k]; ok {
-			c.next[k] = d
-		}
+	for _, d := range f.docs {
+		c.keepDoc(d, d.origin)
 	}
 }
 
-// doc returns what the document at origin decodes to, decoding it only
-// when no load (this one included) decoded its content yet.
-func (c *Cache) doc(origin string, doc []byte) (decoded, string) {
+// keepDoc keeps d for the next load, as seen at origin: the entry of its
+// content is the one of the load that saw it at its own origin, if any.
+func (c *Cache) keepDoc(d decodedDoc, origin string) {
+	if _, kept := c.next[d.content]; !kept || d.origin == origin {
+		c.next[d.content] = d
+	}
+}
+
+// lookup returns what the cache holds of the document at origin and what
+// it gives there; ok is false when it must be decoded.
+func (c *Cache) lookup(origin string, doc []byte) (d decodedDoc, out decoded, ok bool) {
 	d, found := c.next[string(doc)]
 	if !found {
 		d, found = c.docs[string(doc)]
 	}
-	if found {
-		if out, ok := d.at(origin); ok {
-			if _, kept := c.next[d.content]; !kept || d.origin == origin {
-				c.next[d.content] = d
-			}
-			return out, d.content
+	if !found {
+		return decodedDoc{}, decoded{}, false
+	}
+	out, ok = d.at(origin)
+	return d, out, ok
+}
+
+// doc returns what the document at origin decodes to, and the entry it is
+// kept under, decoding it only when no load (this one included) decoded
+// its content yet. old, when not nil, is what the same document (the same
+// content) decoded to in the file's previous version.
+func (c *Cache) doc(origin string, doc []byte, old *decodedDoc) (decoded, decodedDoc) {
+	if old != nil {
+		if out, ok := old.at(origin); ok {
+			c.keepDoc(*old, origin)
+			return out, *old
 		}
 	}
-	d = decodedDoc{content: string(doc), origin: origin, decoded: c.decodeDocument(origin, doc)}
+	if d, out, ok := c.lookup(origin, doc); ok {
+		c.keepDoc(d, origin)
+		return out, d
+	}
+	d := decodedDoc{content: string(doc), origin: origin, decoded: c.decodeDocument(origin, doc)}
 	c.next[d.content] = d
-	return d.decoded, d.content
+	return d.decoded, d
 }
 
 // decodeDocument decodes the document at origin: as decoded ahead of this
@@ -269,6 +296,9 @@ type fileRead struct {
 	origins  []string
 	docs     [][]byte
 	splitErr error
+	// same holds, per document, the file's previous version of it (the
+	// same content, matched by position), nil where there is none.
+	same []*decodedDoc
 }
 
 // read is a load's first pass over the file at path: nothing when the
@@ -288,7 +318,36 @@ func (c *Cache) read(path string) (fileRead, error) {
 	for i := range r.docs {
 		r.origins = append(r.origins, docOrigin(path, i))
 	}
+	if c.keeps() {
+		if f, ok := c.files[filepath.Clean(path)]; ok {
+			r.same = align(f.docs, r.docs)
+		}
+	}
 	return r, nil
+}
+
+// align matches the documents of a file's new version with those of its
+// previous one, in order: each new document is the next previous one, or
+// the one after it (one was removed), or is new (inserted or edited). A
+// document matched this way is known without looking its content up:
+// after an edit, an insertion or a removal, every other document of the
+// file is matched (a memory comparison, where a lookup by content costs a
+// hash and a probe of a map of every document: about 18 ms of a reload of
+// 20,000 documents). What is not matched is looked up by content.
+func align(prev []decodedDoc, docs [][]byte) []*decodedDoc {
+	same := make([]*decodedDoc, len(docs))
+	j := 0
+	for i, doc := range docs {
+		switch {
+		case j < len(prev) && prev[j].content == string(doc):
+			same[i] = &prev[j]
+			j++
+		case j+1 < len(prev) && prev[j+1].content == string(doc):
+			same[i] = &prev[j+1]
+			j += 2
+		}
+	}
+	return same
 }
 
 // decodeRead is a load's second pass over a file: what it decodes to,
@@ -300,32 +359,34 @@ func (c *Cache) decodeRead(r fileRead) decoded {
 	if !c.keeps() {
 		return decodeDocs(r, c.decodeDocument)
 	}
-	var keys []string
+	entries := make([]decodedDoc, 0, len(r.docs))
 	d := decodeDocs(r, func(origin string, doc []byte) decoded {
-		dd, key := c.doc(origin, doc)
-		keys = append(keys, key)
-		return dd
+		var old *decodedDoc
+		if i := len(entries); i < len(r.same) {
+			old = r.same[i]
+		}
+		out, entry := c.doc(origin, doc, old)
+		entries = append(entries, entry)
+		return out
 	})
 	// The identity is the read file's own: a write after the read gives
 	// the next load another one, never a stale hit.
-	c.nextF[filepath.Clean(r.path)] = cachedFile{id: r.id, decoded: d, docs: keys}
+	c.nextF[filepath.Clean(r.path)] = cachedFile{id: r.id, decoded: d, docs: entries}
 	return d
 }
 
-// known reports whether the document at origin is answered from memory,
-// without decoding: an earlier load decoded its content, and it can be
-// told at origin.
-func (c *Cache) known(origin string, doc []byte) bool {
+// known reports whether document i of r is answered from memory, without
+// decoding: the file's previous version had it, or an earlier load decoded
+// its content, and it can be told at its origin.
+func (c *Cache) known(r fileRead, i int) bool {
 	if !c.keeps() {
 		return false
 	}
-	d, found := c.next[string(doc)]
-	if !found {
-		d, found = c.docs[string(doc)]
+	if i < len(r.same) && r.same[i] != nil {
+		if _, ok := r.same[i].at(r.origins[i]); ok {
+			return true
+		}
 	}
-	if !found {
-		return false
-	}
-	_, ok := d.at(origin)
+	_, _, ok := c.lookup(r.origins[i], r.docs[i])
 	return ok
 }

@@ -235,3 +235,49 @@ func TestCacheKeepsTheState(t *testing.T) {
 		t.Errorf("after another writer gave web 10.96.7.7, the load gave %s", got)
 	}
 }
+
+// TestAlign: a file's new documents are matched by position with its
+// previous ones through an edit, an insertion, a removal and an append;
+// what is new, or moved further (a of a swap), is left to the lookup by
+// content.
+func TestAlign(t *testing.T) {
+	prev := func(contents ...string) []decodedDoc {
+		var out []decodedDoc
+		for _, c := range contents {
+			out = append(out, decodedDoc{content: c})
+		}
+		return out
+	}
+	docs := func(contents ...string) [][]byte {
+		var out [][]byte
+		for _, c := range contents {
+			out = append(out, []byte(c))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		prev, now []string
+		want      []int // index into prev, -1 for none
+	}{
+		{"unchanged", []string{"a", "b", "c"}, []string{"a", "b", "c"}, []int{0, 1, 2}},
+		{"appended", []string{"a", "b"}, []string{"a", "b", "c"}, []int{0, 1, -1}},
+		{"inserted first", []string{"a", "b", "c"}, []string{"z", "a", "b", "c"}, []int{-1, 0, 1, 2}},
+		{"inserted inside", []string{"a", "b", "c"}, []string{"a", "z", "b", "c"}, []int{0, -1, 1, 2}},
+		{"removed", []string{"a", "b", "c", "d"}, []string{"a", "c", "d"}, []int{0, 2, 3}},
+		{"edited", []string{"a", "b", "c"}, []string{"a", "B", "c"}, []int{0, -1, 2}},
+		{"swapped", []string{"a", "b", "c", "d"}, []string{"b", "a", "c", "d"}, []int{1, -1, 2, 3}},
+		{"new file", nil, []string{"a"}, []int{-1}},
+	} {
+		p := prev(tc.prev...)
+		got := align(p, docs(tc.now...))
+		for i, w := range tc.want {
+			switch {
+			case w < 0 && got[i] != nil:
+				t.Errorf("%s: document %d matched %q, want none", tc.name, i, got[i].content)
+			case w >= 0 && got[i] != &p[w]:
+				t.Errorf("%s: document %d matched %v, want previous %d", tc.name, i, got[i], w)
+			}
+		}
+	}
+}

@@ -40,7 +40,7 @@ func (c *Cache) prefetch(reads []fileRead) {
 			continue
 		}
 		for i, doc := range r.docs {
-			if !c.known(r.origins[i], doc) {
+			if !c.known(r, i) {
 				jobs = append(jobs, job{r.origins[i], doc})
 			}
 		}
