@@ -47,6 +47,8 @@ type Cache struct {
 	loaded bool
 	// state is the state file as the last load read or wrote it.
 	state *stateMemo
+	// enc writes the state file, encoding only the entries that changed.
+	enc stateEncoder
 	// pre holds, by origin, the documents of the running load decoded
 	// ahead of its sequential pass (prefetch).
 	pre map[string]predecoded

@@ -192,10 +192,12 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		l.persist = func() error { return cache.writeState(statePath, res.State) }
 		l.cache = disk
 		if !deferState {
+			persisting := time.Now()
 			if err := l.persistState(); err != nil {
 				return nil, err
 			}
 			l.writeCache()
+			l.took.persist = time.Since(persisting)
 		}
 	}
 	for _, w := range res.Warnings {
@@ -218,8 +220,16 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 }
 
 // loadTimes are the durations of a load's steps: reading and decoding the
-// manifests, reconciling them, converting the result to the model.
-type loadTimes struct{ read, reconcile, convert time.Duration }
+// manifests, reconciling them, writing the state (and decode cache) when
+// the load did, converting the result to the model.
+type loadTimes struct{ read, reconcile, persist, convert time.Duration }
+
+// Timings are the durations of the load's steps, as key and value pairs
+// for a log line: read, reconcile, persist (zero when the load left the
+// state to its caller), convert.
+func (l *Loaded) Timings() []any {
+	return []any{"read", l.took.read, "reconcile", l.took.reconcile, "persist", l.took.persist, "convert", l.took.convert}
+}
 
 // convert fills the model lists from the API objects, through m when it is
 // not nil; an object that does not convert is reported and left out.

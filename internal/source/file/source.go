@@ -131,7 +131,7 @@ func (s *Source) reload(bg *sync.WaitGroup) error {
 	}
 	applying := time.Now()
 	l.apply(s.store)
-	s.log.V(2).Info("Loaded manifests", "path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors),
-		"read", l.took.read, "reconcile", l.took.reconcile, "convert", l.took.convert, "apply", time.Since(applying))
+	s.log.V(2).Info("Loaded manifests", append([]any{"path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors)},
+		append(l.Timings(), "apply", time.Since(applying))...)...)
 	return nil
 }

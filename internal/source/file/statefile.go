@@ -1,15 +1,16 @@
 package file
 
 import (
-	"github.com/svcnet/svcnet/internal/atomicfile"
-
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/svcnet/svcnet/internal/atomicfile"
 	"github.com/svcnet/svcnet/internal/controlplane"
 )
 
@@ -111,8 +112,16 @@ func (c *Cache) writeState(path string, st controlplane.State) error {
 		}
 	}
 	c.state = nil
-	if err := writeState(path, st); err != nil {
-		return err
+	err := atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<16)
+		if err := c.enc.encode(bw, st); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		c.enc = stateEncoder{}
+		return fmt.Errorf("%w: %w", ErrStateWrite, err)
 	}
 	c.remember(path, st)
 	return nil
