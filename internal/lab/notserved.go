@@ -54,6 +54,12 @@ func (l *Lab) NotServed(ctx context.Context, objs []controlplane.Object) ([]stri
 // a warning may clear as controllers act.
 func notServed(r *controlplane.Result, objs []controlplane.Object) (out []string, final bool) {
 	final = true
+	services := make(map[string]*corev1.Service, len(r.Services))
+	for _, s := range r.Services {
+		services[serviceKey(s.Namespace, s.Name)] = s
+	}
+	ready := readyServices(r.EndpointSlices)
+	events := eventsByService(r.Events)
 	for _, o := range objs {
 		given, ok := o.Obj.(*corev1.Service)
 		if !ok {
@@ -63,22 +69,18 @@ func notServed(r *controlplane.Result, objs []controlplane.Object) (out []string
 		if ns == "" {
 			ns = corev1.NamespaceDefault
 		}
-		var s *corev1.Service
-		for _, x := range r.Services {
-			if x.Namespace == ns && x.Name == given.Name {
-				s = x
-			}
-		}
+		key := serviceKey(ns, given.Name)
+		s := services[key]
 		if s == nil || s.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
 		}
-		id := fmt.Sprintf("Service %s/%s", s.Namespace, s.Name)
+		id := "Service " + key
 		if s.Spec.Type == corev1.ServiceTypeLoadBalancer && len(s.Status.LoadBalancer.Ingress) == 0 {
-			why, decided := pendingReason(r.Events, s)
+			why, decided := pendingReason(events[key], s)
 			final = final && decided
 			out = append(out, fmt.Sprintf("%s: LoadBalancer address <pending>: %s", id, why))
 		}
-		if !hasReadyEndpoint(r.EndpointSlices, s) {
+		if !ready[key] {
 			why := "no EndpointSlice gives it a ready endpoint"
 			if len(s.Spec.Selector) > 0 {
 				why = "no ready Pod matches its selector " + labels.FormatLabels(s.Spec.Selector)
@@ -86,11 +88,26 @@ func notServed(r *controlplane.Result, objs []controlplane.Object) (out []string
 			final = false
 			out = append(out, fmt.Sprintf("%s: no endpoints: %s", id, why))
 		}
-		for _, msg := range skipped(r.Events, s) {
+		for _, msg := range skipped(events[key], s) {
 			out = append(out, fmt.Sprintf("%s: not served by svcnet proxy: %s", id, msg))
 		}
 	}
 	return out, final
+}
+
+// serviceKey is "NAMESPACE/NAME".
+func serviceKey(namespace, name string) string { return namespace + "/" + name }
+
+// eventsByService returns the events about Services, by serviceKey.
+func eventsByService(events []corev1.Event) map[string][]corev1.Event {
+	out := map[string][]corev1.Event{}
+	for _, e := range events {
+		if o := e.InvolvedObject; o.Kind == "Service" {
+			key := serviceKey(o.Namespace, o.Name)
+			out[key] = append(out[key], e)
+		}
+	}
+	return out
 }
 
 // skipped are the messages of the nodes' proxies' ServiceSkipped events
@@ -129,16 +146,21 @@ func pendingReason(events []corev1.Event, s *corev1.Service) (why string, decide
 	return "no address allocated yet", false
 }
 
-func hasReadyEndpoint(slices []*discoveryv1.EndpointSlice, s *corev1.Service) bool {
-	for _, sl := range slices {
-		if sl.Namespace != s.Namespace || sl.Labels[discoveryv1.LabelServiceName] != s.Name {
+// readyServices returns the serviceKeys of the Services an EndpointSlice
+// gives a ready endpoint.
+func readyServices(list []*discoveryv1.EndpointSlice) map[string]bool {
+	out := map[string]bool{}
+	for _, sl := range list {
+		name, ok := sl.Labels[discoveryv1.LabelServiceName]
+		if !ok {
 			continue
 		}
 		for _, ep := range sl.Endpoints {
 			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-				return true
+				out[serviceKey(sl.Namespace, name)] = true
+				break
 			}
 		}
 	}
-	return false
+	return out
 }
