@@ -88,7 +88,7 @@ func describeReader(src *stateFlags, stderr io.Writer) (describe.Reader, error) 
 		return describe.Client{C: c}, nil
 	}
 	o := &getOptions{src: *src}
-	r, invalid, err := o.fromManifests(stderr)
+	r, invalid, err := o.fromManifests(stderr, nil) // describe shows endpoints and events: every kind
 	if err != nil {
 		return nil, err
 	}

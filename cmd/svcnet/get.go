@@ -54,7 +54,8 @@ func newGetCommand() *cobra.Command {
 		Short: "List what the control plane holds, as kubectl get does",
 		Long: "List Services, EndpointSlices, Nodes, Pods or IPAddressPools from a cluster (--kubeconfig) or from\n" +
 			"manifests run through the embedded control plane (--state). Invalid objects in the\n" +
-			"manifests are reported on stderr and the command exits 1; the valid ones are printed.\n\n" + getArgs,
+			"manifests, of the kinds listed and those they depend on, are reported on stderr and\n" +
+			"the command exits 1; the valid ones are printed.\n\n" + getArgs,
 		Example: `  svcnet get svc --state manifests/
   svcnet get svc my-nginx -o yaml --kubeconfig ~/.kube/config
   svcnet get svc,pods -l app=web -o wide --state manifests/
@@ -105,7 +106,7 @@ func (o *getOptions) run(ctx context.Context, stdout, stderr io.Writer, args []s
 		if o.src.state == "" {
 			return o.fromCluster(ctx, stderr, needs)
 		}
-		r, inv, err := o.fromManifests(stderr)
+		r, inv, err := o.fromManifests(stderr, needs)
 		if invalid == nil {
 			invalid = inv
 		}
@@ -132,15 +133,17 @@ func (o *getOptions) run(ctx context.Context, stdout, stderr io.Writer, args []s
 	return nil
 }
 
-// fromManifests runs the embedded control plane over the manifests. It persists the
-// allocations (so what get shows is what an agent on the same files will use); when
-// the state file can't be written it says so and shows the allocations anyway.
-func (o *getOptions) fromManifests(stderr io.Writer) (*controlplane.Result, []error, error) {
+// fromManifests runs the embedded control plane over the manifests of the kinds
+// needs (resources) shows and those they depend on (file.KindsFor): an invalid
+// object of another kind is not get's to report. It persists the allocations (so
+// what get shows is what an agent on the same files will use); when the state
+// file can't be written it says so and shows the allocations anyway.
+func (o *getOptions) fromManifests(stderr io.Writer, needs []string) (*controlplane.Result, []error, error) {
 	cfg, err := o.src.controlPlaneConfig()
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := file.Options{Path: o.src.state, Config: cfg, ResultOnly: true}
+	opts := file.Options{Path: o.src.state, Config: cfg, ResultOnly: true, Kinds: file.KindsFor(kindsOf(needs)...)}
 	l, err := file.Load(opts)
 	if errors.Is(err, file.ErrStateWrite) {
 		fmt.Fprintf(stderr, "warning: %v; allocations shown are not persisted\n", err)
@@ -151,6 +154,18 @@ func (o *getOptions) fromManifests(stderr io.Writer) (*controlplane.Result, []er
 		return nil, nil, err
 	}
 	return &l.API, l.Errors, nil
+}
+
+// kindsOf returns the kinds of resources (get's plural names); a resource
+// whose objects are made from every kind (endpoints, events) is "", which
+// KindsFor reads as every kind.
+func kindsOf(resources []string) []string {
+	kinds := map[string]string{"services": "Service", "pods": "Pod", "nodes": "Node"}
+	out := make([]string, len(resources))
+	for i, r := range resources {
+		out[i] = kinds[r]
+	}
+	return out
 }
 
 // fromCluster lists what needs names from the API server; its warnings

@@ -49,6 +49,9 @@ type Cache struct {
 	state *stateMemo
 	// enc writes the state file, encoding only the entries that changed.
 	enc stateEncoder
+	// only is the kinds a one-shot load reads (Options.Kinds); nil for
+	// every kind.
+	only kindFilter
 	// pre holds, by origin, the documents of the running load decoded
 	// ahead of its sequential pass (prefetch).
 	pre map[string]predecoded
@@ -269,6 +272,9 @@ func (c *Cache) doc(origin string, doc []byte, old *decodedDoc) (decoded, decode
 // decodeDocument decodes the document at origin: as decoded ahead of this
 // pass (prefetch), from the disk cache, or from its text.
 func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
+	if c.only.skips(doc) {
+		return decoded{}
+	}
 	if p, ok := c.pre[origin]; ok && string(p.doc) == string(doc) {
 		delete(c.pre, origin)
 		if c.disk != nil {

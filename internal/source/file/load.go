@@ -34,6 +34,11 @@ type Options struct {
 	// reader of the API objects alone (svcnet get): the decoded
 	// manifests are let go as soon as they are reconciled.
 	ResultOnly bool
+	// Kinds, when not empty, are the only kinds the load reads (see
+	// KindsFor): documents of other kinds are neither decoded nor
+	// reconciled, so neither is in Errors, and the state persisted keeps
+	// what it held of them. For a one-shot reader only: not with Cache.
+	Kinds []string
 }
 
 // Loaded is one load of the manifests: the control plane's result as API objects,
@@ -147,7 +152,9 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	}
 	cache := opts.Cache
 	if cache == nil {
-		cache = &Cache{} // for this load only: it keeps nothing
+		cache = &Cache{only: newKindFilter(opts.Kinds)} // for this load only: it keeps nothing
+	} else if len(opts.Kinds) > 0 {
+		return nil, fmt.Errorf("loading %s: a load of some kinds keeps no Cache", opts.Path)
 	}
 	prev, err := cache.readState(statePath)
 	if err != nil {
@@ -156,7 +163,9 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	first := !cache.loaded
 	if first {
 		cache.disk = openDiskCache(DecodedPathFor(opts.Path))
-		cache.disk.keep = !opts.ReadOnly
+		// A load of some kinds uses part of the cache: what it would
+		// write is not what the next reader of every kind needs.
+		cache.disk.keep = !opts.ReadOnly && cache.only == nil
 	}
 	start := time.Now()
 	objs, errs, err := readFiles(files, cache)
@@ -172,6 +181,11 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cache.only.everything(objs) {
+		all := opts
+		all.Kinds = nil
+		return load(all, deferState)
+	}
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
@@ -183,13 +197,19 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		res = controlplane.Reconcile(opts.Config, objs, prev, now())
 	}
 	reconciled := time.Since(start)
+	res.State = cache.only.keepOthers(res.State, prev)
 	for _, e := range res.Errors {
 		errs = append(errs, e)
 	}
 	l := &Loaded{Objects: objs, API: res, Errors: errs, proxyName: opts.ServiceProxyName, all: opts.AllServices}
 	l.took.read, l.took.reconcile = read, reconciled-read
 	if !opts.ReadOnly {
-		l.persist = func() error { return cache.writeState(statePath, res.State) }
+		l.persist = func() error {
+			if opts.Cache == nil && res.State.Equal(prev) {
+				return nil // the file holds it: a one-shot load read it there
+			}
+			return cache.writeState(statePath, res.State)
+		}
 		l.cache = disk
 		if !deferState {
 			persisting := time.Now()

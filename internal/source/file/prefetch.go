@@ -40,7 +40,7 @@ func (c *Cache) prefetch(reads []fileRead) {
 			continue
 		}
 		for i, doc := range r.docs {
-			if !c.known(r, i) {
+			if !c.known(r, i) && !c.only.skips(doc) {
 				jobs = append(jobs, job{r.origins[i], doc})
 			}
 		}
