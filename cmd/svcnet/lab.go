@@ -37,7 +37,7 @@ echo. Nothing is created in the host's network namespace. Needs root.`,
 	cmd.PersistentFlags().StringVar(&name, "name", "svcnet", "the lab's name; labs of different names stand side by side")
 	cmd.AddCommand(labUpCommand(&name), labApplyCommand(&name), labDeleteCommand(&name), labGetCommand(&name), labDescribeCommand(&name),
 		labExecCommand(&name), labCurlCommand(&name), labTraceCommand(&name), labDownCommand(&name),
-		labSuperviseCommand(&name), labSocketsCommand())
+		labSuperviseCommand(&name), labControlPlaneCommand(&name), labSocketsCommand())
 	completeLab(cmd, &name)
 	return cmd
 }

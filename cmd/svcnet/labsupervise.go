@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/svcnet/svcnet/internal/lab"
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 )
 
@@ -36,4 +37,20 @@ func labSuperviseCommand(name *string) *cobra.Command {
 	f.StringVar(&o.Node, "node", "", "post this Node's Ready condition from the readiness probes")
 	f.StringVar(&o.StateFile, "state-file", "", "keep the command's pid and its start and exit counts in this file (JSON), for lab commands")
 	return cmd
+}
+
+// labControlPlaneCommand is `svcnet lab control-plane`, hidden: a file-mode
+// lab's control-plane daemon (lab.ServeControlPlane). SIGTERM stops it.
+func labControlPlaneCommand(name *string) *cobra.Command {
+	return &cobra.Command{
+		Use:    "control-plane",
+		Short:  "Serve a file-mode lab's embedded control plane to lab commands until interrupted (started by lab up)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			return lab.ServeControlPlane(ctx, *name, klog.Background().WithName("control-plane"))
+		},
+	}
 }

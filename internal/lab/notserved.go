@@ -31,6 +31,11 @@ const settleBound = 5 * time.Second
 // returns: their reports show in the Services' events (lab describe,
 // lab get events), and here only when already made.
 func (l *Lab) NotServed(ctx context.Context, objs []controlplane.Object) ([]string, error) {
+	if f, ok := l.c.CP.(*cluster.File); ok {
+		if w, handled, err := f.NotServed(ctx, objs); handled {
+			return w, err
+		}
+	}
 	_, async := l.c.CP.(*cluster.Kube)
 	deadline := time.Now().Add(settleBound)
 	for {

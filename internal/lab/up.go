@@ -183,6 +183,9 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		fc := cluster.NewFile(n, stack)
 		progress("control plane: svcnet's embedded control plane, publishing %s", fc.PublishPath())
 		l.c.CP = fc
+		if err := l.c.StartControlPlane(ctx, fabric); err != nil {
+			return nil, fmt.Errorf("lab %s: %w", n.Lab, err)
+		}
 	}
 	nodes := make([]*corev1.Node, o.Nodes)
 	for i := range nodes {

@@ -81,6 +81,8 @@ func supervision(t *testing.T, controlPlane string) {
 	t.Run("ClusterDNSKilled", func(t *testing.T) { clusterDNSKilled(t, e) })
 	if controlPlane == cluster.ControlPlaneKube {
 		t.Run("LBControllerKilled", func(t *testing.T) { lbControllerKilled(t, e) })
+	} else {
+		t.Run("ControlPlaneKilled", func(t *testing.T) { controlPlaneKilled(t, e) })
 	}
 	t.Run("SupervisorKilled", func(t *testing.T) { supervisorKilled(t, e, node) })
 	if t.Failed() {
@@ -278,6 +280,40 @@ func lbControllerKilled(t *testing.T, e *env) {
 	ip := e.lbIP("lb-after")
 	if !lab.InPool(ip) {
 		t.Fatalf("lb-after got %s, outside the pool", ip)
+	}
+}
+
+// controlPlaneKilled: kill -9 of the embedded control plane's daemon; it
+// is back, shows RESTARTS 1, and serves the next apply.
+func controlPlaneKilled(t *testing.T, e *env) {
+	_, restarted := killSupervised(t, e, "kube-system", cluster.ControlPlanePod)
+	waitRow(t, e, "pods", "kube-system", cluster.ControlPlanePod, func(r []string) bool {
+		return r[1] == "1/1" && r[2] == "Running" && strings.HasPrefix(r[3], "1 (")
+	})
+	// The apply is the daemon's once it listens (without one, lab apply
+	// makes the change itself).
+	e.eventually("the restarted daemon listens", func() error {
+		c, err := net.Dial("unix", cluster.ControlPlaneSocket(e.l.Names()))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	manifest := filepath.Join(t.TempDir(), "after-cp.yaml")
+	if err := os.WriteFile(manifest, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: after-cp}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 80}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	labCLI(t, e, "apply", "-f", manifest)
+	if ip := e.service("after-cp").Spec.ClusterIP; ip == "" {
+		t.Fatal("after-cp has no ClusterIP")
+	}
+	log, err := os.ReadFile(e.l.Names().Path("logs", "control-plane.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := regexp.MustCompile(fmt.Sprintf(`(?m) %d cpserve\.go:\d+\] "Control-plane request" logger="control-plane" op="apply" objects=1 errors=0 `, restarted))
+	if !served.Match(log) {
+		t.Errorf("the restarted daemon (pid %d) did not serve the apply:\n%s", restarted, log)
 	}
 }
 

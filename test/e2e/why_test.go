@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/svcnet/svcnet/internal/lab/cluster"
 )
 
 // whyPending asks for an address outside the lab's pools, so svcnet lb
@@ -65,6 +67,19 @@ func whyScenarios(t *testing.T, e *env) {
 	}
 	if strings.Count(stderr, "Warning:") != 2 {
 		t.Errorf("lab apply: want 2 warnings, got:\n%s", stderr)
+	}
+	if cp := e.l.Info().ControlPlane; cp == cluster.ControlPlaneFile || cp == "" {
+		// The embedded control plane's daemon made the change and decided
+		// the warnings (lab apply makes them itself only without one).
+		log, err := os.ReadFile(e.l.Names().Path("logs", "control-plane.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range []string{"apply", "notServed"} {
+			if !strings.Contains(string(log), `"Control-plane request" logger="control-plane" op="`+op+`" objects=2 errors=0`) {
+				t.Errorf("the control-plane daemon served no %s of the 2 objects:\n%s", op, log)
+			}
+		}
 	}
 
 	events := regexp.MustCompile(`(?m)^Events:\n  Type +Reason +Age +From +Message\n  ----.*\n`)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -29,6 +30,13 @@ const (
 	AgentAnnotation = "lab.svcnet.io/agent"
 	// LBControllerPod is the Pod of `svcnet lb controller` (kube control plane).
 	LBControllerPod = "svcnet-lb-controller"
+	// ControlPlanePod is the Pod of the embedded control plane's daemon
+	// (file control plane; see ServeControlPlane), as kubeadm runs
+	// kube-apiserver as a Pod of kube-system.
+	ControlPlanePod = "svcnet-control-plane"
+	// controlPlaneReady bounds the wait for a started control-plane daemon
+	// to listen.
+	controlPlaneReady = 30 * time.Second
 	// svcnetImage names the image of an agent that runs svcnet (a lab process
 	// runs the lab's binary, never an image).
 	svcnetImage = "svcnet"
@@ -77,8 +85,11 @@ func nodeAgentPod(i int, a agent) *corev1.Pod {
 // own.
 func (c *Cluster) processNamespace(namespace, name string) string {
 	if namespace == metav1.NamespaceSystem {
-		if name == LBControllerPod {
+		switch name {
+		case LBControllerPod:
 			return c.Names.Control()
+		case ControlPlanePod:
+			return c.Names.Fabric()
 		}
 		for i := 1; i <= c.Info.Nodes; i++ {
 			if strings.HasSuffix(name, "-"+topology.NodeName(i)) &&
@@ -215,6 +226,50 @@ func (c *Cluster) startLBController(ctx context.Context, cp *netns.NS, argv []st
 		}
 	}
 	return c.AgentRunning(ctx, pod, c.Info.Stack().ControlAddr())
+}
+
+// StartControlPlane starts the embedded control plane's daemon (`svcnet lab
+// control-plane`), supervised, in the fabric's namespace fabric as the Pod
+// kube-system/svcnet-control-plane, waits until it listens (bounded by
+// controlPlaneReady), posts it running and makes c's control plane send its
+// changes there. The Pod is recorded by this process itself, as the
+// daemon's own first change would have nowhere to go.
+func (c *Cluster) StartControlPlane(ctx context.Context, fabric *netns.NS) error {
+	f, ok := c.CP.(*File)
+	if !ok {
+		return fmt.Errorf("lab %s: only the embedded control plane runs as a daemon", c.Names.Lab)
+	}
+	argv := []string{c.Info.Binary, "lab", "control-plane", "--name", c.Names.Lab}
+	pod := agentPod(ControlPlanePod, "embedded control plane", "control-plane", svcnetImage, "", argv)
+	if err := c.recordAgentPod(ctx, pod); err != nil {
+		return err
+	}
+	log := c.Names.Path("logs", "control-plane.log")
+	sup, err := c.StartSupervised(fabric, log, Supervision{Pod: pod, Argv: argv})
+	if err != nil {
+		return err
+	}
+	w := NewChildWatch(sup, log)
+	sock := ControlPlaneSocket(c.Names)
+	deadline := time.Now().Add(controlPlaneReady)
+	for {
+		if w.Ended() {
+			return fmt.Errorf("the control-plane daemon exited:\n%s", topology.LogTail(log, 10))
+		}
+		conn, err := net.DialTimeout("unix", sock, time.Second)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the control-plane daemon: %s not answering after %s: %w:\n%s", sock, controlPlaneReady, err, topology.LogTail(log, 10))
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	f.Attach(sock)
+	return c.AgentRunning(ctx, pod, c.Info.Stack().Gateways()[0])
 }
 
 // ErrAgentPod refuses to apply or delete the Pod of one of the lab's agents.

@@ -23,7 +23,9 @@ func Open(ctx context.Context, n topology.Names, info *Info) (*Cluster, error) {
 	c := &Cluster{Names: n, Info: info}
 	switch info.ControlPlane {
 	case ControlPlaneFile, "":
-		c.CP = NewFile(n, info.Stack())
+		f := NewFile(n, info.Stack())
+		f.Attach(ControlPlaneSocket(n))
+		c.CP = f
 	case ControlPlaneKube:
 		cp, err := AttachKube(ctx, n)
 		if err != nil {

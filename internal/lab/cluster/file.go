@@ -1,11 +1,12 @@
 package cluster
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/svcnet/svcnet/internal/atomicfile"
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/describe"
 	"github.com/svcnet/svcnet/internal/lab/topology"
@@ -41,6 +43,22 @@ type File struct {
 	// (every write to objects/ renames a file into it, every publish
 	// renames cluster.yaml), Result reads it instead of loading again.
 	published *publication
+	// sock is where the lab's control-plane daemon listens, for a File
+	// that sends its changes there (see ControlPlaneSocket); empty: this
+	// File makes them itself.
+	sock string
+	// cache keeps what one load decoded and reconciled for the next: the
+	// daemon's, which loads again on every change; nil for a File that
+	// loads once or twice in a short-lived command.
+	cache *file.Cache
+	// encoded is, when cache is set, each object of the last publication
+	// with its encoding there: a load through the cache gives an unchanged
+	// object again as the same pointer, and objects are never modified
+	// once loaded, so a publication encodes only what changed.
+	encoded map[runtime.Object][]byte
+	// took is how long the last publication's load and publishing took,
+	// as key and value pairs for a log line.
+	took []any
 }
 
 type publication struct {
@@ -125,7 +143,7 @@ func (c *File) pathOf(obj runtime.Object) (string, error) {
 	return c.objectPath(KindOf(obj), m.GetNamespace(), m.GetName())
 }
 
-func (c *File) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
+func (c *File) registerNodes(nodes []*corev1.Node) error {
 	for _, n := range nodes {
 		if err := c.write(n); err != nil {
 			return err
@@ -134,7 +152,7 @@ func (c *File) RegisterNodes(_ context.Context, nodes []*corev1.Node) error {
 	return c.publish()
 }
 
-func (c *File) Apply(_ context.Context, objs []controlplane.Object) []error {
+func (c *File) apply(objs []controlplane.Object) []error {
 	type undo struct {
 		path   string
 		origin string // where the user's object came from
@@ -229,7 +247,7 @@ func WithOrigin(err error, origin string) error {
 	return fmt.Errorf("%s: %w", origin, err)
 }
 
-func (c *File) Delete(_ context.Context, kind, namespace, name string) error {
+func (c *File) delete(kind, namespace, name string) error {
 	p, err := c.objectPath(kind, namespace, name)
 	if err != nil {
 		return err
@@ -262,7 +280,7 @@ func (c *File) Pod(_ context.Context, namespace, name string) (*corev1.Pod, erro
 	return &p, nil
 }
 
-func (c *File) CreatePod(_ context.Context, pod *corev1.Pod) error {
+func (c *File) createPod(pod *corev1.Pod) error {
 	// Not published until it has a status: an unstarted Pod has no endpoint anyway.
 	return c.write(pod)
 }
@@ -271,7 +289,7 @@ func (c *File) CreatePod(_ context.Context, pod *corev1.Pod) error {
 // control plane refuses the Pod (for what depends on other objects, which
 // Validate cannot see), so that the caller can undo what it made for it
 // instead of running a pod no proxy and no `lab get` knows.
-func (c *File) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
+func (c *File) setPodStatus(pod *corev1.Pod) error {
 	path, err := c.pathOf(pod)
 	if err != nil {
 		return err
@@ -292,17 +310,17 @@ func (c *File) SetPodStatus(_ context.Context, pod *corev1.Pod) error {
 	return errors.Join(refused, c.publishLoaded(l))
 }
 
-func (c *File) TerminatePod(ctx context.Context, namespace, name string, grace int64) error {
+func (c *File) terminatePod(ctx context.Context, namespace, name string, grace int64) error {
 	p, err := c.Pod(ctx, namespace, name)
 	if err != nil || p == nil {
 		return err
 	}
 	now := metav1.NewTime(time.Now())
 	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, &grace
-	return c.SetPodStatus(ctx, p)
+	return c.setPodStatus(p)
 }
 
-func (c *File) RemovePod(_ context.Context, namespace, name string) error {
+func (c *File) removePod(namespace, name string) error {
 	p, err := c.objectPath("Pod", namespace, name)
 	if err != nil {
 		return err
@@ -344,7 +362,7 @@ func (c *File) load(readOnly bool) (*file.Loaded, error) {
 	if err := os.MkdirAll(c.objectsDir(), 0o755); err != nil {
 		return nil, err
 	}
-	return file.Load(file.Options{Path: c.objectsDir(), Config: c.cfg, ReadOnly: readOnly})
+	return file.Load(file.Options{Path: c.objectsDir(), Config: c.cfg, ReadOnly: readOnly, Cache: c.cache})
 }
 
 // publish writes cluster/cluster.yaml: every object as given, with the Services
@@ -361,7 +379,9 @@ func (c *File) publish() error {
 // its events.
 func (c *File) publishLoaded(l *file.Loaded) (err error) {
 	c.published = nil
+	publishing := time.Now()
 	defer func() {
+		c.took = append(l.Timings(), "publish", time.Since(publishing))
 		objects, ok1 := idOf(c.objectsDir())
 		at, ok2 := idOf(c.PublishPath())
 		if err == nil && ok1 && ok2 {
@@ -375,7 +395,11 @@ func (c *File) publishLoaded(l *file.Loaded) (err error) {
 	for _, s := range l.API.Services {
 		resolved[s.Namespace+"/"+s.Name] = s
 	}
-	var buf bytes.Buffer
+	docs := make([][]byte, 0, len(l.Objects))
+	var encoded map[runtime.Object][]byte
+	if c.cache != nil {
+		encoded = make(map[runtime.Object][]byte, len(l.Objects))
+	}
 	for _, o := range l.Objects {
 		obj := o.Obj
 		if s, ok := obj.(*corev1.Service); ok {
@@ -383,15 +407,32 @@ func (c *File) publishLoaded(l *file.Loaded) (err error) {
 				obj = r
 			}
 		}
-		b, err := marshalJSON(obj)
-		if err != nil {
-			return err
+		b, ok := c.encoded[obj]
+		if !ok {
+			if b, err = marshalJSON(obj); err != nil {
+				return err
+			}
 		}
-		buf.WriteString("---\n")
-		buf.Write(b)
-		buf.WriteByte('\n')
+		if encoded != nil {
+			encoded[obj] = b
+		}
+		docs = append(docs, b)
 	}
-	return writeFileAtomic(c.PublishPath(), buf.Bytes())
+	c.encoded = nil // until written: the same objects may be published again
+	err = atomicfile.WriteFunc(c.PublishPath(), 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<16)
+		for _, b := range docs {
+			bw.WriteString("---\n")
+			bw.Write(b)
+			bw.WriteByte('\n')
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return err
+	}
+	c.encoded = encoded
+	return nil
 }
 
 func (c *File) write(obj runtime.Object) error {
