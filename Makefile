@@ -10,7 +10,7 @@ LDFLAGS := -X $(PKG)/internal/version.Version=$(VERSION) -X $(PKG)/internal/vers
 # go test's own bound for the whole run; CI allows 90 minutes.
 TEST_TIMEOUT ?= 40m
 
-.PHONY: all build generate image test-images deps k8s coredns containerd node-tools test test-node conformance unit fuzz lint demo clean bench-sync bench-failover bench-dns bench-datapath
+.PHONY: all build generate image test-images deps k8s coredns containerd node-tools test test-node conformance unit fuzz lint demo clean bench-sync bench-lab bench-failover bench-dns bench-datapath
 
 all: build
 
@@ -161,6 +161,15 @@ fuzz:
 bench-sync: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
 	  $(GO) test ./bench/sync -run '^TestBenchSync$$' -count=1 -timeout 40m -v
+
+# The embedded default's commands at scale: svcnet lab apply of one Service
+# into a file-mode lab holding N Services, lab get svc -A and get services -A
+# --state, against kubectl apply and get on kube-apiserver holding the same
+# Services (bench/lab; N from SVCNET_BENCH_SIZES, default 2000,10000; about
+# 5 minutes).
+bench-lab: deps k8s build
+	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
+	  $(GO) test ./bench/lab -run '^TestBenchLab$$' -count=1 -timeout 30m -v
 
 # LoadBalancer failover benchmark: 20 node failures, 20 silent agents and 20
 # agent kills (restarted by the lab's supervisor) of the IP's owner in a 3-node
