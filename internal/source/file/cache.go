@@ -273,6 +273,9 @@ func (c *Cache) doc(origin string, doc []byte, old *decodedDoc) (decoded, decode
 // pass (prefetch), from the disk cache, or from its text.
 func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
 	if c.only.skips(doc) {
+		if c.disk != nil {
+			c.disk.keepSkipped(doc)
+		}
 		return decoded{}
 	}
 	if p, ok := c.pre[origin]; ok && string(p.doc) == string(doc) {

@@ -140,6 +140,15 @@ func (c *diskCache) record(r diskLookup) {
 	}
 }
 
+// keepSkipped keeps what the file holds of doc, which a load of some
+// kinds skipped, for the readers of every kind.
+func (c *diskCache) keepSkipped(doc []byte) {
+	k := sha256.Sum256(doc)
+	if p, ok := c.have[k]; ok {
+		c.used[k] = p
+	}
+}
+
 func decodeProto(p []byte) (runtime.Object, error) {
 	obj, gvk, err := protoCodec.Decode(p, nil, nil)
 	if err != nil {

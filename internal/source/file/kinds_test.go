@@ -2,6 +2,7 @@ package file
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -130,6 +131,25 @@ func TestLoadKinds(t *testing.T) {
 				t.Fatalf("decode cache: %v", err)
 			}
 		})
+	}
+	// The decode cache a load of some kinds writes keeps what it held of
+	// the documents skipped.
+	dir := copySeed(t)
+	writeFile(t, filepath.Join(dir, "bad.yaml"), badSlice+"---\n"+badPod)
+	if _, err := Load(Options{Path: dir, Now: testNow}); err != nil {
+		t.Fatal(err)
+	}
+	held := len(openDiskCache(DecodedPathFor(dir)).have)
+	var more strings.Builder
+	for i := range 10 { // enough new documents for the cache to be written again
+		fmt.Fprintf(&more, "---\napiVersion: v1\nkind: Service\nmetadata: {name: more-%d}\nspec: {ports: [{port: 80}]}\n", i)
+	}
+	writeFile(t, filepath.Join(dir, "more.yaml"), more.String())
+	if _, err := Load(Options{Path: dir, Now: testNow, ResultOnly: true, Kinds: KindsFor("Service")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(openDiskCache(DecodedPathFor(dir)).have); got != held+10 {
+		t.Errorf("decode cache: %d documents after a load of Services, want %d (%d before, 10 Services more)", got, held+10, held)
 	}
 	if _, err := Load(Options{Path: t.TempDir(), Cache: NewCache(), Kinds: KindsFor("Service")}); err == nil {
 		t.Error("a load of some kinds with a Cache: no error")

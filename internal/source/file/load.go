@@ -163,9 +163,7 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	first := !cache.loaded
 	if first {
 		cache.disk = openDiskCache(DecodedPathFor(opts.Path))
-		// A load of some kinds uses part of the cache: what it would
-		// write is not what the next reader of every kind needs.
-		cache.disk.keep = !opts.ReadOnly && cache.only == nil
+		cache.disk.keep = !opts.ReadOnly
 	}
 	start := time.Now()
 	objs, errs, err := readFiles(files, cache)
