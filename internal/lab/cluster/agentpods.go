@@ -208,24 +208,37 @@ func (c *Cluster) startLBController(ctx context.Context, cp *netns.NS, argv []st
 		return err
 	}
 	hc := &http.Client{Transport: &http.Transport{DialContext: netns.Dialer(cp)}, Timeout: 2 * time.Second}
+	err = waitAgent(ctx, "svcnet lb controller", url, sup, log, lbControllerReady, 100*time.Millisecond, func() error {
+		_, err := getOK(hc, url, 4<<10)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.AgentRunning(ctx, pod, c.Info.Stack().ControlAddr())
+}
+
+// waitAgent waits until answers, a probe of where (a URL, a socket),
+// succeeds: every interval, bounded by bound. It fails at once, with the
+// tail of the log, when the child of the supervisor sup exits.
+func waitAgent(ctx context.Context, what, where string, sup int, log string, bound, interval time.Duration, answers func() error) error {
 	w := NewChildWatch(sup, log)
-	deadline := time.Now().Add(lbControllerReady)
+	deadline := time.Now().Add(bound)
 	for {
 		if w.Ended() {
-			return fmt.Errorf("svcnet lb controller exited:\n%s", topology.LogTail(log, 10))
+			return fmt.Errorf("%s exited:\n%s", what, topology.LogTail(log, 10))
 		}
-		_, err := getOK(hc, url, 4<<10)
+		err := answers()
 		if err == nil {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("svcnet lb controller: %s not answering after %s: %w:\n%s", url, lbControllerReady, err, topology.LogTail(log, 10))
+			return fmt.Errorf("%s: %s not answering after %s: %w:\n%s", what, where, bound, err, topology.LogTail(log, 10))
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !sleepCtx(ctx, interval) {
 			return ctx.Err()
 		}
 	}
-	return c.AgentRunning(ctx, pod, c.Info.Stack().ControlAddr())
 }
 
 // StartControlPlane starts the embedded control plane's daemon (`svcnet lab
@@ -249,24 +262,16 @@ func (c *Cluster) StartControlPlane(ctx context.Context, fabric *netns.NS) error
 	if err != nil {
 		return err
 	}
-	w := NewChildWatch(sup, log)
 	sock := ControlPlaneSocket(c.Names)
-	deadline := time.Now().Add(controlPlaneReady)
-	for {
-		if w.Ended() {
-			return fmt.Errorf("the control-plane daemon exited:\n%s", topology.LogTail(log, 10))
-		}
+	err = waitAgent(ctx, "the control-plane daemon", sock, sup, log, controlPlaneReady, 20*time.Millisecond, func() error {
 		conn, err := net.DialTimeout("unix", sock, time.Second)
 		if err == nil {
 			conn.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the control-plane daemon: %s not answering after %s: %w:\n%s", sock, controlPlaneReady, err, topology.LogTail(log, 10))
-		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
-			return ctx.Err()
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	f.Attach(sock)
 	return c.AgentRunning(ctx, pod, c.Info.Stack().Gateways()[0])
