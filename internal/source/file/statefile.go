@@ -44,25 +44,27 @@ func readState(path string) (controlplane.State, error) {
 }
 
 // writeState writes the state atomically (temp file in the same directory, fsync,
-// rename), so a crash leaves either the old or the new file, never a torn one. It
-// does not write when the content is unchanged.
+// rename), so a crash leaves either the old or the new file, never a torn one.
 func writeState(path string, st controlplane.State) error {
-	if err := writeStateFile(path, st); err != nil {
+	var e stateEncoder
+	return e.write(path, st)
+}
+
+// write writes st to path as writeState, encoding only what changed since
+// e's last write; after a failure, e encodes everything again.
+func (e *stateEncoder) write(path string, st controlplane.State) error {
+	err := atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<16)
+		if err := e.encode(bw, st); err != nil {
+			return fmt.Errorf("encoding state: %w", err)
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		*e = stateEncoder{}
 		return fmt.Errorf("%w: %w", ErrStateWrite, err)
 	}
 	return nil
-}
-
-func writeStateFile(path string, st controlplane.State) error {
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding state: %w", err)
-	}
-	b = append(b, '\n')
-	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
-		return nil
-	}
-	return atomicfile.Write(path, b, 0o644)
 }
 
 func isDir(path string) bool {
@@ -112,16 +114,8 @@ func (c *Cache) writeState(path string, st controlplane.State) error {
 		}
 	}
 	c.state = nil
-	err := atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<16)
-		if err := c.enc.encode(bw, st); err != nil {
-			return err
-		}
-		return bw.Flush()
-	})
-	if err != nil {
-		c.enc = stateEncoder{}
-		return fmt.Errorf("%w: %w", ErrStateWrite, err)
+	if err := c.enc.write(path, st); err != nil {
+		return err
 	}
 	c.remember(path, st)
 	return nil
