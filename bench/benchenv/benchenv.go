@@ -5,7 +5,9 @@ package benchenv
 
 import (
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,28 @@ func Duration(t *testing.T, key string, def time.Duration) time.Duration {
 		t.Fatalf("%s=%q: want a positive duration such as 10s", key, v)
 	}
 	return d
+}
+
+// Sizes returns the environment variable key as a comma-separated list of
+// positive whole numbers, sorted and without repeats, or def's when it is
+// unset; any other value fails t, naming key.
+func Sizes(t *testing.T, key, def string) []int {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		v = def
+	}
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: bad size %q: want positive whole numbers, comma-separated", key, v, s)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -1,6 +1,7 @@
 package benchenv
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -28,5 +29,17 @@ func TestSvcnetBinaryFromEnv(t *testing.T) {
 	t.Setenv(Svcnet, "/bin/true")
 	if got := SvcnetBinary(t); got != "/bin/true" {
 		t.Errorf("SvcnetBinary = %q, want the file %s names", got, Svcnet)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	const key = "SVCNET_BENCHENV_TEST"
+	t.Setenv(key, "")
+	if got := Sizes(t, key, "1000,10"); !slices.Equal(got, []int{10, 1000}) {
+		t.Errorf("unset: Sizes = %v, want the default sorted, [10 1000]", got)
+	}
+	t.Setenv(key, " 30000, 1000,,1000 ")
+	if got := Sizes(t, key, "5"); !slices.Equal(got, []int{1000, 30000}) {
+		t.Errorf("Sizes = %v, want [1000 30000]", got)
 	}
 }

@@ -42,14 +42,7 @@ func TestBenchLab(t *testing.T) {
 	_, k8sBin := kubetest.Binaries(t, "kube-apiserver", "kubectl")
 	kubectl := filepath.Join(k8sBin, "kubectl")
 	changes := benchenv.Int(t, envChanges, 30, 1)
-	var sizes []int
-	for _, s := range strings.Split(envOr(envSizes, "2000,10000"), ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			t.Fatalf("%s: bad size %q", envSizes, s)
-		}
-		sizes = append(sizes, n)
-	}
+	sizes := benchenv.Sizes(t, envSizes, "2000,10000")
 	dir := t.TempDir()
 	var report []string
 	for _, n := range sizes {
@@ -300,13 +293,6 @@ func tail(b []byte) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // quantile returns the q-quantile of runs' times (nearest rank).

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +60,7 @@ const (
 func TestBenchSync(t *testing.T) {
 	benchenv.RootGate(t, "bench-sync")
 	start := time.Now()
-	sizes := envSizes(t)
+	sizes := benchenv.Sizes(t, EnvSizes, "1000,10000,30000")
 	changes := benchenv.Int(t, EnvChanges, 50, 0)
 	budget := benchenv.Duration(t, EnvBudget, 35*time.Minute)
 	deadline := start.Add(budget)
@@ -320,20 +319,6 @@ func removeStaleNamespaces(t *testing.T) {
 			t.Logf("stale namespace %s: %v", name, err)
 		}
 	}
-}
-
-func envSizes(t *testing.T) []int {
-	t.Helper()
-	var sizes []int
-	for _, s := range envList(EnvSizes, "1000,10000,30000") {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			t.Fatalf("%s: bad size %q", EnvSizes, s)
-		}
-		sizes = append(sizes, n)
-	}
-	slices.Sort(sizes)
-	return slices.Compact(sizes)
 }
 
 func envList(key, def string) []string {
