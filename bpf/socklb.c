@@ -284,7 +284,7 @@ static __always_inline int translate(void *ctx, const struct svc_key *key, struc
 		ak.svc = *key;
 		now = bpf_ktime_get_ns();
 		struct affinity_value *av = bpf_map_lookup_elem(&affinity, &ak);
-		if (av && now - av->last_ns <= (__u64)svc->affinity_sec * 1000000000ULL && has_backend(svc, &av->backend)) {
+		if (av && since(now, av->last_ns) <= (__u64)svc->affinity_sec * 1000000000ULL && has_backend(svc, &av->backend)) {
 			av->last_ns = now;
 			*out = av->backend;
 			if (svc->sched == SCHED_LC && connect) {

@@ -455,7 +455,7 @@ static __always_inline __u64 ct_lifetime(__u8 proto, __u8 state)
 
 static __always_inline int expired(const struct conn_value *c, __u8 proto, __u64 now)
 {
-	return now - c->last_ns > ct_lifetime(proto, c->state);
+	return since(now, c->last_ns) > ct_lifetime(proto, c->state);
 }
 
 // track moves a connection's state on a packet with TCP flags (reply: from
@@ -544,13 +544,13 @@ static __always_inline int same_key(const struct conn_key *a, const struct conn_
 static __always_inline int reclaimable(const struct conn_key *rev, const struct rev_value *v, __u64 now)
 {
 	if (v->closed_ns)
-		return now - v->closed_ns > SNAT_HOLD_NS;
+		return since(now, v->closed_ns) > SNAT_HOLD_NS;
 	struct conn_value *c = bpf_map_lookup_elem(&conns, &v->fwd);
 	if (!c || !same_key(&c->rev, rev))
 		return 1;
 	if (!expired(c, rev->proto, now))
 		return 0;
-	return c->state != CT_CLOSING || now - c->last_ns > SNAT_HOLD_NS;
+	return c->state != CT_CLOSING || since(now, c->last_ns) > SNAT_HOLD_NS;
 }
 
 // snat_port reserves a port of rev's destination address for a new

@@ -55,4 +55,15 @@ static __always_inline void addr_cp(__u32 dst[4], const __u32 src[4])
 	dst[3] = src[3];
 }
 
+// since is how long ago then was at now, both bpf_ktime_get_ns() readings;
+// 0 when then is later than now. A reading on one CPU can be slightly ahead
+// of a later one on another (the fast monotonic clock may step back a
+// little across a timekeeping update, and vCPUs' clocks may be skewed):
+// such a timestamp is recent, where the unsigned difference would make it
+// ages old.
+static __always_inline __u64 since(__u64 now, __u64 then)
+{
+	return now > then ? now - then : 0;
+}
+
 #endif

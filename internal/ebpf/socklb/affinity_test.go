@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -71,6 +73,28 @@ func TestAffinity(t *testing.T) {
 		t.Fatalf("%d connects, each after its entry expired: %v, want both backends", connects, seen)
 	}
 
+	// Last seen by another CPU whose clock reads ahead of this one's (a
+	// minute here, so that no connect comes after it): the entry is fresh,
+	// and every connect keeps its backend (an unsigned "now - last seen"
+	// would make it ages old).
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: 3 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	first = h.dial(t, "tcp", vip, 1)[0].Server
+	var now unix.Timespec
+	for i := range connects {
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+			t.Fatal(err)
+		}
+		setAffinitySeen(t, h.lb, uint64(now.Nano()+time.Minute.Nanoseconds()))
+		if a := h.dial(t, "tcp", vip, 1)[0]; a.Server != first {
+			t.Fatalf("connect %d after its entry was seen a minute ahead of this clock: %+v, want %s kept", i, a, first)
+		}
+	}
+
+	if err := h.lb.SetServicePolicy(mustAP(vip), model.ProtocolTCP, both, Policy{Affinity: time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	held, err := h.lb.Held()
 	if err != nil || len(held) != 1 || held[0].Policy.Affinity != time.Second {
 		t.Fatalf("Held = %+v, %v; want the frontend with a 1s affinity", held, err)
@@ -82,6 +106,13 @@ func TestAffinity(t *testing.T) {
 
 // expireAffinity makes every affinity entry older than any timeout.
 func expireAffinity(t *testing.T, lb *LB) {
+	t.Helper()
+	setAffinitySeen(t, lb, 0)
+}
+
+// setAffinitySeen sets every affinity entry's last use to lastNs, a
+// reading of the kernel's monotonic clock.
+func setAffinitySeen(t *testing.T, lb *LB, lastNs uint64) {
 	t.Helper()
 	var (
 		k socklbAffinityKey
@@ -97,7 +128,7 @@ func expireAffinity(t *testing.T, lb *LB) {
 		t.Fatal(err)
 	}
 	for i := range keys {
-		vals[i].LastNs = 0
+		vals[i].LastNs = lastNs
 		if err := lb.objs.Affinity.Put(&keys[i], &vals[i]); err != nil {
 			t.Fatal(err)
 		}

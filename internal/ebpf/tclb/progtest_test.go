@@ -5,11 +5,14 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/ebpf/bpfaddr"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
 )
@@ -300,5 +303,36 @@ func TestProgramsDNAT(t *testing.T) {
 	ret, out = runIn(in, packet(t, model.ProtocolTCP, ap(clientIP4, 40005), front, true, false))
 	if d := decode(t, out); ret != actOK || d.dst != local || lastMark != 0 {
 		t.Errorf("first packet under the Local policy: verdict %d, %+v, mark %#x; want 0, to %v, no mark", ret, d, lastMark, local)
+	}
+
+	// A connection last seen by another CPU whose clock reads ahead of
+	// this one's (a second here, so that the next packet comes before it)
+	// is live: its next packet is translated and its
+	// entry kept (an unsigned "now - last seen" would make it ages old,
+	// expired, and drop its translation mid-connection).
+	client := ap(clientIP4, 40006)
+	if ret, _ := runIn(in, packet(t, model.ProtocolTCP, client, front, true, false)); ret != actOK {
+		t.Fatalf("a SYN: verdict %d; want 0", ret)
+	}
+	key := tclbConnKey{Saddr: bpfaddr.AddrWords(client.Addr()), Daddr: bpfaddr.AddrWords(front.Addr()),
+		Sport: bpfaddr.PortWord(client.Port()), Dport: bpfaddr.PortWord(front.Port()), Proto: unix.IPPROTO_TCP}
+	var cv tclbConnValue
+	if err := lb.objs.Conns.Lookup(key, &cv); err != nil {
+		t.Fatalf("the SYN's connection: %v", err)
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &now); err != nil {
+		t.Fatal(err)
+	}
+	cv.LastNs = uint64(now.Nano() + time.Second.Nanoseconds())
+	if err := lb.objs.Conns.Put(key, cv); err != nil {
+		t.Fatal(err)
+	}
+	ret, out = runIn(in, packet(t, model.ProtocolTCP, client, front, false, true))
+	if d := decode(t, out); ret != actOK || d.dst != local {
+		t.Errorf("the next packet of a connection seen a second ahead of this clock: verdict %d, %+v; want 0, to %v", ret, d, local)
+	}
+	if err := lb.objs.Conns.Lookup(key, &cv); err != nil {
+		t.Errorf("the connection seen ahead of this clock is gone after its next packet: %v", err)
 	}
 }
