@@ -17,6 +17,7 @@ import (
 type TCMaps interface {
 	Service(frontend netip.AddrPort, proto model.Protocol) (backends []tclb.Backend, pol tclb.Policy, found bool, err error)
 	Conn(client, frontend netip.AddrPort, proto model.Protocol) (c tclb.Conn, found bool, err error)
+	MaglevSlot(frontend netip.AddrPort, proto model.Protocol, slot uint32) (backend netip.AddrPort, found bool, err error)
 	Close() error
 }
 
@@ -113,6 +114,23 @@ func checkTC(tr *Trace, open TCMapsFunc) (tcKernel, error) {
 	k.checked = fmt.Sprintf("%s: the services map entry for %s has backends %s, as traced", where, key, addrList(got))
 	if !x.Translated() {
 		return k, nil
+	}
+	if x.Maglev {
+		// The table is read before the connection: where the probe's
+		// connection is missing or went elsewhere, the table tells
+		// whether the programs would have chosen as traced.
+		be, ok, err := m.MaglevSlot(x.Frontend, proto, x.MaglevSlot)
+		switch {
+		case err != nil:
+			return k, fmt.Errorf("verify: node %s: %w", x.Node, err)
+		case !ok:
+			k.diffs = append(k.diffs, fmt.Sprintf("%s: the Maglev table of %s has no backend at slot %d, where the trace has %s", where, key, x.MaglevSlot, x.Backend))
+			return k, nil
+		case be != x.Backend:
+			k.diffs = append(k.diffs, fmt.Sprintf("%s: the Maglev table of %s holds %s at slot %d, but the trace has %s", where, key, be, x.MaglevSlot, x.Backend))
+			return k, nil
+		}
+		k.checked += fmt.Sprintf("; its Maglev table holds %s at slot %d, as traced", be, x.MaglevSlot)
 	}
 	c, ok, err := m.Conn(x.Client, x.Frontend, proto)
 	if err != nil {

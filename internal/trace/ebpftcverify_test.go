@@ -18,7 +18,9 @@ type fakeTC struct {
 	local    bool
 	found    bool
 	conns    map[netip.AddrPort]tclb.Conn
-	closed   bool
+	// slots is the frontend's Maglev table, by slot (nil: none).
+	slots  map[uint32]netip.AddrPort
+	closed bool
 }
 
 func (f *fakeTC) Service(netip.AddrPort, model.Protocol) ([]tclb.Backend, tclb.Policy, bool, error) {
@@ -28,6 +30,11 @@ func (f *fakeTC) Service(netip.AddrPort, model.Protocol) ([]tclb.Backend, tclb.P
 func (f *fakeTC) Conn(client, _ netip.AddrPort, _ model.Protocol) (tclb.Conn, bool, error) {
 	c, ok := f.conns[client]
 	return c, ok, nil
+}
+
+func (f *fakeTC) MaglevSlot(_ netip.AddrPort, _ model.Protocol, slot uint32) (netip.AddrPort, bool, error) {
+	be, ok := f.slots[slot]
+	return be, ok, nil
 }
 
 func (f *fakeTC) Close() error { f.closed = true; return nil }
@@ -47,6 +54,11 @@ func TestCheckTC(t *testing.T) {
 		return &TCLB{Hook: "tc ingress eth0", Node: "node1", Iface: "eth0", Frontend: fe, Proto: "tcp", Held: true,
 			Backends: []netip.AddrPort{local, remote}, Local: []bool{true, false}, LocalPolicy: localPolicy,
 			Backend: local, BackendLocal: true, Client: client, NodeAddr: netip.MustParseAddr("172.26.236.177")}
+	}
+	maglev := func() *TCLB {
+		x := held(false)
+		x.Maglev, x.MaglevSlot = true, 4242
+		return x
 	}
 	entry := []tclb.Backend{{AddrPort: remote}, {AddrPort: local, Local: true}}
 	snat := netip.MustParseAddrPort("172.26.236.177:63001")
@@ -89,6 +101,15 @@ func TestCheckTC(t *testing.T) {
 		{name: "the connection went elsewhere", x: held(false),
 			maps: fakeTC{backends: entry, found: true, conns: map[netip.AddrPort]tclb.Conn{client: {Backend: netip.MustParseAddrPort("192.168.3.10:8080")}}},
 			diff: "went to 192.168.3.10:8080, none of the traced backends"},
+		{name: "Maglev: the slot holds the traced backend, which the connection went to", x: maglev(),
+			maps: fakeTC{backends: entry, found: true, slots: map[uint32]netip.AddrPort{4242: local},
+				conns: map[netip.AddrPort]tclb.Conn{client: {Backend: local, Masquerade: true}}},
+			checked: "its Maglev table holds 192.168.1.10:8080 at slot 4242, as traced; the probe's connection 172.26.236.10:40000 → 172.26.236.177:30080/tcp went to 192.168.1.10:8080, the backend of the Maglev slot 4242"},
+		{name: "Maglev: the slot holds another backend", x: maglev(),
+			maps: fakeTC{backends: entry, found: true, slots: map[uint32]netip.AddrPort{4242: remote}},
+			diff: "the Maglev table of 172.26.236.177:30080/tcp holds 192.168.2.10:8080 at slot 4242, but the trace has 192.168.1.10:8080"},
+		{name: "Maglev: no table", x: maglev(), maps: fakeTC{backends: entry, found: true},
+			diff: "the Maglev table of 172.26.236.177:30080/tcp has no backend at slot 4242"},
 		{name: "left, no entry", x: left, checked: "has no entry for 172.26.236.177:30080/tcp, as traced"},
 		{name: "left, but an entry", x: left, maps: fakeTC{backends: entry, found: true},
 			diff: "but the trace leaves it to the nftables rules (loadBalancerSourceRanges"},

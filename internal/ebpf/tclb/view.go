@@ -26,7 +26,7 @@ const progIngress = "tclb_ingress"
 // proxy --data-plane ebpf) attached to an interface: the frontends it holds
 // and the connections it made. It changes nothing.
 type View struct {
-	services, backends, conns *ebpf.Map
+	services, backends, conns, maglev *ebpf.Map
 }
 
 // OpenAttached finds the tc load balancer attached to the ingress of the
@@ -65,11 +65,13 @@ func OpenAttached(ifindex int) (*View, error) {
 			v.backends = m
 		case "conns":
 			v.conns = m
+		case "maglev":
+			v.maglev = m
 		default:
 			m.Close()
 		}
 	}
-	if v.services == nil || v.backends == nil || v.conns == nil {
+	if v.services == nil || v.backends == nil || v.conns == nil || v.maglev == nil {
 		return nil, errors.Join(fmt.Errorf("tclb: program %d: not the tc load balancer's maps", id), v.Close())
 	}
 	return v, nil
@@ -153,6 +155,36 @@ func readService(services, backends *ebpf.Map, sk tclbSvcKey) (bes []Backend, po
 	return bes, Policy{Local: sv.Flags&svcLocal != 0, Maglev: sv.Flags&svcMaglev != 0}, true, nil
 }
 
+// MaglevSlot returns the backend that slot of frontend's Maglev table
+// sends new connections to, as the programs read it (ok false: the
+// frontend has no Maglev table, or the slot no backend).
+func (v *View) MaglevSlot(frontend netip.AddrPort, proto model.Protocol, slot uint32) (backend netip.AddrPort, ok bool, err error) {
+	sk, err := svcKey(frontend, proto)
+	if err != nil {
+		return backend, false, fmt.Errorf("tclb: %w", err)
+	}
+	var table *ebpf.Map
+	if err := v.maglev.Lookup(sk, &table); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return backend, false, nil
+	} else if err != nil {
+		return backend, false, fmt.Errorf("tclb: %v/%s: maglev: %w", frontend, proto, err)
+	}
+	defer table.Close()
+	var index uint32
+	if err := table.Lookup(slot, &index); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return backend, false, nil
+	} else if err != nil {
+		return backend, false, fmt.Errorf("tclb: %v/%s: maglev slot %d: %w", frontend, proto, slot, err)
+	}
+	var bv tclbBackendValue
+	if err := v.backends.Lookup(tclbBackendKey{Svc: sk, Index: index}, &bv); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return backend, false, nil
+	} else if err != nil {
+		return backend, false, fmt.Errorf("tclb: %v/%s: backend %d: %w", frontend, proto, index, err)
+	}
+	return netip.AddrPortFrom(bpfaddr.Addr(bv.Addr), bpfaddr.Port(bv.Port)), true, nil
+}
+
 // Conn is a connection the tc load balancer made.
 type Conn struct {
 	Backend netip.AddrPort
@@ -193,7 +225,7 @@ func (v *View) Conn(client, frontend netip.AddrPort, proto model.Protocol) (c Co
 // Close releases the view's maps.
 func (v *View) Close() error {
 	var errs []error
-	for _, m := range []*ebpf.Map{v.services, v.backends, v.conns} {
+	for _, m := range []*ebpf.Map{v.services, v.backends, v.conns, v.maglev} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

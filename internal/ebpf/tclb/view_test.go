@@ -2,6 +2,7 @@ package tclb
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/model"
@@ -46,6 +47,26 @@ func TestView(t *testing.T) {
 				}
 				if _, _, ok, err := v.Service(ap(nodeIP4, nodePort+1), model.ProtocolTCP); ok || err != nil {
 					t.Errorf("Service(another port) = ok %v, %v; want none", ok, err)
+				}
+				if _, ok, err := v.MaglevSlot(front, model.ProtocolTCP, 0); ok || err != nil {
+					t.Errorf("MaglevSlot of a frontend choosing at random = ok %v, %v; want none", ok, err)
+				}
+				// Under Maglev, each slot reads as the table the
+				// programs were given.
+				mag := ap(nodeIP4, nodePort+2)
+				mbes := []Backend{{ap(remoteIP4, beNode), false}, {ap(remoteIP4, beNode+1), false}, {ap(remoteIP4, beNode+2), false}}
+				if err := lb.SetService(mag, model.ProtocolTCP, mbes, Policy{Maglev: true}); err != nil {
+					return err
+				}
+				table, err := NewMaglevTable([]netip.AddrPort{mbes[0].AddrPort, mbes[1].AddrPort, mbes[2].AddrPort})
+				if err != nil {
+					return err
+				}
+				for _, slot := range []uint32{0, 1, 4242, MaglevSize - 1} {
+					got, ok, err := v.MaglevSlot(mag, model.ProtocolTCP, slot)
+					if want := mbes[table[slot]].AddrPort; err != nil || !ok || got != want {
+						t.Errorf("MaglevSlot(%v, slot %d) = %v, %v, %v; want %v", mag, slot, got, ok, err, want)
+					}
 				}
 				c, ok, err := v.Conn(ap(clientIP4, 40100), front, model.ProtocolTCP)
 				if err != nil || !ok || c.Backend != bes[0].AddrPort || c.SNAT != a.Peer || c.State != "CLOSING" {
