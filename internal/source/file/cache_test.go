@@ -281,3 +281,61 @@ func TestAlign(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheReusesItsBuffers: a reload reads into the last load's file
+// buffer and fills the maps of the load before; what earlier loads
+// returned (objects, errors, origins) is unchanged by it, and every load
+// gives what a load without a Cache gives.
+func TestCacheReusesItsBuffers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "all.yaml")
+	versions := []string{
+		nsDoc("alpha-long-name") + "---\n" + nsDoc("beta") + "---\nkind: [broken\n",
+		nsDoc("gamma") + "---\n" + nsDoc("beta"),
+		nsDoc("delta") + "---\nkind: [also broken\n---\n" + nsDoc("epsilon"),
+		nsDoc("alpha-long-name") + "---\n" + nsDoc("beta") + "---\nkind: [broken\n",
+	}
+	type got struct {
+		names, origins, errs []string
+	}
+	snapshot := func(objs []controlplane.Object, errs []error) got {
+		var g got
+		for _, o := range objs {
+			g.names = append(g.names, o.Obj.(*corev1.Namespace).Name)
+			g.origins = append(g.origins, o.Origin)
+		}
+		for _, e := range errs {
+			g.errs = append(g.errs, e.Error())
+		}
+		return g
+	}
+	c := NewCache()
+	type load struct {
+		objs []controlplane.Object
+		errs []error
+		was  got
+	}
+	var loads []load
+	var buf []byte
+	for i, v := range versions {
+		writeFile(t, path, v)
+		objs, errs := loadCached(t, dir, c)
+		if i > 0 && (cap(c.spareBuf) == 0 || &c.spareBuf[:1][0] != &buf[:1][0]) {
+			t.Errorf("load %d did not read into the last load's buffer", i)
+		}
+		buf = c.spareBuf
+		if i > 0 && (c.spareDocs == nil || c.spareFiles == nil) {
+			t.Errorf("load %d kept no maps to reuse", i)
+		}
+		want := snapshot(loadCached(t, dir, nil))
+		if g := snapshot(objs, errs); !reflect.DeepEqual(g, want) {
+			t.Errorf("load %d: %+v; a load without a Cache gives %+v", i, g, want)
+		}
+		loads = append(loads, load{objs, errs, snapshot(objs, errs)})
+	}
+	for i, l := range loads {
+		if g := snapshot(l.objs, l.errs); !reflect.DeepEqual(g, l.was) {
+			t.Errorf("load %d changed after the later loads: %+v, was %+v", i, g, l.was)
+		}
+	}
+}

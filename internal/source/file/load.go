@@ -113,6 +113,7 @@ func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error)
 		r, err := c.read(f)
 		if err != nil {
 			c.abort()
+			c.recycle(reads)
 			return nil, nil, fmt.Errorf("reading manifests: %w", err)
 		}
 		reads[i] = r
@@ -127,6 +128,7 @@ func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error)
 	}
 	c.pre = nil
 	c.end()
+	c.recycle(reads)
 	return objs, errs, nil
 }
 
