@@ -18,7 +18,14 @@ type fakeRuntime struct {
 	live, footprint uint64
 	limits          []int64
 	frees           int
+	// objects and goal are Heap's answer; a GC leaves live objects and
+	// counts itself.
+	objects, goal uint64
+	gcs           int
 }
+
+func (f *fakeRuntime) Heap() (uint64, uint64) { return f.objects, f.goal }
+func (f *fakeRuntime) GC()                    { f.gcs++; f.objects = f.live }
 
 func (f *fakeRuntime) Memory() (uint64, uint64) { return f.live, f.footprint }
 func (f *fakeRuntime) SetMemoryLimit(l int64) int64 {
@@ -142,11 +149,14 @@ func TestMemoryPolicyFixedAndNone(t *testing.T) {
 }
 
 // TestRuntimeMemory: the real runtime reports a live heap within its
-// footprint.
+// footprint, and a heap and its goal.
 func TestRuntimeMemory(t *testing.T) {
 	live, footprint := runtimeMemory{}.Memory()
 	if live == 0 || footprint < live {
 		t.Errorf("live %d, footprint %d: want 0 < live <= footprint", live, footprint)
+	}
+	if objects, goal := (runtimeMemory{}).Heap(); objects == 0 || goal == 0 {
+		t.Errorf("heap objects %d, goal %d: want both above 0", objects, goal)
 	}
 }
 
@@ -165,5 +175,56 @@ func TestMemoryPolicyManifests(t *testing.T) {
 	p.afterSync(syncResult(true, nil))
 	if got, want := rt.last(), int64((64+64+17)*mib); got != want {
 		t.Errorf("limit %d after the first full sync, want %d (live 64 MiB, headroom 64 MiB, overhead 17 MiB)", got, want)
+	}
+}
+
+// TestMemoryPolicyCollectsBetweenSyncs: after a sync, the policy collects
+// when the heap, grown again by twice the last change's growth, would pass
+// the point where the runtime starts a collection (taken at 70% of the way
+// from the live heap to the goal), and not before; a full sync, or a
+// collection the runtime ran (the heap dropped), starts the measure again;
+// off without auto.
+func TestMemoryPolicyCollectsBetweenSyncs(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	rt := &fakeRuntime{live: 100 * mib, footprint: 120 * mib, objects: 100 * mib, goal: 200 * mib}
+	p, err := newMemoryPolicy("auto", true, rt, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.beforeSync(true)
+	p.afterSync(syncResult(true, nil))
+	// The trigger is taken at 170 MiB.
+	for i, step := range []struct {
+		heap uint64 // MiB after the change
+		gcs  int
+	}{
+		{120, 0}, // +20: 120 + 40 < 170
+		{140, 1}, // +20: 140 + 40 >= 170: collected, back to the live 100
+		{110, 1}, // +10: 110 + 20 < 170
+		{105, 1}, // the runtime collected in between: measured again from here
+		{135, 2}, // +30: 135 + 60 >= 170
+	} {
+		rt.objects = step.heap * mib
+		p.afterSync(syncResult(false, nil))
+		if rt.gcs != step.gcs {
+			t.Fatalf("step %d (heap %d MiB): %d collections, want %d", i+1, step.heap, rt.gcs, step.gcs)
+		}
+	}
+	if rt.objects != rt.live {
+		t.Errorf("heap %d MiB after the collection, want the live %d MiB", rt.objects/mib, rt.live/mib)
+	}
+
+	off := &fakeRuntime{live: 100 * mib, footprint: 120 * mib, objects: 100 * mib, goal: 200 * mib}
+	p, err = newMemoryPolicy("none", true, off, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.afterSync(syncResult(true, nil))
+	for range 5 {
+		off.objects += 20 * mib
+		p.afterSync(syncResult(false, nil))
+	}
+	if off.gcs != 0 {
+		t.Errorf("--memory-limit none: %d collections, want none (the runtime's defaults)", off.gcs)
 	}
 }
