@@ -207,6 +207,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	dataPlane := []func(context.Context) error{func(ctx context.Context) error {
 		return reportSynced(ctx, store, health, cfg.Families)
 	}}
+	// synced, with a data plane, tells the manifests' source when their
+	// first load is programmed.
+	var synced *programmedSignal
 	if o.dataPlane != planes.None {
 		o.applySysctls(log)
 		events, stopEvents, err := o.eventRecorder(ctx, cfg.NodeName, log)
@@ -214,14 +217,15 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 		defer stopEvents()
-		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.planeOptions(log), cfg, store, health, m, mem, events, log)
+		synced = newProgrammedSignal()
+		runners, closeAll, err := serviceDataPlane(o.dataPlane, o.planeOptions(log), cfg, store, health, m, mem, synced, events, log)
 		if err != nil {
 			return err
 		}
 		defer closeAll()
 		dataPlane = runners
 	}
-	src, err := o.source(store, log)
+	src, err := o.source(store, synced, log)
 	if err != nil {
 		return err
 	}
@@ -337,7 +341,9 @@ func runCleanup(ctx context.Context, opt planes.Options, log klog.Logger) error 
 }
 
 // source returns the run function of the configured source of state.
-func (o *proxyOptions) source(store *model.Store, log klog.Logger) (func(context.Context) error, error) {
+// source returns the run function of the state's source; a file source's
+// first writes wait for synced when it is not nil (file.Source.WriteAfter).
+func (o *proxyOptions) source(store *model.Store, synced *programmedSignal, log klog.Logger) (func(context.Context) error, error) {
 	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
@@ -351,6 +357,9 @@ func (o *proxyOptions) source(store *model.Store, log klog.Logger) (func(context
 		return nil, err
 	}
 	s := file.New(file.Options{Path: o.state.state, Config: cp, ServiceProxyName: o.serviceProxyName}, store, log)
+	if synced != nil {
+		s.WriteAfter(synced.programmed())
+	}
 	return s.Run, nil
 }
 

@@ -76,11 +76,11 @@ func withFamilies(opt planes.Options, fams []ipfamily.Family) planes.Options {
 
 // serviceDataPlane builds the Service data plane called name: the proxier
 // driving it and the healthCheckNodePort servers; mem applies --memory-limit
-// around the proxier's syncs. It returns their run functions (each returns
+// around the proxier's syncs, and synced learns of the first full one. It returns their run functions (each returns
 // when ctx ends) and closeAll, which releases the kernel handles after they
 // have returned. Nothing is programmed before a run function runs. events,
 // when not nil, records the Services the proxier skips.
-func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, events record.EventRecorder, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
+func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *model.Store, health *healthcheck.ProxyHealthServer, m *metrics.Metrics, mem *memoryPolicy, synced *programmedSignal, events record.EventRecorder, log klog.Logger) (runners []func(context.Context) error, closeAll func(), err error) {
 	plane, closePlane, err := planes.Open(name, withFamilies(opt, cfg.Families))
 	if err != nil {
 		return nil, nil, err
@@ -105,8 +105,11 @@ func serviceDataPlane(name string, opt planes.Options, cfg proxy.Config, store *
 		Metrics:        m,
 		Logger:         log,
 		BeforeSync:     mem.beforeSync,
-		OnSync:         mem.afterSync,
-		Events:         events,
+		OnSync: func(r proxy.SyncResult) {
+			mem.afterSync(r)
+			synced.observe(r)
+		},
+		Events: events,
 	})
 	if err != nil {
 		ct.Close()

@@ -35,7 +35,28 @@ type Source struct {
 	opts  Options
 	store *model.Store
 	log   klog.Logger
+	// programmed, when set, is closed once what the first load gave is
+	// programmed (see WriteAfter); pending is closed when the first
+	// load's deferred writes are done.
+	programmed <-chan struct{}
+	pending    chan struct{}
 }
+
+// firstWritesWait bounds how long the first load's writes wait for
+// programmed: a data plane that cannot sync must not keep the
+// allocations unwritten.
+const firstWritesWait = time.Minute
+
+// WriteAfter makes the first load's writes (the state file, and the decode
+// cache a cold start fills) wait until programmed is closed, at most
+// firstWritesWait, so that they do not compete with the data plane's
+// first full sync for the node's CPUs: at 10k Services, encoding and
+// writing them is about half a second of CPU, run beside a full sync of
+// about one second on a 2-CPU node. Call it before Run. Serving the load
+// first is safe for the reason load's deferState is (Reconcile is
+// deterministic); a reload waits for the writes before it loads, as the
+// Cache serves one load at a time.
+func (s *Source) WriteAfter(programmed <-chan struct{}) { s.programmed = programmed }
 
 // New returns a Source; it starts nothing. Its loads share a Cache (one of
 // opts' own when set), so a reload decodes only the documents that changed.
@@ -65,7 +86,7 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	if err := s.reload(&bg); err != nil {
+	if err := s.reload(ctx, &bg, true); err != nil {
 		return err
 	}
 	timer := time.NewTimer(time.Hour)
@@ -89,7 +110,7 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			s.log.Error(err, "Watching manifests", "path", s.opts.Path)
 		case <-timer.C:
-			if err := s.reload(&bg); err != nil {
+			if err := s.reload(ctx, &bg, false); err != nil {
 				s.log.Error(err, "Reloading manifests; keeping the previous state", "path", s.opts.Path)
 			}
 		}
@@ -109,16 +130,36 @@ func (s *Source) relevant(name string) bool {
 // to persist them is logged (the next reload writes them again). The decode
 // cache a first load fills is written by a goroutine in bg (encoding 10,000
 // Services and their slices takes about half a second), which Run waits
-// for before it returns.
-func (s *Source) reload(bg *sync.WaitGroup) error {
+// for before it returns. The first load's writes wait for programmed when
+// it is set (WriteAfter).
+func (s *Source) reload(ctx context.Context, bg *sync.WaitGroup, first bool) error {
+	if s.pending != nil {
+		<-s.pending
+		s.pending = nil
+	}
 	l, err := load(s.opts, true)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := l.persistState(); err != nil {
-			s.log.Error(err, "Persisting allocations; serving them anyway", "path", s.opts.Path)
+		if first && s.programmed != nil {
+			done := make(chan struct{})
+			s.pending = done
+			bg.Go(func() {
+				defer close(done)
+				wait := time.NewTimer(firstWritesWait)
+				defer wait.Stop()
+				select {
+				case <-s.programmed:
+				case <-ctx.Done():
+				case <-wait.C:
+				}
+				s.write(l)
+				l.writeCache()
+			})
+			return
 		}
+		s.write(l)
 		if l.cache != nil {
 			bg.Go(l.writeCache)
 		}
@@ -134,4 +175,11 @@ func (s *Source) reload(bg *sync.WaitGroup) error {
 	s.log.V(2).Info("Loaded manifests", append([]any{"path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors)},
 		append(l.Timings(), "apply", time.Since(applying))...)...)
 	return nil
+}
+
+// write persists the allocations of l, logging a failure.
+func (s *Source) write(l *Loaded) {
+	if err := l.persistState(); err != nil {
+		s.log.Error(err, "Persisting allocations; serving them anyway", "path", s.opts.Path)
+	}
 }

@@ -130,3 +130,80 @@ func setImmutable(t *testing.T, path string, on bool) {
 
 // fsImmutableFL is FS_IMMUTABLE_FL of linux/fs.h.
 const fsImmutableFL = 0x00000010
+
+// TestSourceWritesAfterProgrammed: with WriteAfter, the first load is
+// served at once and its state file written only once programmed is
+// closed; a change meanwhile is served after those writes, and its own
+// allocations are persisted as before. Run ending before programmed still
+// writes the first load's state.
+func TestSourceWritesAfterProgrammed(t *testing.T) {
+	dir := copySeed(t)
+	state := StatePathFor(dir)
+	programmed := make(chan struct{})
+	store := model.NewStore()
+	sub := store.Subscribe()
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := New(Options{Path: dir}, store, klog.Background())
+	s.WriteAfter(programmed)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	key := model.ServiceKey{Namespace: "default", Name: "my-nginx"}
+	waitFor(t, sub, "first load", func(snap *model.Snapshot) bool { return snap.Synced && snap.Service(key) != nil })
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("state file before the first load was programmed: %v; want none yet", err)
+	}
+
+	// A change before programmed waits for the first writes, then is
+	// served.
+	writeFile(t, filepath.Join(dir, "extra.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: extra}\nspec: {ports: [{port: 81}]}\n")
+	extra := model.ServiceKey{Namespace: "default", Name: "extra"}
+	time.Sleep(300 * time.Millisecond)
+	if snap := store.Snapshot(); snap.Service(extra) != nil {
+		t.Fatalf("the change was served before the first load's writes")
+	}
+	close(programmed)
+	waitFor(t, sub, "extra Service", func(snap *model.Snapshot) bool { return snap.Service(extra) != nil })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(state)
+		if err == nil && strings.Contains(string(b), `"default/extra"`) && strings.Contains(string(b), `"default/my-nginx"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the state file never held both Services: %v\n%s", err, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// Stopped before its first load was programmed: the state is written
+	// on the way out.
+	dir2 := copySeed(t)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	store2 := model.NewStore()
+	sub2 := store2.Subscribe()
+	defer sub2.Close()
+	s2 := New(Options{Path: dir2}, store2, klog.Background())
+	s2.WriteAfter(make(chan struct{}))
+	done2 := make(chan error, 1)
+	go func() { done2 <- s2.Run(ctx2) }()
+	waitFor(t, sub2, "first load", func(snap *model.Snapshot) bool { return snap.Synced })
+	cancel2()
+	select {
+	case err := <-done2:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+	if _, err := os.Stat(StatePathFor(dir2)); err != nil {
+		t.Errorf("no state file after Run stopped before programmed: %v", err)
+	}
+}
