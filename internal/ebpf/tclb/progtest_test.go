@@ -307,9 +307,9 @@ func TestProgramsDNAT(t *testing.T) {
 
 	// A connection last seen by another CPU whose clock reads ahead of
 	// this one's (a second here, so that the next packet comes before it)
-	// is live: its next packet is translated and its
-	// entry kept (an unsigned "now - last seen" would make it ages old,
-	// expired, and drop its translation mid-connection).
+	// is live: its next packet is translated and its entry kept (an
+	// unsigned "now - last seen" would make it ages old, expired, and drop
+	// its translation mid-connection).
 	client := ap(clientIP4, 40006)
 	if ret, _ := runIn(in, packet(t, model.ProtocolTCP, client, front, true, false)); ret != actOK {
 		t.Fatalf("a SYN: verdict %d; want 0", ret)

@@ -71,7 +71,7 @@ func OpenAttached(ifindex int) (*View, error) {
 			m.Close()
 		}
 	}
-	if v.services == nil || v.backends == nil || v.conns == nil || v.maglev == nil {
+	if v.services == nil || v.backends == nil || v.conns == nil {
 		return nil, errors.Join(fmt.Errorf("tclb: program %d: not the tc load balancer's maps", id), v.Close())
 	}
 	return v, nil
@@ -157,11 +157,15 @@ func readService(services, backends *ebpf.Map, sk tclbSvcKey) (bes []Backend, po
 
 // MaglevSlot returns the backend that slot of frontend's Maglev table
 // sends new connections to, as the programs read it (ok false: the
-// frontend has no Maglev table, or the slot no backend).
+// frontend has no Maglev table, or the slot no backend, or the programs
+// are of a version without Maglev).
 func (v *View) MaglevSlot(frontend netip.AddrPort, proto model.Protocol, slot uint32) (backend netip.AddrPort, ok bool, err error) {
 	sk, err := svcKey(frontend, proto)
 	if err != nil {
 		return backend, false, fmt.Errorf("tclb: %w", err)
+	}
+	if v.maglev == nil {
+		return backend, false, nil
 	}
 	var table *ebpf.Map
 	if err := v.maglev.Lookup(sk, &table); errors.Is(err, ebpf.ErrKeyNotExist) {
