@@ -138,14 +138,12 @@ func identity(st *syscall.Stat_t) fileStat {
 	}
 }
 
-// readWhole reads the file at path and tells its identity, from the same
-// open file. It uses the system calls directly: os.ReadFile costs twice as
-// many for a regular file (it tries the network poller first), which is
-// the larger part of reading 20,000 small manifests.
-func readWhole(path string) ([]byte, fileStat, error) { return readInto(path, nil) }
-
-// readInto is readWhole reading into buf's memory when the file fits; a
-// buffer it makes has a sixteenth more room than the file needs.
+// readInto reads the file at path and tells its identity, from the same
+// open file, into buf's memory when the file fits; a buffer it makes has a
+// sixteenth more room than the file needs. It uses the system calls
+// directly: os.ReadFile costs twice as many for a regular file (it tries
+// the network poller first), which is the larger part of reading 20,000
+// small manifests.
 func readInto(path string, buf []byte) ([]byte, fileStat, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
