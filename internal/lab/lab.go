@@ -63,8 +63,8 @@ func (l *Lab) Info() cluster.Info { return *l.c.Info }
 func (l *Lab) Names() topology.Names { return l.c.Names }
 
 // Down removes the lab named name: every process in its namespaces, the
-// namespaces, its /etc/netns files and its state. It is idempotent and needs
-// nothing but the names, so it works after a crash.
+// namespaces, its /etc/netns files, its state and, last, its lock file. It
+// is idempotent and needs nothing but the names, so it works after a crash.
 func Down(name string) error {
 	if err := topology.ValidateName(name); err != nil {
 		return err
@@ -75,5 +75,8 @@ func Down(name string) error {
 		return err
 	}
 	defer unlock()
-	return topology.Remove(n)
+	if err := topology.Remove(n); err != nil {
+		return err
+	}
+	return cluster.RemoveLock(n)
 }

@@ -1,0 +1,36 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/svcnet/svcnet/internal/lab/topology"
+	"github.com/svcnet/svcnet/internal/netns/netnstest"
+)
+
+// TestDownLeavesNoLockFile (root: the lab's files are under
+// /run/svcnet/lab): Down of a lab, here one that was never up, as after a
+// crash, leaves neither its state directory nor its lock file, and doing
+// it again is fine.
+func TestDownLeavesNoLockFile(t *testing.T) {
+	netnstest.RequireRoot(t)
+	name := fmt.Sprintf("downt%d", os.Getpid()%100000)
+	n := topology.Names{Lab: name}
+	lock := filepath.Join(topology.RunRoot, name+".lock")
+	t.Cleanup(func() { _ = os.Remove(lock); _ = os.RemoveAll(n.Dir()) })
+	if err := os.MkdirAll(n.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := Down(name); err != nil {
+			t.Fatalf("Down %d: %v", i+1, err)
+		}
+		for _, p := range []string{lock, n.Dir()} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("after Down %d: %s: %v, want it gone", i+1, p, err)
+			}
+		}
+	}
+}
