@@ -121,9 +121,9 @@ type memoryPolicy struct {
 	overhead uint64
 	// limit is the limit in force (math.MaxInt64: none).
 	limit int64
-	// heap is the heap objects' bytes after the last sync, and grew how
-	// much they grew from the sync before (see collectIfDue).
-	heap, grew uint64
+	// heap is the heap objects' bytes after the last sync (see
+	// collectIfDue).
+	heap uint64
 }
 
 // newMemoryPolicy returns the policy of --memory-limit value v and sets a
@@ -196,23 +196,23 @@ const triggerShare = 0.7
 // last collection.
 func (p *memoryPolicy) collectIfDue(full bool, live uint64) {
 	objects, goal := p.rt.Heap()
+	grew := objects - min(p.heap, objects)
 	if full || objects < p.heap {
 		// A full sync collected (FreeOSMemory); a drop is a collection
 		// since: the growth is measured from here.
-		p.heap, p.grew = objects, 0
-		return
+		grew = 0
 	}
-	p.grew, p.heap = objects-p.heap, objects
-	if goal <= live || p.grew == 0 {
+	p.heap = objects
+	if goal <= live || grew == 0 {
 		return
 	}
 	trigger := live + uint64(triggerShare*float64(goal-live))
-	if objects+2*p.grew < trigger {
+	if objects+2*grew < trigger {
 		return
 	}
 	p.rt.GC()
 	p.heap, _ = p.rt.Heap()
-	p.log.V(4).Info("Collected between syncs", "heapBefore", objects, "grewLastChange", p.grew, "goal", goal, "heapAfter", p.heap)
+	p.log.V(4).Info("Collected between syncs", "heapBefore", objects, "grewLastChange", grew, "goal", goal, "heapAfter", p.heap)
 }
 
 // noHeapProfilesUnless turns heap sampling off unless profiles are served:

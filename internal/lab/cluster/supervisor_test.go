@@ -32,7 +32,7 @@ func TestSupervisorOverFileControlPlane(t *testing.T) {
 	n := topology.Names{Lab: fmt.Sprintf("supt%d", os.Getpid()%100000)}
 	t.Cleanup(func() {
 		_ = os.RemoveAll(n.Dir())
-		_ = os.Remove(filepath.Join(topology.RunRoot, n.Lab+".lock"))
+		_ = os.Remove(lockPath(n))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
