@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/svcnet/svcnet/internal/ebpf/tclb"
 	"github.com/svcnet/svcnet/internal/model"
@@ -176,4 +177,59 @@ func checkTC(tr *Trace, open TCMapsFunc) (tcKernel, error) {
 		k.checked += fmt.Sprintf("; %s keeping the client's address, as traced", conn)
 	}
 	return k, nil
+}
+
+// tcState describes what node x.Node's tc load balancer holds for the
+// traced frontend: whether one is attached, its services entry (the
+// backends, sorted, and the policy) and, under Maglev, the backend of the
+// traced slot. Verify reads it before the probe and after: the probe met
+// the state read before, so a change between the two means the proxy
+// programmed the frontend while the probe was under way (a Service just
+// created is served by the nftables rules until the maps hold it), and the
+// probe's path cannot be held against the state read after.
+func tcState(x *TCLB, open TCMapsFunc) (string, error) {
+	proto, err := modelProtocol(x.Proto)
+	if err != nil {
+		return "", err
+	}
+	m, err := open(x.Node, x.Iface)
+	if errors.Is(err, tclb.ErrNotAttached) {
+		return "no tc load balancer attached to " + x.Iface, nil
+	} else if err != nil {
+		return "", fmt.Errorf("verify: tc load balancer: %w", err)
+	}
+	defer m.Close()
+	bes, pol, found, err := m.Service(x.Frontend, proto)
+	if err != nil {
+		return "", fmt.Errorf("verify: node %s: %w", x.Node, err)
+	}
+	if !found {
+		return "no services map entry", nil
+	}
+	got := make([]netip.AddrPort, len(bes))
+	for i, b := range bes {
+		got[i] = b.AddrPort
+	}
+	slices.SortFunc(got, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	s := fmt.Sprintf("backends %s, Local policy %v", addrList(got), pol.Local)
+	if !x.Maglev {
+		return s, nil
+	}
+	be, ok, err := m.MaglevSlot(x.Frontend, proto, x.MaglevSlot)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("verify: node %s: %w", x.Node, err)
+	case !ok:
+		return s + fmt.Sprintf(", no backend at Maglev slot %d", x.MaglevSlot), nil
+	}
+	return s + fmt.Sprintf(", %s at Maglev slot %d", be, x.MaglevSlot), nil
+}
+
+// tcMoved compares the tc load balancer's state before the probe with the
+// one after (tcState): a difference naming both when they differ.
+func tcMoved(x *TCLB, before, after string) string {
+	if before == after {
+		return ""
+	}
+	return fmt.Sprintf("node %s's tc load balancer (%s) changed %s/%s during the probe: before it, %s; after it, %s", x.Node, x.Hook, x.Frontend, x.Proto, before, after)
 }

@@ -154,3 +154,66 @@ func TestCheckTC(t *testing.T) {
 		})
 	}
 }
+
+// TestTCState: Verify's reads of the tc load balancer before and after the
+// probe agree while nothing changed (backends in any order), and differ,
+// naming both states, when the proxy programmed the frontend, changed its
+// backends or policy, or rebuilt its Maglev table in between; no tc load
+// balancer attached is a state, unreadable maps an error.
+func TestTCState(t *testing.T) {
+	fe := netip.MustParseAddrPort("172.26.236.177:30080")
+	a, b := netip.MustParseAddrPort("192.168.1.10:8080"), netip.MustParseAddrPort("192.168.2.10:8080")
+	x := &TCLB{Hook: "tc ingress eth0", Node: "node1", Iface: "eth0", Frontend: fe, Proto: "tcp", Held: true, Maglev: true, MaglevSlot: 7}
+	state := func(m *fakeTC, openErr error) string {
+		t.Helper()
+		s, err := tcState(x, func(node, iface string) (TCMaps, error) {
+			if node != "node1" || iface != "eth0" {
+				t.Errorf("opened %s %s; want node1 eth0", node, iface)
+			}
+			if openErr != nil {
+				return nil, openErr
+			}
+			return m, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if openErr == nil && !m.closed {
+			t.Errorf("the maps were not closed")
+		}
+		return s
+	}
+	both := &fakeTC{backends: []tclb.Backend{{AddrPort: a, Local: true}, {AddrPort: b}}, found: true, slots: map[uint32]netip.AddrPort{7: b}}
+	swapped := &fakeTC{backends: []tclb.Backend{{AddrPort: b}, {AddrPort: a, Local: true}}, found: true, slots: map[uint32]netip.AddrPort{7: b}}
+	if s1, s2 := state(both, nil), state(swapped, nil); tcMoved(x, s1, s2) != "" {
+		t.Errorf("the same frontend read twice moved: %q, %q", s1, s2)
+	}
+	before := state(&fakeTC{}, nil)
+	for _, tc := range []struct {
+		name  string
+		after *fakeTC
+		want  string
+	}{
+		{"programmed during the probe", both, "changed 172.26.236.177:30080/tcp during the probe: before it, no services map entry; after it, backends [192.168.1.10:8080, 192.168.2.10:8080], Local policy false, 192.168.2.10:8080 at Maglev slot 7"},
+		{"a backend fewer", &fakeTC{backends: []tclb.Backend{{AddrPort: a, Local: true}}, found: true, slots: map[uint32]netip.AddrPort{7: a}}, "after it, backends [192.168.1.10:8080], Local policy false, 192.168.1.10:8080 at Maglev slot 7"},
+		{"the policy", &fakeTC{backends: both.backends, local: true, found: true, slots: both.slots}, "Local policy true"},
+		{"the Maglev table", &fakeTC{backends: both.backends, found: true, slots: map[uint32]netip.AddrPort{7: a}}, "192.168.1.10:8080 at Maglev slot 7"},
+		{"no table", &fakeTC{backends: both.backends, found: true}, "no backend at Maglev slot 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := before
+			if tc.name != "programmed during the probe" {
+				from = state(both, nil)
+			}
+			if got := tcMoved(x, from, state(tc.after, nil)); !strings.Contains(got, tc.want) {
+				t.Errorf("moved %q; want it to say %q", got, tc.want)
+			}
+		})
+	}
+	if s := state(&fakeTC{}, fmt.Errorf("node node1: eth0: %w", tclb.ErrNotAttached)); s != "no tc load balancer attached to eth0" {
+		t.Errorf("state without a tc load balancer %q", s)
+	}
+	if _, err := tcState(x, func(string, string) (TCMaps, error) { return nil, errors.New("permission denied") }); err == nil {
+		t.Errorf("unreadable maps gave no error")
+	}
+}

@@ -119,9 +119,12 @@ const (
 // Every place's network namespace must be known (Network.NetNS).
 //
 // When the kernel's rules changed between their read and the probe (a plane
-// rewrote a chain: its rules moved), the kernel's events cannot be held
-// against the simulation of the rules read: Verify then starts again, with
-// the rules read anew, at most verifyAttempts times in all.
+// rewrote a chain: its rules moved), or the tc load balancer's entry for the
+// traced frontend changed between the probe and its read after it (a proxy
+// programmed a new Service's maps after its rules), the kernel's events
+// cannot be held against the simulation of the state read: Verify then
+// starts again, with the state read anew, at most verifyAttempts times in
+// all.
 func Verify(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask, opts Options) (*Report, error) {
 	return untilSettled(verifyAttempts, func() (*Report, bool, error) { return verifyOnce(ctx, snap, net, ask, opts) })
 }
@@ -261,6 +264,16 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 		}
 	}
 
+	// The tc load balancer's state the probe meets, read again after it.
+	var tcBefore string
+	if first.TC != nil {
+		if e.TCMaps == nil {
+			return nil, false, fmt.Errorf("verify: no reader of the tc load balancer's maps")
+		}
+		if tcBefore, err = tcState(first.TC, e.TCMaps); err != nil {
+			return nil, false, err
+		}
+	}
 	probed := "not sent: the trace has the socket load balancer refuse the connect before any packet"
 	if !first.Socket.Refused() {
 		if probed, err = probe(ctx, senderNS, sentPacket(first)); err != nil {
@@ -315,8 +328,12 @@ func verifyOnce(ctx context.Context, snap *model.Snapshot, net *Network, ask Ask
 	// connection names the backend the kernel chose (and a remote one's
 	// SNAT port, which the trace then shows).
 	if first.TC != nil {
-		if e.TCMaps == nil {
-			return nil, false, fmt.Errorf("verify: no reader of the tc load balancer's maps")
+		tcAfter, err := tcState(first.TC, e.TCMaps)
+		if err != nil {
+			return nil, false, err
+		}
+		if diff := tcMoved(first.TC, tcBefore, tcAfter); diff != "" {
+			rep.Differences, moved = append(rep.Differences, diff), true
 		}
 		k, err := checkTC(first, e.TCMaps)
 		if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -320,6 +321,27 @@ func maglevTrace(t *testing.T, e *env) {
 	e.applyObjects(controlplane.Object{Origin: "trace_test", Obj: svc})
 	np := e.service("web-maglev").Spec.Ports[0].NodePort
 	e.eventually("web-maglev's NodePort on node1 from the client", func() error { return e.curl("client", nodeURL(1, np), 1, time.Second)[0].Err })
+	// A proxy programs the tc load balancer's maps after the nftables
+	// rules, which serve the NodePort meanwhile: the curl may have met
+	// the rules alone.
+	_, tnet, err := e.l.TraceNetwork(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := trace.KernelTCMaps(func(node string) (string, error) { return tnet.NetNS[node], nil })
+	fe := netip.AddrPortFrom(topology.NodeAddr(1), uint16(np))
+	e.eventually("node1's tc load balancer holds web-maglev's NodePort", func() error {
+		m, err := open("node1", "eth0")
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		bes, pol, found, err := m.Service(fe, model.ProtocolTCP)
+		if err == nil && (!found || len(bes) != 3 || !pol.Maglev) {
+			err = fmt.Errorf("its services map entry for %s: found %v, %d backends, Maglev %v; want 3 backends under Maglev", fe, found, len(bes), pol.Maglev)
+		}
+		return err
+	})
 	for range 3 {
 		tr, out := verifyTrace(t, e, trace.Ask{From: "client", To: fmt.Sprintf("node1:%d", np)})
 		x := tr.TC
