@@ -24,10 +24,14 @@ import (
 //
 // The patched Result is the one Reconcile gives, because of what the
 // change may not touch:
-//   - the last call had no error and no warning: every Service holds all
-//     it was given, the State has one owner per address and port, and no
-//     origin is named anywhere (origins move when a document is added
-//     before others);
+//   - each error of the last call is about its object alone (invalid, of
+//     an unknown kind, a pool refused for its ranges), none a duplicate
+//     or an allocation that met another Service's: every Service kept
+//     holds all it was given and the State has one owner per address and
+//     port. Its errors and warnings (a LoadBalancer pending, a pool in
+//     conflict) then carry over as they were, as long as every object
+//     given again keeps its origin (origins move when a document is added
+//     before others) and the objects in error keep their order;
 //   - the changed objects are valid, name no object given before, and are
 //     Services that are not LoadBalancers nor default/kubernetes, or
 //     EndpointSlices not labelled as a controller's and naming no
@@ -72,20 +76,36 @@ type since struct {
 	// owned holds the names of the slices made for each Service
 	// (namespace/name).
 	owned map[string][]string
+	// origins holds every object's origin, and errSrcs the object of each
+	// of res.Errors, when res has errors or warnings (nil otherwise): they
+	// carry over only while the objects keep their origins and order.
+	origins map[runtime.Object]string
+	errSrcs []runtime.Object
 }
 
 // keep records a full reconcile's Result for the next call, when it can
 // be patched.
 func (r *Reconciler) keep(cfg Config, objs []Object, in *intake, res Result, now time.Time) {
 	r.since = nil
-	if len(res.Errors) > 0 || len(res.Warnings) > 0 || in.al == nil || in.sb == nil || len(in.endpoints) > 0 ||
-		cfg.WithDefaults().Validate() != nil {
+	if in.relational || in.al == nil || in.sb == nil || len(in.endpoints) > 0 || cfg.WithDefaults().Validate() != nil {
 		return
 	}
 	s := &since{res: res, now: now, al: in.al, gen: 1, seen: make(map[runtime.Object]uint64, len(objs)),
 		keys: in.origins, sb: in.sb, owned: map[string][]string{}}
 	for _, o := range objs {
 		s.seen[o.Obj] = s.gen
+	}
+	if len(res.Errors) > 0 || len(res.Warnings) > 0 {
+		s.origins = make(map[runtime.Object]string, len(objs))
+		for _, o := range objs {
+			s.origins[o.Obj] = o.Origin
+		}
+		for _, e := range in.errs.list {
+			if e.idx < 0 || e.idx >= len(objs) {
+				return // about an object the control plane made
+			}
+			s.errSrcs = append(s.errSrcs, objs[e.idx].Obj)
+		}
 	}
 	for _, sl := range res.EndpointSlices {
 		if sl.Labels[discoveryv1.LabelManagedBy] == controllerEndpointSlice {
@@ -124,7 +144,14 @@ func (r *Reconciler) change(objs []Object, prev State, now time.Time) (res Resul
 	s.gen++
 	var added []Object
 	kept := 0
-	for _, o := range objs {
+	var errAt map[runtime.Object]int
+	if len(s.errSrcs) > 0 {
+		errAt = make(map[runtime.Object]int, len(s.errSrcs))
+		for _, src := range s.errSrcs {
+			errAt[src] = -1
+		}
+	}
+	for i, o := range objs {
 		switch g, ok := s.seen[o.Obj]; {
 		case !ok:
 			if added = append(added, o); len(added) > maxChange {
@@ -132,9 +159,20 @@ func (r *Reconciler) change(objs []Object, prev State, now time.Time) (res Resul
 			}
 		case g == s.gen:
 			return Result{}, false // given twice: a duplicate
+		case s.origins != nil && s.origins[o.Obj] != o.Origin:
+			return Result{}, false // moved: the errors and warnings name origins
 		default:
 			s.seen[o.Obj] = s.gen
 			kept++
+			if _, ok := errAt[o.Obj]; ok {
+				errAt[o.Obj] = i
+			}
+		}
+	}
+	// The objects in error, all given again, must come in the same order.
+	for i, src := range s.errSrcs {
+		if errAt[src] < 0 || (i > 0 && errAt[src] < errAt[s.errSrcs[i-1]]) {
+			return Result{}, false
 		}
 	}
 	var gone []runtime.Object
@@ -156,9 +194,15 @@ func (r *Reconciler) change(objs []Object, prev State, now time.Time) (res Resul
 	for _, src := range gone {
 		delete(s.seen, src)
 		delete(r.memo.last, src)
+		if s.origins != nil {
+			delete(s.origins, src)
+		}
 	}
 	for _, o := range added {
 		s.seen[o.Obj] = s.gen
+		if s.origins != nil {
+			s.origins[o.Obj] = o.Origin
+		}
 	}
 	for src, e := range c.remembered {
 		r.memo.last[src] = e
@@ -383,6 +427,7 @@ func (c *changeSet) result() Result {
 	res := Result{
 		Pods: slices.Clone(last.Pods), Nodes: slices.Clone(last.Nodes), Namespaces: slices.Clone(last.Namespaces),
 		Pools: slices.Clone(last.Pools), Events: slices.Clone(last.Events),
+		Errors: slices.Clone(last.Errors), Warnings: slices.Clone(last.Warnings),
 		State: State{Services: maps.Clone(c.prev.Services), Created: maps.Clone(c.prev.Created), Pools: maps.Clone(c.prev.Pools)},
 	}
 	if !c.now.Equal(c.s.now) {

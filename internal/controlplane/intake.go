@@ -56,6 +56,10 @@ type intake struct {
 	// origins maps each object's kind, namespace and name to its origin.
 	origins map[objectKey]string
 	errs    errorSink
+	// relational: an error depends on other objects than its own (a
+	// duplicate, an allocation that met another Service's), so a change
+	// to those may lift or move it.
+	relational bool
 	// memo is a Reconciler's memory; nil: none.
 	memo *memo
 	// made maps each Service and EndpointSlice a Reconciler may intern to
@@ -106,6 +110,7 @@ func readObjects(objs []Object, mm *memo) *intake {
 			key := objectKey{kind, m.GetNamespace(), m.GetName()}
 			if first, dup := firstOrigin[key]; dup {
 				in.errs.add(i, o.Origin, kind, m, fmt.Errorf("%w: already defined in %s", ErrDuplicate, first))
+				in.relational = true
 				continue
 			}
 			firstOrigin[key] = o.Origin

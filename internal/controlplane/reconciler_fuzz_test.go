@@ -404,3 +404,66 @@ func TestReconcilerAppliesChanges(t *testing.T) {
 		t.Fatalf("%d calls applied as changes, want 14", r.changes)
 	}
 }
+
+// TestReconcilerCarriesErrorsAndWarnings: an object in error about itself
+// (an invalid Service) and a LoadBalancer pending (its pool exhausted)
+// do not keep a small change from being applied as one; their errors and
+// warnings carry over, as Reconcile gives them. Objects that move (origins
+// shift), a duplicate or an allocation that met another Service's, and the
+// object in error going, are reconciled whole.
+func TestReconcilerCarriesErrorsAndWarnings(t *testing.T) {
+	lb := withType(corev1.ServiceTypeLoadBalancer)
+	objs := append(plainCluster(), svc("bad", noSelector, withPorts(corev1.ServicePort{Name: "http", Port: 0})))
+	for i := range 4 { // the pool has 4 addresses and lb/web holds one
+		objs = append(objs, svc(fmt.Sprintf("lb%d", i), noSelector, lb))
+	}
+	var r Reconciler
+	var prev State
+	var got Result
+	step := func(name string, change bool) {
+		t.Helper()
+		before := r.changes
+		in := toObjects(objs...)
+		got = r.Reconcile(dualStack, in, prev, testNow)
+		want := Reconcile(dualStack, in, prev, testNow)
+		if diff := cmp.Diff(want, got, sameErrorText); diff != "" {
+			t.Fatalf("%s: Reconciler differs from Reconcile (-want +got):\n%s", name, diff)
+		}
+		if applied := r.changes > before; applied != change {
+			t.Fatalf("%s: applied as a change: %v, want %v", name, applied, change)
+		}
+		prev = got.State
+	}
+	step("first", false)
+	if len(got.Errors) != 1 || len(got.Warnings) != 1 {
+		t.Fatalf("errors %v, warnings %v; want the invalid Service's and one LoadBalancer pending", got.Errors, got.Warnings)
+	}
+	step("again", true)
+	objs = append(objs, svc("n1", noSelector))
+	step("a Service added after the others", true)
+	if len(got.Errors) != 1 || len(got.Warnings) != 1 {
+		t.Fatalf("errors %v, warnings %v after a change; want them carried over", got.Errors, got.Warnings)
+	}
+	objs = objs[:len(objs)-1]
+	step("it removed", true)
+	objs = slices.Insert(objs, 0, runtime.Object(svc("n0", noSelector)))
+	step("a Service added first: every origin moves", false)
+	step("again", true)
+	objs = append(objs, svc("n2", noSelector, withClusterIP("10.96.0.50")))
+	step("a ClusterIP taken asked for", false)
+	step("again, with that error", false)
+	objs = objs[:len(objs)-1]
+	step("that error gone", false)
+	step("again", true)
+	objs = append(objs, objs[0])
+	step("a duplicate", false)
+	objs = objs[:len(objs)-1]
+	step("the duplicate gone", false)
+	i := slices.IndexFunc(objs, func(o runtime.Object) bool { s, ok := o.(*corev1.Service); return ok && s.Name == "bad" })
+	objs[i] = svc("bad", noSelector)
+	step("the invalid Service fixed", false)
+	if len(got.Errors) != 0 {
+		t.Fatalf("errors %v; want none", got.Errors)
+	}
+	step("again", true)
+}

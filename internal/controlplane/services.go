@@ -60,6 +60,7 @@ func reconcileServices(cfg Config, in *intake, prev State, now time.Time) ([]*co
 		a := e.alloc
 		if a.err != nil {
 			in.errs.add(e.idx, e.origin, kindService, e.obj, a.err)
+			in.relational = true
 			if a.prior != nil {
 				state.Services[a.key] = copyAlloc(*a.prior)
 			}
