@@ -1,10 +1,13 @@
 package file
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcnet/svcnet/internal/controlplane"
 )
@@ -45,6 +48,11 @@ type Cache struct {
 	// reads the disk cache, the later ones (even of an empty directory)
 	// never again.
 	loaded bool
+	// fresh counts the documents decoded from their text since the disk
+	// cache was read or written: when they are a tenth of the documents
+	// or more, a load writes it again (refreshDisk), so that the one-shot
+	// readers of the same manifests (svcnet get, lab get) find them there.
+	fresh int
 	// state is the state file as the last load read or wrote it.
 	state *stateMemo
 	// enc writes the state file, encoding only the entries that changed.
@@ -332,6 +340,8 @@ func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
 		delete(c.pre, origin)
 		if c.disk != nil {
 			c.disk.record(p.disk)
+		} else {
+			c.fresh++
 		}
 		return p.disk.d
 	}
@@ -340,7 +350,31 @@ func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
 		c.disk.record(r)
 		return r.d
 	}
+	c.fresh++
 	return decodeDocument(origin, doc)
+}
+
+// refreshDisk returns the decode cache at path to write after a load that
+// is not the first, holding the documents the Cache keeps now, when the
+// ones decoded from their text since it was last read or written are a
+// tenth of them or more (the threshold of diskCache.worthWriting); nil
+// otherwise. A long-lived reader (the lab's control-plane daemon, a proxy)
+// reads the disk cache on its first load only, and the manifests it is
+// given later are decoded in memory alone: without this, the cache a new
+// process reads holds only what the first load saw. The documents are
+// hashed and encoded by write, off a serving load's path.
+func (c *Cache) refreshDisk(path string) *diskCache {
+	if c.fresh == 0 || c.fresh*10 < len(c.docs) {
+		return nil
+	}
+	c.fresh = 0
+	d := &diskCache{path: path, used: map[[sha256.Size]byte][]byte{}, decoded: map[[sha256.Size]byte]runtime.Object{}, keep: true}
+	for _, doc := range c.docs {
+		if len(doc.errs) == 0 && len(doc.objs) == 1 && doc.objs[0].Origin == doc.origin {
+			d.pending = append(d.pending, doc)
+		}
+	}
+	return d
 }
 
 // fileRead is one file of a load after its first pass: what the cache

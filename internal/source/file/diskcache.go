@@ -51,6 +51,9 @@ type diskCache struct {
 	// write may keep (one object each), encoded only by write: off the
 	// path of a load that serves first and writes after.
 	decoded map[[sha256.Size]byte]runtime.Object
+	// pending are documents a long-lived Cache holds (refreshDisk), each
+	// of one object of its own origin, that write keys and keeps.
+	pending []decodedDoc
 	// keep is whether this load may write the file.
 	keep bool
 }
@@ -192,6 +195,10 @@ func (c *diskCache) worthWriting() bool {
 // read from the file, and the objects it decoded whose encoding decodes to
 // them exactly.
 func (c *diskCache) write() error {
+	for _, d := range c.pending {
+		c.decoded[sha256.Sum256([]byte(d.content))] = d.objs[0].Obj
+	}
+	c.pending = nil
 	for k, obj := range c.decoded {
 		if p, ok := encodeExactly(obj); ok {
 			c.used[k] = p

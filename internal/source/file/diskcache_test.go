@@ -2,6 +2,7 @@ package file
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -220,5 +221,63 @@ func TestDiskCacheReadByFirstLoadOnly(t *testing.T) {
 	}
 	if len(l.Objects) != 1 || l.Objects[0].Obj.(*corev1.Service).Name != "a" {
 		t.Errorf("second load gave %v, want Service a decoded from its text", l.Objects)
+	}
+}
+
+// TestDiskCacheRefreshedByLaterLoads: a long-lived Cache writes the disk
+// cache again after a later load when the documents it decoded from their
+// text since the file was read or written are a tenth of all or more, with
+// every document it keeps; fewer, or a read-only load, leave the file as
+// it is. What it writes is what a new process then decodes from.
+func TestDiskCacheRefreshedByLaterLoads(t *testing.T) {
+	dir := t.TempDir()
+	svc := func(i int) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: s%d, namespace: default}\nspec: {ports: [{port: 80}]}\n", i)
+	}
+	add := func(from, to int) {
+		for i := from; i < to; i++ {
+			writeFile(t, filepath.Join(dir, fmt.Sprintf("s%03d.yaml", i)), svc(i))
+		}
+	}
+	held := func() map[[sha256.Size]byte][]byte { return openDiskCache(DecodedPathFor(dir)).have }
+	load := func(c *Cache, readOnly bool) {
+		t.Helper()
+		if _, err := Load(Options{Path: dir, Cache: c, Now: testNow, ReadOnly: readOnly}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(0, 1)
+	c := NewCache()
+	load(c, false)
+	if n := len(held()); n != 1 {
+		t.Fatalf("after the first load the file holds %d documents, want 1", n)
+	}
+	add(1, 21)
+	load(c, false)
+	have := held()
+	for i := range 21 {
+		if _, ok := have[sha256.Sum256([]byte(svc(i)))]; !ok {
+			t.Errorf("after 20 documents were added the file lacks s%d", i)
+		}
+	}
+	add(21, 22)
+	load(c, false)
+	if n := len(held()); n != 21 {
+		t.Errorf("after one document of 22 was added the file holds %d, want the 21 it held", n)
+	}
+	ro := NewCache()
+	load(ro, true)
+	add(22, 40)
+	load(ro, true)
+	if n := len(held()); n != 21 {
+		t.Errorf("after a read-only load the file holds %d, want the 21 it held", n)
+	}
+	fresh := NewCache()
+	l, err := Load(Options{Path: dir, Cache: fresh, Now: testNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.API.Services) != 41 { // with default/kubernetes
+		t.Errorf("a new process loaded %d Services, want 41", len(l.API.Services))
 	}
 }

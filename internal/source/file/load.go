@@ -177,6 +177,9 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		}
 		cache.disk = nil
 		cache.loaded = err == nil
+		cache.fresh = 0
+	} else if err == nil && opts.Cache != nil && !opts.ReadOnly {
+		disk = cache.refreshDisk(DecodedPathFor(opts.Path))
 	}
 	if err != nil {
 		return nil, err
