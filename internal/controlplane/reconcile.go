@@ -106,13 +106,13 @@ func reconcile(cfg Config, objs []Object, prev State, now time.Time, mm *memo) (
 // a Reconciler reused is all that already.
 func prepareAll[T metav1.Object](in *intake, kind string, entries []entry[T], prepare func(T), validate func(T) field.ErrorList) []T {
 	var out []T
-	for _, e := range entries {
+	pre := prevalidate(entries, prepare, validate)
+	for i, e := range entries {
 		if e.reused {
 			out = append(out, e.obj)
 			continue
 		}
-		prepare(e.obj)
-		if errs := in.validate(e.src, func() field.ErrorList { return validate(e.obj) }); len(errs) > 0 {
+		if errs := prepared(in, pre, i, e, prepare, validate); len(errs) > 0 {
 			in.errs.add(e.idx, e.origin, kind, e.obj, toError(errs))
 			continue
 		}

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // controlPlaneOrigin is the Origin of errors about objects the control plane made.
@@ -80,14 +79,14 @@ func reconcileServices(cfg Config, in *intake, prev State, now time.Time) ([]*co
 // State entry is kept, so fixing it gives it back what it had.
 func validServices(in *intake, al *allocator, prev State, state State) []*svcEntry {
 	var valid []*svcEntry
-	for _, e := range in.services {
+	pre := prevalidate(in.services, prepareServiceForCreate, validateServiceCreate)
+	for i, e := range in.services {
 		if e.reused {
 			valid = append(valid, &svcEntry{entry: e})
 			continue
 		}
 		svc := e.obj
-		prepareServiceForCreate(svc)
-		errs := in.validate(e.src, func() field.ErrorList { return validateServiceCreate(svc) })
+		errs := prepared(in, pre, i, e, prepareServiceForCreate, validateServiceCreate)
 		if len(errs) == 0 {
 			errs = initIPFamilyFields(svc, al.families)
 		}
