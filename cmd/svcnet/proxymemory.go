@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
@@ -50,8 +51,10 @@ import (
 // Services (about 130 MB) takes 55-70 ms of a 2-CPU node, and a change it
 // overlapped reached the kernel in 105-135 ms where the others took 40-65
 // ms (bench-sync svcnet-file, which leaves about 20 MB per change). Such a
-// collection is one the runtime would start a change or two later; it runs
-// after a sync, when the node agent has nothing to do.
+// collection is one the runtime would start a change or two later; it starts
+// after a sync, when the node agent has nothing to do, in a goroutine of
+// its own (one at a time): a change that comes meanwhile is synced at once,
+// beside the marking, instead of after it.
 //
 // --memory-limit none leaves the runtime's defaults (and GOMEMLIMIT, which also
 // turns auto off); a quantity (256Mi) sets a fixed limit, as GOMEMLIMIT would.
@@ -124,6 +127,10 @@ type memoryPolicy struct {
 	// heap is the heap objects' bytes after the last sync (see
 	// collectIfDue).
 	heap uint64
+	// background runs a collection collectIfDue starts (go f(); a test
+	// waits for it); collecting is set while one runs.
+	background func(f func())
+	collecting atomic.Bool
 }
 
 // newMemoryPolicy returns the policy of --memory-limit value v and sets a
@@ -135,7 +142,8 @@ func newMemoryPolicy(v string, manifests bool, rt goRuntime, log klog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &memoryPolicy{rt: rt, log: log, limit: math.MaxInt64, headroom: headroomRatio}
+	p := &memoryPolicy{rt: rt, log: log, limit: math.MaxInt64, headroom: headroomRatio,
+		background: func(f func()) { go f() }}
 	if manifests {
 		p.headroom = manifestHeadroomRatio
 	}
@@ -190,10 +198,11 @@ func (p *memoryPolicy) afterSync(r proxy.SyncResult) {
 // early.
 const triggerShare = 0.7
 
-// collectIfDue collects now when the heap, grown again by twice what it
-// grew since the last sync, would reach the point where the runtime starts
-// a collection (see the policy above). live is the live heap as of the
-// last collection.
+// collectIfDue starts a collection when the heap, grown again by twice
+// what it grew since the last sync, would reach the point where the
+// runtime starts one (see the policy above), unless one it started still
+// runs. live is the live heap as of the last collection. The next sync
+// finds the heap dropped and measures the growth from there.
 func (p *memoryPolicy) collectIfDue(full bool, live uint64) {
 	objects, goal := p.rt.Heap()
 	grew := objects - min(p.heap, objects)
@@ -207,12 +216,15 @@ func (p *memoryPolicy) collectIfDue(full bool, live uint64) {
 		return
 	}
 	trigger := live + uint64(triggerShare*float64(goal-live))
-	if objects+2*grew < trigger {
+	if objects+2*grew < trigger || !p.collecting.CompareAndSwap(false, true) {
 		return
 	}
-	p.rt.GC()
-	p.heap, _ = p.rt.Heap()
-	p.log.V(4).Info("Collected between syncs", "heapBefore", objects, "grewLastChange", grew, "goal", goal, "heapAfter", p.heap)
+	p.background(func() {
+		defer p.collecting.Store(false)
+		p.rt.GC()
+		after, _ := p.rt.Heap()
+		p.log.V(4).Info("Collected between syncs", "heapBefore", objects, "grewLastChange", grew, "goal", goal, "heapAfter", after)
+	})
 }
 
 // noHeapProfilesUnless turns heap sampling off unless profiles are served:

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -194,6 +195,7 @@ func TestMemoryPolicyCollectsBetweenSyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.background = func(f func()) { f() } // the collection done when afterSync returns
 	p.beforeSync(true)
 	p.afterSync(syncResult(true, nil))
 	// The trigger is taken at 170 MiB.
@@ -230,4 +232,58 @@ func TestMemoryPolicyCollectsBetweenSyncs(t *testing.T) {
 	if off.gcs != 0 {
 		t.Errorf("--memory-limit none: %d collections, want none (the runtime's defaults)", off.gcs)
 	}
+}
+
+// blockingRuntime is a fakeRuntime whose GC waits until release is closed.
+type blockingRuntime struct {
+	fakeRuntime
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingRuntime) GC() {
+	b.started <- struct{}{}
+	<-b.release
+}
+
+// TestMemoryPolicyCollectsInTheBackground: a collection between syncs runs
+// beside the sync loop: afterSync returns while it marks, a sync meanwhile
+// that would start another does not, and once it ended the next can.
+func TestMemoryPolicyCollectsInTheBackground(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	rt := &blockingRuntime{fakeRuntime: fakeRuntime{live: 100 * mib, footprint: 120 * mib, objects: 100 * mib, goal: 200 * mib},
+		started: make(chan struct{}, 2), release: make(chan struct{})}
+	p, err := newMemoryPolicy("auto", true, rt, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 2)
+	p.background = func(f func()) { go func() { f(); done <- struct{}{} }() }
+	p.afterSync(syncResult(true, nil))
+	rt.objects = 140 * mib
+	p.afterSync(syncResult(false, nil)) // due: starts one, returns at once
+	select {
+	case <-rt.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no collection started")
+	}
+	rt.objects = 180 * mib
+	p.afterSync(syncResult(false, nil)) // due again, but one runs
+	close(rt.release)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the collection did not end")
+	}
+	if n := len(rt.started); n != 0 {
+		t.Fatalf("%d more collections started while one ran, want none", n)
+	}
+	rt.objects = 195 * mib
+	p.afterSync(syncResult(false, nil))
+	select {
+	case <-rt.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no collection started after the first ended")
+	}
+	<-done
 }
