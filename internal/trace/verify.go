@@ -120,8 +120,8 @@ const (
 //
 // When the kernel's rules changed between their read and the probe (a plane
 // rewrote a chain: its rules moved), or the tc load balancer's entry for the
-// traced frontend changed between the probe and its read after it (a proxy
-// programmed a new Service's maps after its rules), the kernel's events
+// traced frontend changed while the probe ran (read before and after it: a
+// proxy programmed a new Service's maps after its rules), the kernel's events
 // cannot be held against the simulation of the state read: Verify then
 // starts again, with the state read anew, at most verifyAttempts times in
 // all.
