@@ -337,23 +337,8 @@ func TestReconcilerAllocationMoves(t *testing.T) {
 // and the call after it is a change again.
 func TestReconcilerAppliesChanges(t *testing.T) {
 	objs := plainCluster()
-	var r Reconciler
-	now := testNow
-	var prev State
-	step := func(name string, change bool) {
-		t.Helper()
-		before := r.changes
-		in := toObjects(objs...)
-		got := r.Reconcile(dualStack, in, prev, now)
-		want := Reconcile(dualStack, in, prev, now)
-		if diff := cmp.Diff(want, got, sameErrorText); diff != "" {
-			t.Fatalf("%s: Reconciler differs from Reconcile (-want +got):\n%s", name, diff)
-		}
-		if applied := r.changes > before; applied != change {
-			t.Fatalf("%s: applied as a change: %v, want %v", name, applied, change)
-		}
-		prev = got.State
-	}
+	s := &stepper{t: t, now: testNow}
+	step := func(name string, change bool) { s.step(name, objs, change) }
 	step("first", false)
 	step("again", true)
 	np := withType(corev1.ServiceTypeNodePort)
@@ -370,7 +355,7 @@ func TestReconcilerAppliesChanges(t *testing.T) {
 	own.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Hour))
 	objs[j] = own
 	step("slice replaced, with its own creationTimestamp", true)
-	now = now.Add(time.Hour)
+	s.now = s.now.Add(time.Hour)
 	objs = slices.Delete(objs, i, i+1)
 	step("an hour on, NodePort removed", true)
 	k := slices.IndexFunc(objs, func(o runtime.Object) bool { s, ok := o.(*discoveryv1.EndpointSlice); return ok && s.Name == "b-1" })
@@ -385,7 +370,7 @@ func TestReconcilerAppliesChanges(t *testing.T) {
 	step("again", true)
 	objs = append(objs, svc("sel", withPolicy(*prefer), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} }))
 	step("a dual-stack Service selecting Pods added", true)
-	if got := len(slicesOf(Reconcile(dualStack, toObjects(objs...), prev, now), "default", "sel")); got != 2 {
+	if got := len(slicesOf(Reconcile(dualStack, toObjects(objs...), s.prev, s.now), "default", "sel")); got != 2 {
 		t.Fatalf("sel has %d slices, want one per family", got)
 	}
 	objs[len(objs)-1] = svc("sel", withPorts(tcp("http", 81, intstr.FromString("http"))), func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "api"} })
@@ -400,8 +385,8 @@ func TestReconcilerAppliesChanges(t *testing.T) {
 	step("LoadBalancer added", false)
 	objs = append(objs, svc("n5", noSelector))
 	step("after it, a Service added", true)
-	if r.changes != 14 {
-		t.Fatalf("%d calls applied as changes, want 14", r.changes)
+	if s.r.changes != 14 {
+		t.Fatalf("%d calls applied as changes, want 14", s.r.changes)
 	}
 }
 
@@ -417,23 +402,9 @@ func TestReconcilerCarriesErrorsAndWarnings(t *testing.T) {
 	for i := range 4 { // the pool has 4 addresses and lb/web holds one
 		objs = append(objs, svc(fmt.Sprintf("lb%d", i), noSelector, lb))
 	}
-	var r Reconciler
-	var prev State
+	s := &stepper{t: t, now: testNow}
 	var got Result
-	step := func(name string, change bool) {
-		t.Helper()
-		before := r.changes
-		in := toObjects(objs...)
-		got = r.Reconcile(dualStack, in, prev, testNow)
-		want := Reconcile(dualStack, in, prev, testNow)
-		if diff := cmp.Diff(want, got, sameErrorText); diff != "" {
-			t.Fatalf("%s: Reconciler differs from Reconcile (-want +got):\n%s", name, diff)
-		}
-		if applied := r.changes > before; applied != change {
-			t.Fatalf("%s: applied as a change: %v, want %v", name, applied, change)
-		}
-		prev = got.State
-	}
+	step := func(name string, change bool) { got = s.step(name, objs, change) }
 	step("first", false)
 	if len(got.Errors) != 1 || len(got.Warnings) != 1 {
 		t.Fatalf("errors %v, warnings %v; want the invalid Service's and one LoadBalancer pending", got.Errors, got.Warnings)
@@ -466,4 +437,31 @@ func TestReconcilerCarriesErrorsAndWarnings(t *testing.T) {
 		t.Fatalf("errors %v; want none", got.Errors)
 	}
 	step("again", true)
+}
+
+// stepper calls a Reconciler as reloads do, each step with the objects
+// given now and the State the last one returned: it holds each Result
+// equal to Reconcile's and checks whether the step was applied as a
+// change.
+type stepper struct {
+	t    *testing.T
+	r    Reconciler
+	prev State
+	now  time.Time
+}
+
+func (s *stepper) step(name string, objs []runtime.Object, change bool) Result {
+	s.t.Helper()
+	before := s.r.changes
+	in := toObjects(objs...)
+	got := s.r.Reconcile(dualStack, in, s.prev, s.now)
+	want := Reconcile(dualStack, in, s.prev, s.now)
+	if diff := cmp.Diff(want, got, sameErrorText); diff != "" {
+		s.t.Fatalf("%s: Reconciler differs from Reconcile (-want +got):\n%s", name, diff)
+	}
+	if applied := s.r.changes > before; applied != change {
+		s.t.Fatalf("%s: applied as a change: %v, want %v", name, applied, change)
+	}
+	s.prev = got.State
+	return got
 }
