@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/lab/cluster"
@@ -36,6 +37,12 @@ func open(ctx context.Context, name string, lock func(topology.Names) (func(), e
 		return nil, err
 	}
 	info, err := cluster.ReadInfo(n)
+	if errors.Is(err, cluster.ErrNoLab) {
+		// No lab of that name: its lock file is this command's alone
+		// (lab up holds the lock until the lab is written), and a
+		// command on a lab that is not up leaves nothing behind.
+		err = errors.Join(err, cluster.RemoveLock(n))
+	}
 	if err != nil {
 		unlock()
 		return nil, err
