@@ -3,7 +3,9 @@ package file
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +42,8 @@ type Source struct {
 	// load's deferred writes are done.
 	programmed <-chan struct{}
 	pending    chan struct{}
+	// reported are the errors and warnings the last load logged, by text.
+	reported map[string]bool
 }
 
 // firstWritesWait bounds how long the first load's writes wait for
@@ -164,17 +168,43 @@ func (s *Source) reload(ctx context.Context, bg *sync.WaitGroup, first bool) err
 			bg.Go(l.writeCache)
 		}
 	}()
-	for _, e := range l.Errors {
-		s.log.Error(e, "Invalid object left out")
-	}
-	for _, w := range l.Warnings {
-		s.log.Info("Object not fully served", "reason", w.Error())
-	}
+	s.report(l)
 	applying := time.Now()
 	l.apply(s.store)
 	s.log.V(2).Info("Loaded manifests", append([]any{"path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors)},
 		append(l.Timings(), "apply", time.Since(applying))...)...)
 	return nil
+}
+
+// report logs what is wrong with the objects of l that the last load did
+// not report (an invalid object left out, one not fully served), and what
+// it reported that is no longer so: every reload gives them all again, and
+// a manifest edited once a second would repeat each one as often. The
+// count of invalid objects is in every load's V(2) line.
+func (s *Source) report(l *Loaded) {
+	now := make(map[string]bool, len(l.Errors)+len(l.Warnings))
+	for _, e := range l.Errors {
+		if msg := e.Error(); !now[msg] {
+			now[msg] = true
+			if !s.reported[msg] {
+				s.log.Error(e, "Invalid object left out")
+			}
+		}
+	}
+	for _, w := range l.Warnings {
+		if msg := w.Error(); !now[msg] {
+			now[msg] = true
+			if !s.reported[msg] {
+				s.log.Info("Object not fully served", "reason", msg)
+			}
+		}
+	}
+	for _, msg := range slices.Sorted(maps.Keys(s.reported)) {
+		if !now[msg] {
+			s.log.Info("No longer reported", "was", msg)
+		}
+	}
+	s.reported = now
 }
 
 // write persists the allocations of l, logging a failure.

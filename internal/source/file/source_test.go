@@ -2,6 +2,7 @@ package file
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,5 +206,36 @@ func TestSourceWritesAfterProgrammed(t *testing.T) {
 	}
 	if _, err := os.Stat(StatePathFor(dir2)); err != nil {
 		t.Errorf("no state file after Run stopped before programmed: %v", err)
+	}
+}
+
+// TestSourceReportsEachProblemOnce: an invalid object and a LoadBalancer
+// pending are logged by the load that first finds them, not again by the
+// reloads after it, and their end is logged once.
+func TestSourceReportsEachProblemOnce(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "bad.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n")
+	writeFile(t, filepath.Join(dir, "lb.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: lb}\nspec: {type: LoadBalancer, ports: [{port: 80}]}\n")
+	var sink logtest.Sink
+	sub := runSource(t, Options{Path: dir}, sink.Logger(0))
+	lb := model.ServiceKey{Namespace: "default", Name: "lb"}
+	waitFor(t, sub, "initial load", func(s *model.Snapshot) bool { return s.Synced && s.Service(lb) != nil })
+	for i := range 3 {
+		name := fmt.Sprintf("extra-%d", i)
+		writeFile(t, filepath.Join(dir, name+".yaml"), fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: %s}\nspec: {ports: [{port: 80}]}\n", name))
+		key := model.ServiceKey{Namespace: "default", Name: name}
+		waitFor(t, sub, name, func(s *model.Snapshot) bool { return s.Service(key) != nil })
+	}
+	if n, m := sink.Count("Invalid object left out", "default/bad"), sink.Count("Object not fully served", "default/lb"); n != 1 || m != 1 {
+		t.Errorf("after 4 loads: the invalid Service logged %d times, the pending one %d; want once each:\n%s", n, m, strings.Join(sink.Lines(), "\n"))
+	}
+	writeFile(t, filepath.Join(dir, "bad.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 81}]}\n")
+	bad := model.ServiceKey{Namespace: "default", Name: "bad"}
+	waitFor(t, sub, "bad fixed", func(s *model.Snapshot) bool { return s.Service(bad) != nil })
+	if n := sink.Count("No longer reported", "default/bad"); n != 1 {
+		t.Errorf("the fix logged %d times, want once:\n%s", n, strings.Join(sink.Lines(), "\n"))
+	}
+	if n := sink.Count("No longer reported", "default/lb"); n != 0 {
+		t.Errorf("the pending LoadBalancer, still pending, logged as gone %d times", n)
 	}
 }
