@@ -194,6 +194,9 @@ func (tx *Txn) DeleteEndpointSlice(namespace, name string) {
 	tx.slicesDirty = true
 	st := tx.state(old.ServiceKey())
 	st.Slices = slices.DeleteFunc(st.Slices, func(e *EndpointSlice) bool { return e.Name == name })
+	if len(st.Slices) == 0 {
+		st.Slices = nil // as a Service never given a slice: the state does not tell its history
+	}
 }
 
 // SetNode adds or replaces a Node.
