@@ -138,7 +138,7 @@ func (r *cpResponse) err() error { return errors.Join(r.errs()...) }
 func toWireObjects(objs []controlplane.Object) ([]wireObject, error) {
 	out := make([]wireObject, 0, len(objs))
 	for _, o := range objs {
-		b, err := marshalJSON(o.Obj)
+		b, err := file.EncodeJSON(o.Obj)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.Origin, err)
 		}

@@ -44,6 +44,9 @@ type Source struct {
 	pending    chan struct{}
 	// reported are the errors and warnings the last load logged, by text.
 	reported map[string]bool
+	// follow reads a publication's changes from its journal; nil for
+	// manifests in a directory.
+	follow *follower
 }
 
 // firstWritesWait bounds how long the first load's writes wait for
@@ -68,7 +71,11 @@ func New(opts Options, store *model.Store, log klog.Logger) *Source {
 	if opts.Cache == nil {
 		opts.Cache = NewCache()
 	}
-	return &Source{opts: opts, store: store, log: log}
+	s := &Source{opts: opts, store: store, log: log}
+	if !isDir(opts.Path) {
+		s.follow = newFollower(opts.Path, opts, log)
+	}
+	return s
 }
 
 // Run loads the manifests, marks the store synced, then reloads on every change
@@ -106,7 +113,11 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			if s.relevant(ev.Name) {
 				s.opts.Cache.Forget(ev.Name)
-				timer.Reset(delayAfter(ev))
+				d := delayAfter(ev)
+				if s.follow != nil && filepath.Clean(ev.Name) == filepath.Clean(s.follow.journal) {
+					d = settle // appended a record at a time; a partial one waits
+				}
+				timer.Reset(d)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -114,6 +125,9 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			s.log.Error(err, "Watching manifests", "path", s.opts.Path)
 		case <-timer.C:
+			if s.followJournal() {
+				continue
+			}
 			if err := s.reload(ctx, &bg, false); err != nil {
 				s.log.Error(err, "Reloading manifests; keeping the previous state", "path", s.opts.Path)
 			}
@@ -126,7 +140,23 @@ func (s *Source) relevant(name string) bool {
 	if isDir(s.opts.Path) {
 		return isManifestName(filepath.Base(name))
 	}
-	return filepath.Clean(name) == filepath.Clean(s.opts.Path)
+	name = filepath.Clean(name)
+	return name == filepath.Clean(s.opts.Path) || name == filepath.Clean(s.follow.journal)
+}
+
+// followJournal writes to the store the changes the publication's journal
+// holds since the last read; false when the publication is to be read
+// whole.
+func (s *Source) followJournal() bool {
+	if s.follow == nil || !s.follow.following() {
+		return false
+	}
+	start := time.Now()
+	n, ok := s.follow.catchUp(s.store)
+	if ok {
+		s.log.V(2).Info("Followed the publication's journal", "path", s.opts.Path, "records", n, "publication", s.follow.seq, "took", time.Since(start))
+	}
+	return ok
 }
 
 // reload loads the manifests and feeds the store; the allocations are
@@ -141,9 +171,22 @@ func (s *Source) reload(ctx context.Context, bg *sync.WaitGroup, first bool) err
 		<-s.pending
 		s.pending = nil
 	}
+	var head PublicationHeader
+	var headOK bool
+	var headID fileStat
+	if s.follow != nil {
+		s.follow.stop()
+		head, headOK, headID, _ = readPublicationHeader(s.opts.Path)
+	}
 	l, err := load(s.opts, true)
 	if err != nil {
 		return err
+	}
+	if headOK {
+		// The header read before the load is the loaded publication's
+		// when the file is still the same after it.
+		after, ok, id, _ := readPublicationHeader(s.opts.Path)
+		headOK = ok && after == head && id == headID
 	}
 	defer func() {
 		if first && s.programmed != nil {
@@ -171,6 +214,10 @@ func (s *Source) reload(ctx context.Context, bg *sync.WaitGroup, first bool) err
 	s.report(l)
 	applying := time.Now()
 	l.apply(s.store)
+	if headOK {
+		s.follow.reset(head, headID, l.API)
+		s.followJournal() // the records appended since the publication
+	}
 	s.log.V(2).Info("Loaded manifests", append([]any{"path", s.opts.Path, "services", len(l.Services), "endpointSlices", len(l.EndpointSlices), "invalid", len(l.Errors)},
 		append(l.Timings(), "apply", time.Since(applying))...)...)
 	return nil
