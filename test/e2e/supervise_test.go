@@ -24,7 +24,9 @@ import (
 	"github.com/svcnet/svcnet/internal/lab/cluster"
 	"github.com/svcnet/svcnet/internal/lab/labtest"
 	"github.com/svcnet/svcnet/internal/lab/topology"
+	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/netns/netnstest"
+	"github.com/svcnet/svcnet/internal/trace"
 )
 
 // Supervision (cluster.Supervise): every process of the lab is restarted when it
@@ -137,12 +139,12 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 	ctx, stop := context.WithCancel(e.ctx)
 	defer stop()
 	flows := []*flow{
-		{name: "NodePort, established", dial: client, addr: nodePort, established: true, must: true},
-		{name: "NodePort, new connections", dial: client, addr: nodePort, must: true},
+		{name: "NodePort, established", dial: client, addr: nodePort, established: true, must: true, outside: true},
+		{name: "NodePort, new connections", dial: client, addr: nodePort, must: true, outside: true},
 		{name: "ClusterIP from a pod on the node, established", dial: clientK, addr: clusterIP, established: true, must: true},
 		{name: "ClusterIP from a pod on the node, new connections", dial: clientK, addr: clusterIP, must: true},
-		{name: "LoadBalancer IP, established", dial: client, addr: lb, established: true, must: true},
-		{name: "LoadBalancer IP, new connections", dial: client, addr: lb, must: true},
+		{name: "LoadBalancer IP, established", dial: client, addr: lb, established: true, must: true, outside: true},
+		{name: "LoadBalancer IP, new connections", dial: client, addr: lb, must: true, outside: true},
 	}
 	var wg sync.WaitGroup
 	for _, f := range flows {
@@ -152,6 +154,7 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 		wg.Go(func() { f.run(ctx) })
 	}
 	time.Sleep(500 * time.Millisecond)
+	held := tcConns(t, e, node, flows)
 	killedAt := time.Now()
 	killSupervised(t, e, "kube-system", fmt.Sprintf("svcnet-proxy-node%d", node))
 	if err := e.l.StartProxy(e.ctx, node); err != nil { // supervised: waits until it has synced
@@ -160,8 +163,20 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 	syncedAt := time.Now()
 	t.Logf("node%d's proxy synced again %v after the kill", node, syncedAt.Sub(killedAt).Round(time.Millisecond))
 	time.Sleep(2 * time.Second)
+	heldAfter := tcConns(t, e, node, flows) // before the flows end their connections
 	stop()
 	wg.Wait()
+	for _, f := range flows {
+		c, ok := held[f]
+		if !ok {
+			continue
+		}
+		// The restarted proxy adopted the connection table.
+		t.Logf("%s: node%d's tc connection %s before the kill, %s after", f.name, node, c, heldAfter[f])
+		if c != heldAfter[f] && !strings.HasPrefix(c, "none") {
+			t.Errorf("%s: node%d's tc load balancer held the connection as %s before the kill, as %s after", f.name, node, c, heldAfter[f])
+		}
+	}
 	for _, f := range flows {
 		t.Logf("%s: %s", f.name, f.summary(killedAt))
 		if testbin.DataPlane() == "userspace" {
@@ -195,6 +210,43 @@ func proxyKilled(t *testing.T, e *env, node int, lbIP netip.Addr) {
 	e.eventually(fmt.Sprintf("Service after's ClusterIP from client-%d", node), func() error {
 		return e.curl(fmt.Sprintf("client-%d", node), clusterURL(after, 8080), 1, time.Second)[0].Err
 	})
+}
+
+// tcConns returns, on the eBPF plane, how node's tc load balancer holds
+// each established flow from outside the cluster: its backend, SNAT and
+// state, or none (the nftables rules keep it).
+func tcConns(t *testing.T, e *env, node int, flows []*flow) map[*flow]string {
+	t.Helper()
+	if testbin.DataPlane() != cluster.DataPlaneEBPF {
+		return nil
+	}
+	open := trace.KernelTCMaps(func(string) (string, error) { return e.l.Names().Node(node), nil })
+	m, err := open(topology.NodeName(node), "eth0")
+	if err != nil {
+		t.Fatalf("node%d's tc load balancer: %v", node, err)
+	}
+	defer m.Close()
+	out := map[*flow]string{}
+	for _, f := range flows {
+		if !f.established || !f.outside {
+			continue
+		}
+		client, err1 := netip.ParseAddrPort(f.conn.LocalAddr().String())
+		fe, err2 := netip.ParseAddrPort(f.addr)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: addresses %v, %v", f.name, f.conn.LocalAddr(), f.addr)
+		}
+		c, found, err := m.Conn(client, fe, model.ProtocolTCP)
+		switch {
+		case err != nil:
+			out[f] = "unreadable: " + err.Error()
+		case !found:
+			out[f] = fmt.Sprintf("none for %v -> %v", client, fe)
+		default:
+			out[f] = fmt.Sprintf("%+v", c)
+		}
+	}
+	return out
 }
 
 // proxyHealthzFails: SIGSTOP of node's proxy makes its /healthz time out:
@@ -401,6 +453,7 @@ type flow struct {
 	addr        string
 	established bool
 	must        bool // every request must succeed
+	outside     bool // from outside the cluster, through the node's interface
 
 	conn     net.Conn
 	ok       int
@@ -524,8 +577,9 @@ func userspaceRestart(t *testing.T, f *flow, node int, killedAt, syncedAt time.T
 
 func (f *flow) summary(killed time.Time) string {
 	s := fmt.Sprintf("%d requests, %d failed", f.ok+f.failed, f.failed)
-	if f.firstErr != nil {
-		s += fmt.Sprintf(" (first %v after the kill: %v", f.firstAt.Sub(killed).Round(time.Millisecond), f.firstErr)
+	if len(f.failures) > 0 {
+		x := f.failures[0]
+		s += fmt.Sprintf(" (first %v–%v after the kill: %v", x.began.Sub(killed).Round(time.Millisecond), x.ended.Sub(killed).Round(time.Millisecond), x.err)
 		if f.established {
 			s += "; the connection was given up"
 		}
