@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"reflect"
 	"slices"
 )
@@ -97,9 +98,9 @@ func (cs *changeSet) take() Changes {
 			out.Pods = append(out.Pods, *ch)
 		}
 	}
-	slices.SortFunc(out.Services, func(a, b ServiceChange) int { return compareKeys(a.Key, b.Key) })
-	slices.SortFunc(out.Nodes, func(a, b NodeChange) int { return compareKeys(ServiceKey{Name: a.Name}, ServiceKey{Name: b.Name}) })
-	slices.SortFunc(out.Pods, func(a, b PodChange) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(out.Services, func(a, b ServiceChange) int { return CompareServiceKeys(a.Key, b.Key) })
+	slices.SortFunc(out.Nodes, func(a, b NodeChange) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Pods, func(a, b PodChange) int { return CompareServiceKeys(a.Key, b.Key) })
 	*cs = *newChangeSet()
 	return out
 }

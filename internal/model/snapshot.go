@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 )
 
@@ -51,6 +52,19 @@ func (s *Snapshot) Service(k ServiceKey) *ServiceState {
 	return st
 }
 
+// EachService yields every known Service's state, in no order: for a reader
+// on every change that keeps a few of them, which Services would sort all
+// first (about 3 ms at 10,000 Services).
+func (s *Snapshot) EachService() iter.Seq[*ServiceState] {
+	return func(yield func(*ServiceState) bool) {
+		for _, st := range s.services.all() {
+			if st.Service != nil && !yield(st) {
+				return
+			}
+		}
+	}
+}
+
 // Services returns every known Service's state, sorted by key.
 func (s *Snapshot) Services() []*ServiceState {
 	out := make([]*ServiceState, 0, s.services.len())
@@ -59,7 +73,7 @@ func (s *Snapshot) Services() []*ServiceState {
 			out = append(out, st)
 		}
 	}
-	slices.SortFunc(out, func(a, b *ServiceState) int { return compareKeys(a.Service.Key(), b.Service.Key()) })
+	slices.SortFunc(out, func(a, b *ServiceState) int { return CompareServiceKeys(a.Service.Key(), b.Service.Key()) })
 	return out
 }
 
@@ -71,7 +85,7 @@ func (s *Snapshot) EndpointSlices() []*EndpointSlice {
 		out = append(out, sl)
 	}
 	slices.SortFunc(out, func(a, b *EndpointSlice) int {
-		return compareKeys(ServiceKey{a.Namespace, a.Name}, ServiceKey{b.Namespace, b.Name})
+		return CompareServiceKeys(ServiceKey{a.Namespace, a.Name}, ServiceKey{b.Namespace, b.Name})
 	})
 	return out
 }
@@ -98,11 +112,12 @@ func (s *Snapshot) Pods() []*Pod {
 	for _, p := range s.pods.all() {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b *Pod) int { return compareKeys(a.Key(), b.Key()) })
+	slices.SortFunc(out, func(a, b *Pod) int { return CompareServiceKeys(a.Key(), b.Key()) })
 	return out
 }
 
-func compareKeys(a, b ServiceKey) int {
+// CompareServiceKeys orders keys by namespace, then name.
+func CompareServiceKeys(a, b ServiceKey) int {
 	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
 	}

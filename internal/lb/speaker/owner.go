@@ -55,7 +55,7 @@ func claims(cfg Config, snap *model.Snapshot, alive map[string]bool) map[netip.A
 	}
 	out := map[netip.Addr]*claim{}
 	eligible := map[netip.Addr]map[string]bool{}
-	for _, st := range snap.Services() {
+	for st := range snap.EachService() {
 		svc := st.Service
 		if svc.Type != model.ServiceTypeLoadBalancer || !ours.Ours(svc.LoadBalancerClass) {
 			continue
@@ -73,7 +73,7 @@ func claims(cfg Config, snap *model.Snapshot, alive map[string]bool) map[netip.A
 				eligible[ip] = map[string]bool{}
 			}
 			if !slices.Contains(c.services, svc.Key()) {
-				c.services = append(c.services, svc.Key()) // Services come sorted
+				c.services = append(c.services, svc.Key())
 			}
 			var ready map[string]bool
 			if local {
@@ -87,6 +87,7 @@ func claims(cfg Config, snap *model.Snapshot, alive map[string]bool) map[netip.A
 		}
 	}
 	for ip, c := range out {
+		slices.SortFunc(c.services, model.CompareServiceKeys)
 		for _, n := range candidates {
 			if eligible[ip][n] {
 				c.eligible = append(c.eligible, n)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -235,5 +236,27 @@ func TestPick(t *testing.T) {
 	// Duplicate names hash alike: the tie goes to the (same) name.
 	if got := pick([]string{"a", "a"}, ip); got != "a" {
 		t.Errorf("pick with a tie = %q", got)
+	}
+}
+
+// TestClaimsListServicesSorted: Services sharing an IP are listed by key,
+// whatever order the snapshot yields them in.
+func TestClaimsListServicesSorted(t *testing.T) {
+	ip := "172.26.236.190"
+	var want []model.ServiceKey
+	snap := snapshot(func(tx *model.Txn) {
+		for i := range 40 {
+			s := lbSvc(fmt.Sprintf("share%02d", 39-i), model.TrafficPolicyCluster, ip)
+			tx.SetService(s)
+			want = append(want, s.Key())
+		}
+		tx.SetNode(labNode(1, true))
+	})
+	slices.SortFunc(want, model.CompareServiceKeys)
+	for range 5 {
+		c := claims(Config{IsDefault: true}, snap, nil)[netip.MustParseAddr(ip)]
+		if c == nil || !slices.Equal(c.services, want) {
+			t.Fatalf("claim of %s: %+v, want services %v", ip, c, want)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package file
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
@@ -360,8 +358,6 @@ func sortedKeys(m map[model.ServiceKey]bool) []model.ServiceKey {
 	for k := range m {
 		out = append(out, k)
 	}
-	slices.SortFunc(out, func(a, b model.ServiceKey) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(out, model.CompareServiceKeys)
 	return out
 }
