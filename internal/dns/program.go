@@ -2,14 +2,19 @@ package dns
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/svcnet/svcnet/internal/dns/zone"
+	"github.com/svcnet/svcnet/internal/model"
 )
 
 // program keeps the served view current until ctx ends: on every change of
-// the store it rebuilds the view from the latest synced snapshot and swaps it
-// in atomically. Changes are coalesced: the store's subscription merges those
+// the store it makes the view of the latest synced snapshot, the first by
+// zone.Build and each later one by updating the last with the Services
+// changed since (zone.View.Update: at 10,000 Services a quarter of a
+// build), and swaps it in atomically. Changes are coalesced: the store's subscription merges those
 // that arrive while a build runs into the next one, so a build never queues
 // behind a backlog. Snapshots published while the source is not synced are
 // not served: before the first sync there is no view (in-zone questions get
@@ -27,6 +32,9 @@ func (s *Server) program(ctx context.Context) error {
 		built     bool
 		builtRev  uint64
 		busySince = start // when the last build (or Run) started
+		// dirty are the Services changed since the last view: a view
+		// after the first is the last one updated with them.
+		dirty = map[model.ServiceKey]bool{}
 	)
 	for {
 		var changed time.Time
@@ -48,18 +56,29 @@ func (s *Server) program(ctx context.Context) error {
 			}
 		}
 		busySince = time.Now()
-		snap, _ := sub.Next()
+		snap, changes := sub.Next()
+		for _, c := range changes.Services {
+			dirty[c.Key] = true
+		}
 		if !snap.Synced || (built && snap.Revision == builtRev) {
 			continue
 		}
-		v := zone.Build(s.zoneCfg, snap)
-		s.view.Store(v)
-		s.metrics.ProgrammingDuration.Observe(time.Since(changed).Seconds())
+		var v *zone.View
+		if last := s.view.Load(); built && last != nil {
+			v = last.Update(snap, slices.SortedFunc(maps.Keys(dirty), model.CompareServiceKeys))
+		} else {
+			v = zone.Build(s.zoneCfg, snap)
+		}
+		clear(dirty)
+		// The sync's log line and the latency are recorded before the
+		// view is served: whoever sees an answer from it finds them.
 		if !built {
 			waiting.Stop()
 			s.log.Info("Source synced: answering from the cluster model", "revision", snap.Revision,
 				"after", time.Since(start).Round(time.Millisecond))
 		}
+		s.metrics.ProgrammingDuration.Observe(time.Since(changed).Seconds())
+		s.view.Store(v)
 		s.log.V(4).Info("Serving new model", "revision", snap.Revision, "build", time.Since(busySince))
 		built, builtRev = true, snap.Revision
 	}

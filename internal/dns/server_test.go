@@ -212,6 +212,21 @@ func TestStartupServfailUntilSyncedThenAnswers(t *testing.T) {
 	if r := ask(t, "udp", addr, question("my-nginx.default.svc.cluster.local.", dns.TypeA)); r.Rcode != dns.RcodeSuccess {
 		t.Errorf("after the source lost its sync: rcode %s, want NOERROR from the last synced model", dns.RcodeToString[r.Rcode])
 	}
+	// What changed while it was lost is served once it is back: the view
+	// is updated with every Service changed since the last one.
+	store.Update(func(tx *model.Txn) {
+		tx.SetService(&model.Service{Namespace: "default", Name: "while-lost", Type: model.ServiceTypeClusterIP,
+			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.77")}, IPFamilies: []ipfamily.Family{ipfamily.IPv4},
+			Ports: []model.ServicePort{{Protocol: model.ProtocolTCP, Port: 80, TargetPort: 80}}})
+	})
+	time.Sleep(20 * time.Millisecond)
+	store.Update(func(tx *model.Txn) { tx.SetSynced(true) })
+	if took, ok := waitFor(time.Second, func() bool {
+		r = ask(t, "udp", addr, question("while-lost.default.svc.cluster.local.", dns.TypeA))
+		return r.Rcode == dns.RcodeSuccess && slices.Equal(answerData(r), []string{"10.96.0.77"})
+	}); !ok {
+		t.Errorf("a Service added while the sync was lost: not answered %v after the sync came back: rcode %s", took, dns.RcodeToString[r.Rcode])
+	}
 }
 
 // TestChangeAnsweredWithin100ms: each change of the model is answered within

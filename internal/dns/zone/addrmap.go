@@ -1,6 +1,9 @@
 package zone
 
-import "net/netip"
+import (
+	"maps"
+	"net/netip"
+)
 
 // addrMap maps unmapped IP addresses to values. IPv4 keys are uint32, which the
 // runtime hashes on its fast path: Build inserts one key per endpoint address,
@@ -33,4 +36,19 @@ func (m addrMap[V]) set(a netip.Addr, v V) {
 		return
 	}
 	m.v6[a.As16()] = v
+}
+
+// del removes a (unmapped).
+func (m addrMap[V]) del(a netip.Addr) {
+	if a.Is4() {
+		b := a.As4()
+		delete(m.v4, uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3]))
+		return
+	}
+	delete(m.v6, a.As16())
+}
+
+// clone returns a copy of m that shares no map with it.
+func (m addrMap[V]) clone() addrMap[V] {
+	return addrMap[V]{v4: maps.Clone(m.v4), v6: maps.Clone(m.v6)}
 }

@@ -1,9 +1,10 @@
 // Package zone answers DNS questions about a cluster from one model.Snapshot, by
 // the Kubernetes DNS-Based Service Discovery specification, schema 1.1.0
 // (https://github.com/kubernetes/dns/blob/master/docs/specification.md, "the
-// spec" below). It is pure: Build indexes a snapshot into an immutable View, and
-// View.Answer turns a query into the authoritative reply, with no I/O, no clock and
-// no goroutine. The server (package internal/dns) adds EDNS0, truncation,
+// spec" below). It is pure: Build indexes a snapshot into an immutable View,
+// View.Update makes the View of a later snapshot from the Services that changed,
+// and View.Answer turns a query into the authoritative reply, with no I/O, no
+// clock and no goroutine. The server (package internal/dns) adds EDNS0, truncation,
 // forwarding and metrics.
 //
 // What the View answers, under the cluster zone <zone> (every comparison is
