@@ -200,9 +200,6 @@ func NewPublisher(path string, remember bool) *Publisher {
 	return &Publisher{path: path, remember: remember, minSize: minJournalSize}
 }
 
-// Path is the publication's path.
-func (p *Publisher) Path() string { return p.path }
-
 // minJournalSize is the size a journal may reach before it starts again,
 // whatever the publication's; a record of more than half the size a
 // journal may reach starts one without prev.
