@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
@@ -100,7 +102,7 @@ func (o *dnsOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	src, err := o.source(store, srv, log)
+	src, err := o.source(store, srv, srv.Metrics().Registry(), log)
 	if err != nil {
 		return err
 	}
@@ -120,8 +122,9 @@ func (o *dnsOptions) run(cmd *cobra.Command) error {
 // source returns the run function of the configured source of state. The
 // kube source waits for its first sync as long as it takes (the server
 // answers SERVFAIL meanwhile); it watches no Pods, as pod records are served
-// without checking the Pod exists ("pods insecure").
-func (o *dnsOptions) source(store *model.Store, srv *dns.Server, log klog.Logger) (func(context.Context) error, error) {
+// without checking the Pod exists ("pods insecure"). A file source's
+// metrics are registered on reg.
+func (o *dnsOptions) source(store *model.Store, srv *dns.Server, reg prometheus.Registerer, log klog.Logger) (func(context.Context) error, error) {
 	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
@@ -146,7 +149,7 @@ func (o *dnsOptions) source(store *model.Store, srv *dns.Server, log klog.Logger
 	if err != nil {
 		return nil, err
 	}
-	return file.New(file.Options{Path: o.state.state, Config: cp, AllServices: true}, store, log).Run, nil
+	return file.New(file.Options{Path: o.state.state, Config: cp, AllServices: true, Metrics: fileSourceMetrics(reg)}, store, log).Run, nil
 }
 
 // serveDNSMetrics serves the server's /metrics and /healthz on addr until ctx

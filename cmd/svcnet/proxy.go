@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 
 	"github.com/spf13/cobra"
@@ -225,7 +227,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		defer closeAll()
 		dataPlane = runners
 	}
-	src, err := o.source(store, synced, log)
+	src, err := o.source(store, synced, m.Registry(), log)
 	if err != nil {
 		return err
 	}
@@ -340,10 +342,10 @@ func runCleanup(ctx context.Context, opt planes.Options, log klog.Logger) error 
 	return nil
 }
 
-// source returns the run function of the configured source of state.
 // source returns the run function of the state's source; a file source's
-// first writes wait for synced when it is not nil (file.Source.WriteAfter).
-func (o *proxyOptions) source(store *model.Store, synced *programmedSignal, log klog.Logger) (func(context.Context) error, error) {
+// first writes wait for synced when it is not nil (file.Source.WriteAfter),
+// and its metrics are registered on reg.
+func (o *proxyOptions) source(store *model.Store, synced *programmedSignal, reg prometheus.Registerer, log klog.Logger) (func(context.Context) error, error) {
 	if o.state.cluster() {
 		client, err := kube.NewClient(o.state.kubeconfig)
 		if err != nil {
@@ -356,7 +358,7 @@ func (o *proxyOptions) source(store *model.Store, synced *programmedSignal, log 
 	if err != nil {
 		return nil, err
 	}
-	s := file.New(file.Options{Path: o.state.state, Config: cp, ServiceProxyName: o.serviceProxyName}, store, log)
+	s := file.New(file.Options{Path: o.state.state, Config: cp, ServiceProxyName: o.serviceProxyName, Metrics: fileSourceMetrics(reg)}, store, log)
 	if synced != nil {
 		s.WriteAfter(synced.programmed())
 	}

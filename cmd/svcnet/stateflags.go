@@ -6,8 +6,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/svcnet/svcnet/internal/source/file"
+
 	"github.com/spf13/pflag"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/svcnet/svcnet/internal/controlplane"
 )
 
@@ -76,4 +79,12 @@ func (f *stateFlags) controlPlaneConfig() (controlplane.Config, error) {
 	}
 	cfg.NodePortRange = r
 	return cfg, nil
+}
+
+// fileSourceMetrics returns a file source's metrics, registered on reg (an
+// agent's /metrics).
+func fileSourceMetrics(reg prometheus.Registerer) *file.Metrics {
+	m := file.NewMetrics()
+	reg.MustRegister(m.Collectors()...)
+	return m
 }

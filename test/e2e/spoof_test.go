@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -11,10 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -201,27 +198,13 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // rejections returns node i's svcnet proxy's refused-heartbeat counters by reason.
 func rejections(t *testing.T, e *env, i int) map[string]float64 {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: e.dialer(topology.NodeName(i)), DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	resp, err := hc.Get(proxyMetricsURL)
-	if err != nil {
-		t.Fatalf("node%d metrics: %v", i, err)
-	}
-	defer resp.Body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), rejectedMetric+`{reason="`)
-		if !ok {
-			continue
+	for sample, v := range scrape(t, e.dialer(topology.NodeName(i)), proxyMetricsURL) {
+		if rest, ok := strings.CutPrefix(sample, rejectedMetric+`{reason="`); ok {
+			if reason, ok := strings.CutSuffix(rest, `"}`); ok {
+				out[reason] = v
+			}
 		}
-		reason, value, ok := strings.Cut(rest, `"} `)
-		if v, err := strconv.ParseFloat(value, 64); ok && err == nil {
-			out[reason] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("node%d metrics: %v", i, err)
 	}
 	return out
 }

@@ -90,16 +90,21 @@ func (e *env) service(name string) *corev1.Service {
 
 func (e *env) pod(name string) *corev1.Pod {
 	e.t.Helper()
+	return e.podIn("default", name)
+}
+
+func (e *env) podIn(namespace, name string) *corev1.Pod {
+	e.t.Helper()
 	r, err := e.l.Get(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, p := range r.Pods {
-		if p.Namespace == "default" && p.Name == name {
+		if p.Namespace == namespace && p.Name == name {
 			return p
 		}
 	}
-	e.t.Fatalf("Pod default/%s not found", name)
+	e.t.Fatalf("Pod %s/%s not found", namespace, name)
 	return nil
 }
 
@@ -463,6 +468,9 @@ func suite(t *testing.T, controlPlane string) {
 			return err
 		})
 	})
+	if controlPlane == cluster.ControlPlaneFile {
+		t.Run("AgentsFollowJournal", func(t *testing.T) { agentsFollowJournal(t, e) })
+	}
 }
 
 func TestServicesFileControlPlane(t *testing.T) { suite(t, cluster.ControlPlaneFile) }

@@ -22,6 +22,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/logtest"
 	"github.com/svcnet/svcnet/internal/model"
@@ -433,6 +436,15 @@ func TestFollowerReadsWhole(t *testing.T) {
 // TestSourceFollowsJournal: a running Source of a publication takes each
 // change published after its first read from the journal, through the
 // file system's events, without reading the publication again.
+// count is c's value.
+func count(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 func TestSourceFollowsJournal(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cluster.yaml")
@@ -440,7 +452,8 @@ func TestSourceFollowsJournal(t *testing.T) {
 	c := cluster{"svc-a": jService("a", 80, nil, nil)}
 	p.publish(c)
 	var sink logtest.Sink
-	sub := runSource(t, Options{Path: path}, sink.Logger(2))
+	m := NewMetrics()
+	sub := runSource(t, Options{Path: path, Metrics: m}, sink.Logger(2))
 	waitFor(t, sub, "first read", func(s *model.Snapshot) bool {
 		return s.Synced && s.Service(model.ServiceKey{Namespace: "default", Name: "a"}) != nil
 	})
@@ -459,5 +472,13 @@ func TestSourceFollowsJournal(t *testing.T) {
 	}
 	if n := sink.Count("Followed the publication's journal"); n < 5 {
 		t.Errorf("followed the journal %d times, want 5 or more:\n%s", n, strings.Join(sink.Lines(), "\n"))
+	}
+	// The counters follow the store's writes: the last record's may lag
+	// the snapshot that showed it.
+	for deadline := time.Now().Add(5 * time.Second); count(m.JournalRecords) < 5 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if loads, records := count(m.Loads), count(m.JournalRecords); loads != 1 || records != 5 {
+		t.Errorf("metrics: %v loads and %v journal records, want 1 and 5", loads, records)
 	}
 }

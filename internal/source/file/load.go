@@ -39,6 +39,9 @@ type Options struct {
 	// reconciled, so neither is in Errors, and the state persisted keeps
 	// what it held of them. For a one-shot reader only: not with Cache.
 	Kinds []string
+	// Metrics, when not nil, count a Source's whole reads and journal
+	// records.
+	Metrics *Metrics
 }
 
 // Loaded is one load of the manifests: the control plane's result as API objects,

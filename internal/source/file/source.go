@@ -153,6 +153,7 @@ func (s *Source) followJournal() bool {
 	}
 	start := time.Now()
 	n, ok := s.follow.catchUp(s.store)
+	s.opts.Metrics.followed(n)
 	if ok {
 		s.log.V(2).Info("Followed the publication's journal", "path", s.opts.Path, "records", n, "publication", s.follow.seq, "took", time.Since(start))
 	}
@@ -214,6 +215,7 @@ func (s *Source) reload(ctx context.Context, bg *sync.WaitGroup, first bool) err
 	s.report(l)
 	applying := time.Now()
 	l.apply(s.store)
+	s.opts.Metrics.loaded()
 	if headOK {
 		s.follow.reset(head, headID, l.API)
 		s.followJournal() // the records appended since the publication
