@@ -336,7 +336,7 @@ func (c *File) Result(context.Context) (*controlplane.Result, error) {
 	l := c.current()
 	if l == nil {
 		var err error
-		if l, err = c.load(true); err != nil {
+		if l, err = c.loadResult(); err != nil {
 			return nil, err
 		}
 	}
@@ -357,11 +357,25 @@ func (c *File) Reader(ctx context.Context) (describe.Reader, error) {
 	return describe.Held{R: r, Recorded: r.Events}, nil
 }
 
+// load loads objects/ through the File's cache, persisting the
+// allocations unless readOnly.
 func (c *File) load(readOnly bool) (*file.Loaded, error) {
+	return c.loadWith(file.Options{ReadOnly: readOnly, Cache: c.cache})
+}
+
+// loadResult loads objects/ for the control plane's result alone (the API
+// objects, as a reader shows them): nothing is persisted, and the decoded
+// manifests are let go once reconciled.
+func (c *File) loadResult() (*file.Loaded, error) {
+	return c.loadWith(file.Options{ReadOnly: true, ResultOnly: true, Cache: c.cache})
+}
+
+func (c *File) loadWith(opts file.Options) (*file.Loaded, error) {
 	if err := os.MkdirAll(c.objectsDir(), 0o755); err != nil {
 		return nil, err
 	}
-	return file.Load(file.Options{Path: c.objectsDir(), Config: c.cfg, ReadOnly: readOnly, Cache: c.cache})
+	opts.Path, opts.Config = c.objectsDir(), c.cfg
+	return file.Load(opts)
 }
 
 // publish writes cluster/cluster.yaml: every object as given, with the Services
