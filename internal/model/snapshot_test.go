@@ -2,23 +2,65 @@ package model
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
-// TestEachServiceIsServices: EachService yields what Services lists.
-func TestEachServiceIsServices(t *testing.T) {
-	s := NewStore()
-	s.Update(func(tx *Txn) {
-		for i := range 100 {
-			tx.SetService(&Service{Namespace: fmt.Sprintf("ns%d", i%7), Name: fmt.Sprintf("s%d", i)})
+// TestEachLoadBalancer: after each of 300 random writes, EachLoadBalancer
+// yields the Services of type LoadBalancer that Services lists, and an
+// earlier snapshot still yields its own.
+func TestEachLoadBalancer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	types := []ServiceType{ServiceTypeClusterIP, ServiceTypeNodePort, ServiceTypeLoadBalancer}
+	lbs := func(snap *Snapshot) (got, want []ServiceKey) {
+		for st := range snap.EachLoadBalancer() {
+			got = append(got, st.Service.Key())
 		}
-		tx.SetEndpointSlice(&EndpointSlice{Namespace: "ns0", Name: "orphan-1", Service: "orphan"})
-	})
-	snap := s.Snapshot()
-	got := slices.Collect(snap.EachService())
-	slices.SortFunc(got, func(a, b *ServiceState) int { return CompareServiceKeys(a.Service.Key(), b.Service.Key()) })
-	if want := snap.Services(); !slices.Equal(got, want) {
-		t.Errorf("EachService gave %d states, Services %d", len(got), len(want))
+		slices.SortFunc(got, CompareServiceKeys)
+		for _, st := range snap.Services() {
+			if st.Service.Type == ServiceTypeLoadBalancer {
+				want = append(want, st.Service.Key())
+			}
+		}
+		return got, want
+	}
+	s := NewStore()
+	type kept struct {
+		snap *Snapshot
+		want []ServiceKey
+	}
+	var earlier []kept
+	for i := range 300 {
+		s.Update(func(tx *Txn) {
+			for range 1 + rng.IntN(3) {
+				name := fmt.Sprintf("s%d", rng.IntN(20))
+				switch rng.IntN(4) {
+				case 0, 1:
+					tx.SetService(&Service{Namespace: "ns", Name: name, Type: types[rng.IntN(len(types))]})
+				case 2:
+					tx.DeleteService(ServiceKey{"ns", name})
+				case 3:
+					if rng.IntN(2) == 0 {
+						tx.SetEndpointSlice(&EndpointSlice{Namespace: "ns", Name: name + "-1", Service: name})
+					} else {
+						tx.DeleteEndpointSlice("ns", name+"-1")
+					}
+				}
+			}
+		})
+		snap := s.Snapshot()
+		got, want := lbs(snap)
+		if !slices.Equal(got, want) {
+			t.Fatalf("after write %d: EachLoadBalancer gave %v, want %v", i, got, want)
+		}
+		if i%50 == 0 {
+			earlier = append(earlier, kept{snap, want})
+		}
+	}
+	for _, k := range earlier {
+		if got, _ := lbs(k.snap); !slices.Equal(got, k.want) {
+			t.Errorf("snapshot %d changed: EachLoadBalancer gives %v, gave %v", k.snap.Revision, got, k.want)
+		}
 	}
 }

@@ -127,12 +127,13 @@ func (tx *Txn) writable() *Snapshot {
 	if tx.next == nil {
 		b := tx.base
 		tx.next = &Snapshot{
-			Revision: b.Revision,
-			Synced:   b.Synced,
-			services: b.services.clone(),
-			slices:   b.slices.clone(),
-			nodes:    b.nodes.clone(),
-			pods:     b.pods.clone(),
+			Revision:      b.Revision,
+			Synced:        b.Synced,
+			services:      b.services.clone(),
+			slices:        b.slices.clone(),
+			nodes:         b.nodes.clone(),
+			pods:          b.pods.clone(),
+			loadBalancers: b.loadBalancers.clone(),
 		}
 	}
 	return tx.next
@@ -311,6 +312,11 @@ func (tx *Txn) commit() (*Snapshot, Changes) {
 		st := n.services.get(k)
 		if st.Service == nil && len(st.Slices) == 0 {
 			n.services.del(k)
+		}
+		if st.Service != nil && st.Service.Type == ServiceTypeLoadBalancer {
+			n.loadBalancers.set(k, struct{}{})
+		} else {
+			n.loadBalancers.del(k)
 		}
 		tx.changes.Services = append(tx.changes.Services, ServiceChange{Key: k, Old: visible(tx.base.services.get(k)), New: visible(n.services.get(k))})
 	}

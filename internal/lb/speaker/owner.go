@@ -55,9 +55,9 @@ func claims(cfg Config, snap *model.Snapshot, alive map[string]bool) map[netip.A
 	}
 	out := map[netip.Addr]*claim{}
 	eligible := map[netip.Addr]map[string]bool{}
-	for st := range snap.EachService() {
+	for st := range snap.EachLoadBalancer() {
 		svc := st.Service
-		if svc.Type != model.ServiceTypeLoadBalancer || !ours.Ours(svc.LoadBalancerClass) {
+		if !ours.Ours(svc.LoadBalancerClass) {
 			continue
 		}
 		local := svc.ExternalTrafficPolicy == model.TrafficPolicyLocal
