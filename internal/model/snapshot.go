@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"iter"
 	"slices"
+
+	"github.com/svcnet/svcnet/internal/cowmap"
 )
 
 // ServiceState is one Service with the EndpointSlices that name it, sorted by slice
@@ -27,28 +29,28 @@ type Snapshot struct {
 	// synced, manifests loaded). Consumers should not program a data plane before.
 	Synced bool
 
-	// The maps share storage with the snapshots before and after (cowMap).
-	services *cowMap[ServiceKey, *ServiceState]
-	slices   *cowMap[ServiceKey, *EndpointSlice] // keyed by the slice's own namespace/name
-	nodes    *cowMap[string, *Node]
-	pods     *cowMap[PodKey, *Pod]
+	// The maps share storage with the snapshots before and after (cowmap.Map).
+	services *cowmap.Map[ServiceKey, *ServiceState]
+	slices   *cowmap.Map[ServiceKey, *EndpointSlice] // keyed by the slice's own namespace/name
+	nodes    *cowmap.Map[string, *Node]
+	pods     *cowmap.Map[PodKey, *Pod]
 	// loadBalancers are the keys of the Services of type LoadBalancer.
-	loadBalancers *cowMap[ServiceKey, struct{}]
+	loadBalancers *cowmap.Map[ServiceKey, struct{}]
 }
 
 func emptySnapshot() *Snapshot {
 	return &Snapshot{
-		services:      &cowMap[ServiceKey, *ServiceState]{},
-		slices:        &cowMap[ServiceKey, *EndpointSlice]{},
-		nodes:         &cowMap[string, *Node]{},
-		pods:          &cowMap[PodKey, *Pod]{},
-		loadBalancers: &cowMap[ServiceKey, struct{}]{},
+		services:      &cowmap.Map[ServiceKey, *ServiceState]{},
+		slices:        &cowmap.Map[ServiceKey, *EndpointSlice]{},
+		nodes:         &cowmap.Map[string, *Node]{},
+		pods:          &cowmap.Map[PodKey, *Pod]{},
+		loadBalancers: &cowmap.Map[ServiceKey, struct{}]{},
 	}
 }
 
 // Service returns the state of the Service k, or nil when the Service is unknown.
 func (s *Snapshot) Service(k ServiceKey) *ServiceState {
-	st := s.services.get(k)
+	st := s.services.Get(k)
 	if st == nil || st.Service == nil {
 		return nil
 	}
@@ -60,8 +62,8 @@ func (s *Snapshot) Service(k ServiceKey) *ServiceState {
 // at the cost of those Services alone.
 func (s *Snapshot) EachLoadBalancer() iter.Seq[*ServiceState] {
 	return func(yield func(*ServiceState) bool) {
-		for k := range s.loadBalancers.all() {
-			if !yield(s.services.get(k)) {
+		for k := range s.loadBalancers.All() {
+			if !yield(s.services.Get(k)) {
 				return
 			}
 		}
@@ -70,8 +72,8 @@ func (s *Snapshot) EachLoadBalancer() iter.Seq[*ServiceState] {
 
 // Services returns every known Service's state, sorted by key.
 func (s *Snapshot) Services() []*ServiceState {
-	out := make([]*ServiceState, 0, s.services.len())
-	for _, st := range s.services.all() {
+	out := make([]*ServiceState, 0, s.services.Len())
+	for _, st := range s.services.All() {
 		if st.Service != nil {
 			out = append(out, st)
 		}
@@ -83,8 +85,8 @@ func (s *Snapshot) Services() []*ServiceState {
 // EndpointSlices returns every slice, also those of unknown Services, sorted by
 // namespace/name.
 func (s *Snapshot) EndpointSlices() []*EndpointSlice {
-	out := make([]*EndpointSlice, 0, s.slices.len())
-	for _, sl := range s.slices.all() {
+	out := make([]*EndpointSlice, 0, s.slices.Len())
+	for _, sl := range s.slices.All() {
 		out = append(out, sl)
 	}
 	slices.SortFunc(out, func(a, b *EndpointSlice) int {
@@ -94,12 +96,12 @@ func (s *Snapshot) EndpointSlices() []*EndpointSlice {
 }
 
 // Node returns the named Node or nil.
-func (s *Snapshot) Node(name string) *Node { return s.nodes.get(name) }
+func (s *Snapshot) Node(name string) *Node { return s.nodes.Get(name) }
 
 // Nodes returns every Node sorted by name.
 func (s *Snapshot) Nodes() []*Node {
-	out := make([]*Node, 0, s.nodes.len())
-	for _, n := range s.nodes.all() {
+	out := make([]*Node, 0, s.nodes.Len())
+	for _, n := range s.nodes.All() {
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
@@ -107,12 +109,12 @@ func (s *Snapshot) Nodes() []*Node {
 }
 
 // Pod returns the Pod k or nil.
-func (s *Snapshot) Pod(k PodKey) *Pod { return s.pods.get(k) }
+func (s *Snapshot) Pod(k PodKey) *Pod { return s.pods.Get(k) }
 
 // Pods returns every Pod sorted by namespace/name.
 func (s *Snapshot) Pods() []*Pod {
-	out := make([]*Pod, 0, s.pods.len())
-	for _, p := range s.pods.all() {
+	out := make([]*Pod, 0, s.pods.Len())
+	for _, p := range s.pods.All() {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *Pod) int { return CompareServiceKeys(a.Key(), b.Key()) })

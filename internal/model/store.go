@@ -111,7 +111,7 @@ func initialChanges(s *Snapshot) Changes {
 }
 
 // Txn collects writes against a base snapshot. Maps are copied on first write, shard
-// by shard (cowMap), so the base snapshot is never modified.
+// by shard (cowmap.Map), so the base snapshot is never modified.
 type Txn struct {
 	base    *Snapshot
 	next    *Snapshot
@@ -129,11 +129,11 @@ func (tx *Txn) writable() *Snapshot {
 		tx.next = &Snapshot{
 			Revision:      b.Revision,
 			Synced:        b.Synced,
-			services:      b.services.clone(),
-			slices:        b.slices.clone(),
-			nodes:         b.nodes.clone(),
-			pods:          b.pods.clone(),
-			loadBalancers: b.loadBalancers.clone(),
+			services:      b.services.Clone(),
+			slices:        b.slices.Clone(),
+			nodes:         b.nodes.Clone(),
+			pods:          b.pods.Clone(),
+			loadBalancers: b.loadBalancers.Clone(),
 		}
 	}
 	return tx.next
@@ -145,18 +145,18 @@ func (tx *Txn) state(k ServiceKey) *ServiceState {
 	if !tx.touched[k] {
 		tx.touched[k] = true
 		st := &ServiceState{}
-		if old := n.services.get(k); old != nil {
+		if old := n.services.Get(k); old != nil {
 			*st = *old
 			st.Slices = slices.Clone(old.Slices)
 		}
-		n.services.set(k, st)
+		n.services.Set(k, st)
 	}
-	return n.services.get(k)
+	return n.services.Get(k)
 }
 
 // SetService adds or replaces a Service.
 func (tx *Txn) SetService(svc *Service) {
-	if old := tx.current().services.get(svc.Key()); old != nil && old.Service.Equal(svc) {
+	if old := tx.current().services.Get(svc.Key()); old != nil && old.Service.Equal(svc) {
 		return
 	}
 	tx.state(svc.Key()).Service = svc
@@ -164,7 +164,7 @@ func (tx *Txn) SetService(svc *Service) {
 
 // DeleteService removes a Service; its slices stay until they are deleted.
 func (tx *Txn) DeleteService(k ServiceKey) {
-	if tx.current().services.get(k) == nil {
+	if tx.current().services.Get(k) == nil {
 		return
 	}
 	tx.state(k).Service = nil
@@ -172,13 +172,13 @@ func (tx *Txn) DeleteService(k ServiceKey) {
 
 // SetEndpointSlice adds or replaces a slice (matched by namespace/name).
 func (tx *Txn) SetEndpointSlice(sl *EndpointSlice) {
-	if old := tx.current().slices.get(ServiceKey{sl.Namespace, sl.Name}); old != nil && old.Equal(sl) {
+	if old := tx.current().slices.Get(ServiceKey{sl.Namespace, sl.Name}); old != nil && old.Equal(sl) {
 		return
 	}
 	tx.DeleteEndpointSlice(sl.Namespace, sl.Name)
 	tx.slicesDirty = true
 	n := tx.writable()
-	n.slices.set(ServiceKey{sl.Namespace, sl.Name}, sl)
+	n.slices.Set(ServiceKey{sl.Namespace, sl.Name}, sl)
 	st := tx.state(sl.ServiceKey())
 	i, _ := slices.BinarySearchFunc(st.Slices, sl.Name, func(e *EndpointSlice, name string) int { return strings.Compare(e.Name, name) })
 	st.Slices = slices.Insert(st.Slices, i, sl)
@@ -187,11 +187,11 @@ func (tx *Txn) SetEndpointSlice(sl *EndpointSlice) {
 // DeleteEndpointSlice removes a slice by namespace/name; unknown slices are ignored.
 func (tx *Txn) DeleteEndpointSlice(namespace, name string) {
 	k := ServiceKey{namespace, name}
-	old := tx.current().slices.get(k)
+	old := tx.current().slices.Get(k)
 	if old == nil {
 		return
 	}
-	tx.writable().slices.del(k)
+	tx.writable().slices.Del(k)
 	tx.slicesDirty = true
 	st := tx.state(old.ServiceKey())
 	st.Slices = slices.DeleteFunc(st.Slices, func(e *EndpointSlice) bool { return e.Name == name })
@@ -202,35 +202,35 @@ func (tx *Txn) DeleteEndpointSlice(namespace, name string) {
 
 // SetNode adds or replaces a Node.
 func (tx *Txn) SetNode(n *Node) {
-	old := tx.current().nodes.get(n.Name)
-	tx.writable().nodes.set(n.Name, n)
+	old := tx.current().nodes.Get(n.Name)
+	tx.writable().nodes.Set(n.Name, n)
 	tx.changes.Nodes = append(tx.changes.Nodes, NodeChange{Name: n.Name, Old: old, New: n})
 }
 
 // DeleteNode removes a Node by name.
 func (tx *Txn) DeleteNode(name string) {
-	old := tx.current().nodes.get(name)
+	old := tx.current().nodes.Get(name)
 	if old == nil {
 		return
 	}
-	tx.writable().nodes.del(name)
+	tx.writable().nodes.Del(name)
 	tx.changes.Nodes = append(tx.changes.Nodes, NodeChange{Name: name, Old: old})
 }
 
 // SetPod adds or replaces a Pod.
 func (tx *Txn) SetPod(p *Pod) {
-	old := tx.current().pods.get(p.Key())
-	tx.writable().pods.set(p.Key(), p)
+	old := tx.current().pods.Get(p.Key())
+	tx.writable().pods.Set(p.Key(), p)
 	tx.changes.Pods = append(tx.changes.Pods, PodChange{Key: p.Key(), Old: old, New: p})
 }
 
 // DeletePod removes a Pod.
 func (tx *Txn) DeletePod(k PodKey) {
-	old := tx.current().pods.get(k)
+	old := tx.current().pods.Get(k)
 	if old == nil {
 		return
 	}
-	tx.writable().pods.del(k)
+	tx.writable().pods.Del(k)
 	tx.changes.Pods = append(tx.changes.Pods, PodChange{Key: k, Old: old})
 }
 
@@ -245,7 +245,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, s := range services {
 		keepSvc[s.Key()] = true
 	}
-	for k, st := range cur.services.all() {
+	for k, st := range cur.services.All() {
 		if st.Service != nil && !keepSvc[k] {
 			tx.DeleteService(k)
 		}
@@ -254,7 +254,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, sl := range eps {
 		keepSl[ServiceKey{sl.Namespace, sl.Name}] = true
 	}
-	for k := range cur.slices.all() {
+	for k := range cur.slices.All() {
 		if !keepSl[k] {
 			tx.DeleteEndpointSlice(k.Namespace, k.Name)
 		}
@@ -263,7 +263,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, n := range nodes {
 		keepNode[n.Name] = true
 	}
-	for name := range cur.nodes.all() {
+	for name := range cur.nodes.All() {
 		if !keepNode[name] {
 			tx.DeleteNode(name)
 		}
@@ -272,7 +272,7 @@ func (tx *Txn) Replace(services []*Service, eps []*EndpointSlice, nodes []*Node,
 	for _, p := range pods {
 		keepPod[p.Key()] = true
 	}
-	for k := range cur.pods.all() {
+	for k := range cur.pods.All() {
 		if !keepPod[k] {
 			tx.DeletePod(k)
 		}
@@ -309,16 +309,16 @@ func (tx *Txn) commit() (*Snapshot, Changes) {
 		n.Synced = *tx.synced
 	}
 	for k := range tx.touched {
-		st := n.services.get(k)
+		st := n.services.Get(k)
 		if st.Service == nil && len(st.Slices) == 0 {
-			n.services.del(k)
+			n.services.Del(k)
 		}
 		if st.Service != nil && st.Service.Type == ServiceTypeLoadBalancer {
-			n.loadBalancers.set(k, struct{}{})
+			n.loadBalancers.Set(k, struct{}{})
 		} else {
-			n.loadBalancers.del(k)
+			n.loadBalancers.Del(k)
 		}
-		tx.changes.Services = append(tx.changes.Services, ServiceChange{Key: k, Old: visible(tx.base.services.get(k)), New: visible(n.services.get(k))})
+		tx.changes.Services = append(tx.changes.Services, ServiceChange{Key: k, Old: visible(tx.base.services.Get(k)), New: visible(n.services.Get(k))})
 	}
 	cs := newChangeSet()
 	cs.merge(tx.changes)

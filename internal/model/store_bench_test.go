@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/svcnet/svcnet/internal/ipfamily"
@@ -40,5 +41,25 @@ func BenchmarkReplaceAgain10k(b *testing.B) {
 		svcs, sls := population(10001 + i)
 		b.StartTimer()
 		s.Update(func(tx *Txn) { tx.Replace(svcs, sls, nil, nil) })
+	}
+}
+
+// BenchmarkStoreUpdate10k measures one Service change in a store of 10k
+// Services with a slice each, and the garbage it leaves (allocs/op, B/op).
+func BenchmarkStoreUpdate10k(b *testing.B) {
+	s := NewStore()
+	s.Update(func(tx *Txn) {
+		for i := range 10000 {
+			name := "svc-" + strconv.Itoa(i)
+			tx.SetService(&Service{Namespace: "bench", Name: name})
+			tx.SetEndpointSlice(&EndpointSlice{Namespace: "bench", Name: name + "-1", Service: name, AddressType: ipfamily.IPv4})
+		}
+	})
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		name := "svc-" + strconv.Itoa(i%10000)
+		s.Update(func(tx *Txn) {
+			tx.SetService(&Service{Namespace: "bench", Name: name, Type: ServiceType(strconv.Itoa(i))})
+		})
 	}
 }
