@@ -32,6 +32,20 @@ type Map[K comparable, V any] struct {
 	n     int
 }
 
+// New returns an empty Map, writable, with room for about size keys
+// without growing: for a Map filled at once.
+func New[K comparable, V any](size int) *Map[K, V] {
+	m := &Map[K, V]{}
+	per := size/Shards + 1
+	for i := range m.shards {
+		m.shards[i] = make(map[K]V, per)
+	}
+	for i := range m.owned {
+		m.owned[i] = ^uint64(0)
+	}
+	return m
+}
+
 func shardOf[K comparable](k K) int {
 	return int(maphash.Comparable(seed, k) % Shards)
 }

@@ -84,3 +84,21 @@ func sameMap(a, b map[int]int) bool {
 	delete(a, probe)
 	return same
 }
+
+// TestNewIsWritable: a Map from New takes writes as the zero value does,
+// and a clone of it still copies a shard before writing.
+func TestNewIsWritable(t *testing.T) {
+	m := New[int, int](1000)
+	for i := range 1000 {
+		m.Set(i, i)
+	}
+	c := m.Clone()
+	c.Set(1, -1)
+	c.Del(2)
+	if m.Len() != 1000 || m.Get(1) != 1 || m.Get(2) != 2 {
+		t.Errorf("the original changed: len %d, 1 = %d, 2 = %d", m.Len(), m.Get(1), m.Get(2))
+	}
+	if _, ok := c.Lookup(2); c.Len() != 999 || c.Get(1) != -1 || ok {
+		t.Errorf("the clone: len %d, 1 = %d, 2 present %v", c.Len(), c.Get(1), ok)
+	}
+}

@@ -13,8 +13,9 @@ import (
 // program keeps the served view current until ctx ends: on every change of
 // the store it makes the view of the latest synced snapshot, the first by
 // zone.Build and each later one by updating the last with the Services
-// changed since (zone.View.Update: at 10,000 Services a quarter of a
-// build), and swaps it in atomically. Changes are coalesced: the store's subscription merges those
+// changed since (zone.View.Update: about 20 µs for one change among 10,000
+// Services, against 30 ms for a build), and swaps it in atomically.
+// Changes are coalesced: the store's subscription merges those
 // that arrive while a build runs into the next one, so a build never queues
 // behind a backlog. Snapshots published while the source is not synced are
 // not served: before the first sync there is no view (in-zone questions get

@@ -72,12 +72,12 @@ func (v *View) svc(owner string, rel []string, qtype uint16) result {
 		return nodata
 	}
 	if m == 1 {
-		if _, ok := v.namespaces[rel[0]]; ok {
+		if _, ok := v.namespaces.Lookup(rel[0]); ok {
 			return nodata
 		}
 		return notFound
 	}
-	s := v.services[svcKey{ns: rel[m-1], name: rel[m-2]}]
+	s := v.services.Get(svcKey{ns: rel[m-1], name: rel[m-2]})
 	if s == nil {
 		return notFound
 	}

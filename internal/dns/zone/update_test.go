@@ -2,7 +2,9 @@ package zone
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -22,6 +24,13 @@ func TestUpdateIsBuild(t *testing.T) {
 	defer sub.Close()
 	snap, _ := sub.Next()
 	v := Build(cfg, snap)
+	// Every View made, with what it held then: a later Update must not
+	// change it.
+	type kept struct {
+		v    *View
+		dump viewDump
+	}
+	var views []kept
 	rng := rand.New(rand.NewPCG(3, 4))
 	tcp := model.ProtocolTCP
 	names := []model.ServiceKey{{Namespace: "kube-system", Name: "kube-dns"}}
@@ -71,15 +80,55 @@ func TestUpdateIsBuild(t *testing.T) {
 		for _, c := range changes.Services {
 			keys = append(keys, c.Key)
 		}
-		got, want := v.Update(snap, keys), Build(cfg, snap)
+		got, want := dump(v.Update(snap, keys)), dump(Build(cfg, snap))
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d (%s): Update gives\n%+v\nBuild\n%+v", step, what, got, want)
 		}
-		v = got
+		views = append(views, kept{v, dump(v)})
+		v = v.Update(snap, keys)
 	}
-	if len(v.services) < 5 {
-		t.Errorf("only %d Services at the end: the changes did not cover much", len(v.services))
+	if v.services.Len() < 5 {
+		t.Errorf("only %d Services at the end: the changes did not cover much", v.services.Len())
 	}
+	for i, k := range views {
+		if got := dump(k.v); !reflect.DeepEqual(got, k.dump) {
+			t.Fatalf("the View before step %d changed after it:\n%+v\nwas\n%+v", i, got, k.dump)
+		}
+	}
+}
+
+// viewDump is what a View holds, in plain maps: two Views answer alike
+// when their dumps are equal.
+type viewDump struct {
+	zone                    string
+	zoneLabels              []string
+	ttl, serial             uint32
+	services                map[svcKey]*service
+	namespaces              map[string]int
+	ptrService              map[netip.Addr]string
+	ptrEndpoint             map[netip.Addr]ptrTargets
+	byClusterIP, byEndpoint map[netip.Addr]holders
+	nsTarget                string
+	nsAddrs                 []netip.Addr
+}
+
+func dump(v *View) viewDump {
+	return viewDump{zone: v.zone, zoneLabels: v.zoneLabels, ttl: v.ttl, serial: v.serial,
+		services: maps.Collect(v.services.All()), namespaces: maps.Collect(v.namespaces.All()),
+		ptrService: dumpAddrs(v.ptrService), ptrEndpoint: dumpAddrs(v.ptrEndpoint),
+		byClusterIP: dumpAddrs(v.byClusterIP), byEndpoint: dumpAddrs(v.byEndpoint),
+		nsTarget: v.nsTarget, nsAddrs: v.nsAddrs}
+}
+
+func dumpAddrs[V any](m addrMap[V]) map[netip.Addr]V {
+	out := map[netip.Addr]V{}
+	for k, v := range m.v4.All() {
+		out[netip.AddrFrom4([4]byte{byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)})] = v
+	}
+	for k, v := range m.v6.All() {
+		out[netip.AddrFrom16(k)] = v
+	}
+	return out
 }
 
 // BenchmarkUpdate: one changed Service of 10,000, made by Update from the

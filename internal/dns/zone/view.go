@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/cowmap"
 	"github.com/svcnet/svcnet/internal/model"
 )
 
@@ -26,13 +27,21 @@ type View struct {
 	ttl        uint32
 	serial     uint32
 
-	services   map[svcKey]*service
-	namespaces map[string]struct{}
+	// The maps are copy-on-write: a View made by Update shares the storage
+	// of the one it was made from.
+	services *cowmap.Map[svcKey, *service]
+	// namespaces counts the Services of each namespace that has any.
+	namespaces *cowmap.Map[string, int]
 	// ptrService maps a ClusterIP (unmapped) to the first Service, by
 	// namespace/name, that has it; ptrEndpoint maps an endpoint address to every
 	// <hostname>.<svc>.<ns>.svc.<zone> it has.
 	ptrService  addrMap[string]
 	ptrEndpoint addrMap[ptrTargets]
+	// byClusterIP and byEndpoint are the keys, sorted, of the Services that
+	// have an address as a ClusterIP, or as a published endpoint with a
+	// hostname: what Update reads to make an address's PTR records again.
+	byClusterIP addrMap[holders]
+	byEndpoint  addrMap[holders]
 
 	// nsTarget is the NS record's target; nsAddrs its addresses (the ClusterIPs of
 	// kube-system/kube-dns, none without that Service).
@@ -45,8 +54,8 @@ type View struct {
 // answers it would have given, and the rest are served. A nil snap gives a View
 // of an empty cluster. The View shares nothing mutable with snap.
 //
-// Cost: linear in Services plus endpoint addresses, about 20 ms at 10k Services
-// on a shared 2-core machine, a fifth of it the model's sorting (BenchmarkBuild).
+// Cost: linear in Services plus endpoint addresses (BenchmarkBuild); Update
+// makes the View of a change from the last one at the cost of the change.
 func Build(cfg Config, snap *model.Snapshot) *View {
 	var states []*model.ServiceState
 	v := &View{zone: cfg.zone(), ttl: cfg.TTL}
@@ -55,18 +64,24 @@ func Build(cfg Config, snap *model.Snapshot) *View {
 		states = snap.Services()
 	}
 	v.zoneLabels = dns.SplitDomainName(v.zone)
-	v.nsTarget = "ns.dns." + v.zone
-	v.services = make(map[svcKey]*service, len(states))
-	v.namespaces = map[string]struct{}{}
-	v.ptrService = newAddrMap[string](len(states))
-	v.ptrEndpoint = newAddrMap[ptrTargets](2 * len(states))
+	v.services = cowmap.New[svcKey, *service](len(states))
+	v.namespaces = &cowmap.Map[string, int]{}
+	v.ptrService, v.byClusterIP = newAddrMap[string](len(states)), newAddrMap[holders](len(states))
+	v.ptrEndpoint, v.byEndpoint = newAddrMap[ptrTargets](2*len(states)), newAddrMap[holders](2*len(states))
 	for _, st := range states {
 		v.add(st)
 	}
-	if s := v.services[nameserverService]; s != nil && s.kind == kindClusterIP && len(s.ips) > 0 {
+	v.setNameserver()
+	return v
+}
+
+// setNameserver points the NS record at kube-system/kube-dns when it is a
+// ClusterIP Service with addresses.
+func (v *View) setNameserver() {
+	v.nsTarget, v.nsAddrs = "ns.dns."+v.zone, nil
+	if s := v.services.Get(nameserverService); s != nil && s.kind == kindClusterIP && len(s.ips) > 0 {
 		v.nsTarget, v.nsAddrs = s.fqdn, s.ips
 	}
-	return v
 }
 
 // Zone returns the zone the View answers for, canonical ("cluster.local.").
@@ -79,9 +94,8 @@ func (v *View) add(st *model.ServiceState) {
 	if s == nil {
 		return
 	}
-	k := svcKey{ns: strings.ToLower(st.Service.Namespace), name: strings.ToLower(st.Service.Name)}
-	v.services[k] = s
-	v.namespaces[k.ns] = struct{}{}
+	k := keyOf(st.Service.Key())
+	v.index(k, s, nil, nil)
 	for _, ip := range s.ips {
 		if _, ok := v.ptrService.get(ip); !ok {
 			v.ptrService.set(ip, s.fqdn)
@@ -94,6 +108,11 @@ func (v *View) add(st *model.ServiceState) {
 			}
 		}
 	}
+}
+
+// keyOf is the View's key of a Service.
+func keyOf(k model.ServiceKey) svcKey {
+	return svcKey{ns: strings.ToLower(k.Namespace), name: strings.ToLower(k.Name)}
 }
 
 // ptrTargets are the PTR targets of one endpoint address: first, then any more
