@@ -294,6 +294,7 @@ func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyCon
 		}
 	}
 	refs.ops(bt.tx(TableName), fs.cipRefs)
+	bt.deletesFirst()
 	if bt.Len() > 0 {
 		if err := b.conn.Apply(ctx, bt.list()...); err != nil {
 			return 0, fmt.Errorf("apply partial sync of %d ops: %w", bt.Len(), err)

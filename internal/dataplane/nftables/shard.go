@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -201,6 +202,31 @@ func (b *batch) tx(name string) *nft.Tx {
 		b.txs[name] = tx
 	}
 	return tx
+}
+
+// deletesFirst moves the element deletions of each transaction ahead of its
+// other operations, in their order. A partial sync diffs each changed
+// Service port on its own, so a port that gives up a frontend (a ClusterIP,
+// NodePort, externalIP or LoadBalancer IP with its port) and another that
+// takes it in the same sync would add the key before the first deletes it:
+// the kernel refuses a key that exists with another verdict (EEXIST), and
+// the sync fails. Deleting an element earlier is always safe: a frontend's
+// key belongs to one port at a time (the service table's claims), shared
+// sets are counted apart (cipDelta), and nothing added needs an element
+// deleted.
+func (b *batch) deletesFirst() {
+	for _, tx := range b.txs {
+		slices.SortStableFunc(tx.Ops, func(x, y nft.Op) int {
+			return cmp.Compare(opRank(x.Kind), opRank(y.Kind))
+		})
+	}
+}
+
+func opRank(k nft.OpKind) int {
+	if k == nft.OpDeleteElements {
+		return 0
+	}
+	return 1
 }
 
 // list returns the non-empty transactions in table-name order.
