@@ -335,3 +335,53 @@ func TestBackendFullSyncBatches(t *testing.T) {
 		t.Errorf("failed full sync left\n%s\nwant the kernel as it was\n%s", got, empty)
 	}
 }
+
+// TestBackendFrontendTakenOver: a partial sync in which a Service takes
+// every frontend of the first LoadBalancer Service (its ClusterIP,
+// NodePort and LoadBalancer IP), that Service gone, applies; a fresh
+// backend then finds nothing to change. The taker is named before the
+// Service it replaces, and after it.
+func TestBackendFrontendTakenOver(t *testing.T) {
+	ctx := context.Background()
+	node := testNode()
+	svcs, sls := featureObjects()
+	var lb *model.Service
+	for _, sv := range svcs {
+		if sv.Type == model.ServiceTypeLoadBalancer {
+			lb = sv
+			break
+		}
+	}
+	for _, taker := range []string{"aaa", "zzz"} {
+		t.Run(taker, func(t *testing.T) {
+			k := ipt.NewFake()
+			b := New(k, ipfamily.IPv4)
+			asm := servicetable.NewAssembler(node)
+			for _, sv := range svcs {
+				setService(t, asm, node, sv, sls)
+			}
+			if _, err := b.Sync(ctx, asm.Table(), false); err != nil {
+				t.Fatal(err)
+			}
+			next := *lb
+			next.Name = taker
+			var nextSlices []*model.EndpointSlice
+			for _, sl := range sls {
+				if sl.Namespace == lb.Namespace && sl.Service == lb.Name {
+					c := *sl
+					c.Name, c.Service = taker+"-1", taker
+					nextSlices = append(nextSlices, &c)
+				}
+			}
+			asm.Set(lb.Key(), nil)
+			setService(t, asm, node, &next, nextSlices)
+			tbl := asm.Table()
+			if st, err := b.Sync(ctx, tbl, false); err != nil || st.Full || st.TotalOps() == 0 {
+				t.Fatalf("partial sync = %+v, %v", st, err)
+			}
+			if st, err := New(k, ipfamily.IPv4).Sync(ctx, tbl, false); err != nil || st.TotalOps() != 0 {
+				t.Fatalf("a fresh backend changed %d ops (err %v): the kernel is not what the table renders", st.TotalOps(), err)
+			}
+		})
+	}
+}
