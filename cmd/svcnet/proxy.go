@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/svcnet/svcnet/internal/ebpf/socklb"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
@@ -23,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/conntrack"
 	"github.com/svcnet/svcnet/internal/dataplane/planes"
 	"github.com/svcnet/svcnet/internal/dataplane/userspace"
+	"github.com/svcnet/svcnet/internal/ebpf/socklb"
 	"github.com/svcnet/svcnet/internal/model"
 	"github.com/svcnet/svcnet/internal/podroutes"
 	"github.com/svcnet/svcnet/internal/proxy"

@@ -6,12 +6,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/svcnet/svcnet/internal/source/file"
-
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/source/file"
 )
 
 // stateFlags say where cluster state comes from: a real API server (--kubeconfig) or
