@@ -96,16 +96,9 @@ func JournalPathFor(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".svcnet-journal")
 }
 
-// ReadPublicationHeader returns the header of the publication at path; ok
-// false when the file has none (it is not a publication, or one written
-// by an older svcnet).
-func ReadPublicationHeader(path string) (h PublicationHeader, ok bool, err error) {
-	h, ok, _, err = readPublicationHeader(path)
-	return h, ok, err
-}
-
-// readPublicationHeader is ReadPublicationHeader, with the identity of the
-// file it read.
+// readPublicationHeader returns the header of the publication at path,
+// and the identity of the file it read; ok false when the file has none
+// (it is not a publication, or one written by an older svcnet).
 func readPublicationHeader(path string) (h PublicationHeader, ok bool, id fileStat, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -232,7 +225,9 @@ func (p *Publisher) Publish(docs []runtime.Object, res controlplane.Result, enc 
 		}
 		sum := sha256.Sum256(b)
 		next[o.ref] = publishedObject{obj: o.obj, sum: sum}
-		if !had || old.sum != sum {
+		// Without a last publication the journal starts anew and records
+		// nothing: the digest is kept for the next one alone.
+		if p.last != nil && (!had || old.sum != sum) {
 			put = append(put, b)
 		}
 	}
@@ -290,7 +285,7 @@ func (p *Publisher) journalChange(put []json.RawMessage, del []ObjectRef) (Publi
 		// Nothing remembered: a journal of its own, after the
 		// publication this one replaces.
 		var seq uint64
-		if h, ok, _ := ReadPublicationHeader(p.path); ok {
+		if h, ok, _, _ := readPublicationHeader(p.path); ok {
 			seq = h.Seq
 		}
 		return p.startJournal(seq+1, "", nil)

@@ -263,7 +263,7 @@ func followedAsReadWhole(t *testing.T, proxyName string) {
 			what = "no change"
 		}
 		p.publish(c)
-		if h, ok, err := ReadPublicationHeader(path); err != nil || !ok {
+		if h, ok, _, err := readPublicationHeader(path); err != nil || !ok {
 			t.Fatalf("step %d: publication header: %v %v", step, ok, err)
 		} else {
 			journals[h.Journal] = true
