@@ -319,7 +319,7 @@ func (c *changeSet) add(added []Object) bool {
 	}
 	families := c.s.al.families
 	for _, o := range added {
-		kind, m, ok := classify(o.Obj)
+		kind, m, ok := classify(o.Obj, false)
 		if !ok || m.GetName() == "" {
 			return false
 		}

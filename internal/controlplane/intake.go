@@ -26,8 +26,9 @@ const (
 	kindEndpointSlice = "EndpointSlice"
 )
 
-// entry is one accepted input object: a deep copy (never the caller's), its
-// namespace defaulted, with its position in the input for error ordering.
+// entry is one accepted input object: a deep copy (the caller's only when
+// given up, Scope.Owned), its namespace defaulted, with its position in the
+// input for error ordering.
 type entry[T any] struct {
 	idx    int
 	origin string
@@ -85,14 +86,20 @@ func (s *errorSink) add(idx int, origin, kind string, m metav1.Object, err error
 	}})
 }
 
-// readObjects deep-copies and classifies objs. Namespaced objects with no namespace
-// get "default", as kubectl and the apiserver would give them. The second object
-// with the same kind, namespace and name is an ErrDuplicate naming the first's origin.
-func readObjects(objs []Object, mm *memo) *intake {
+// readObjects deep-copies and classifies objs; owned (Scope.Owned) takes
+// each object given for the first time as it is. Namespaced objects with no
+// namespace get "default", as kubectl and the apiserver would give them. The
+// second object with the same kind, namespace and name is an ErrDuplicate
+// naming the first's origin.
+func readObjects(objs []Object, mm *memo, owned bool) *intake {
 	firstOrigin := make(map[objectKey]string, len(objs))
 	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, origins: firstOrigin, memo: mm}
 	if mm != nil {
 		in.made = make(map[metav1.Object]runtime.Object, len(objs))
+	}
+	var taken map[runtime.Object]bool
+	if owned {
+		taken = make(map[runtime.Object]bool, len(objs))
 	}
 	for i, o := range objs {
 		kind, m, ok := "", in.reuse(o.Obj), true
@@ -100,7 +107,11 @@ func readObjects(objs []Object, mm *memo) *intake {
 		if reused {
 			kind = kindOf(m)
 		} else {
-			kind, m, ok = classify(o.Obj)
+			mineNow := owned && !isNil(o.Obj) && !taken[o.Obj]
+			if mineNow {
+				taken[o.Obj] = true
+			}
+			kind, m, ok = classify(o.Obj, mineNow)
 		}
 		if !ok {
 			in.errs.add(i, o.Origin, kind, m, ErrUnknownKind)
@@ -137,27 +148,28 @@ func (in *intake) originOf(kind, key string) string {
 	return in.origins[objectKey{kind, ns, name}]
 }
 
-// classify deep-copies obj and defaults its namespace. ok is false for a kind the
-// control plane does not handle; kind then names it as well as can be told.
-func classify(obj runtime.Object) (kind string, m metav1.Object, ok bool) {
+// classify deep-copies obj (unless owned: the control plane may modify it)
+// and defaults its namespace. ok is false for a kind the control plane does
+// not handle; kind then names it as well as can be told.
+func classify(obj runtime.Object, owned bool) (kind string, m metav1.Object, ok bool) {
 	if isNil(obj) {
 		return "<nil>", &metav1.ObjectMeta{}, false
 	}
 	switch o := obj.(type) {
 	case *corev1.Service:
-		return kindService, withNamespace(o.DeepCopy()), true
+		return kindService, withNamespace(mine(o, owned)), true
 	case *corev1.Pod:
-		return kindPod, withNamespace(o.DeepCopy()), true
+		return kindPod, withNamespace(mine(o, owned)), true
 	case *corev1.Endpoints:
-		return kindEndpoints, withNamespace(o.DeepCopy()), true
+		return kindEndpoints, withNamespace(mine(o, owned)), true
 	case *discoveryv1.EndpointSlice:
-		return kindEndpointSlice, withNamespace(o.DeepCopy()), true
+		return kindEndpointSlice, withNamespace(mine(o, owned)), true
 	case *corev1.Node:
-		return kindNode, o.DeepCopy(), true
+		return kindNode, mine(o, owned), true
 	case *corev1.Namespace:
-		return kindNamespace, o.DeepCopy(), true
+		return kindNamespace, mine(o, owned), true
 	case *pool.IPAddressPool:
-		return kindIPAddressPool, o.DeepCopy(), true
+		return kindIPAddressPool, mine(o, owned), true
 	}
 	m = &metav1.ObjectMeta{}
 	kind = obj.GetObjectKind().GroupVersionKind().Kind
@@ -168,6 +180,14 @@ func classify(obj runtime.Object) (kind string, m metav1.Object, ok bool) {
 		m = a
 	}
 	return kind, m, false
+}
+
+// mine is o when owned, else a deep copy of it.
+func mine[T interface{ DeepCopy() T }](o T, owned bool) T {
+	if owned {
+		return o
+	}
+	return o.DeepCopy()
 }
 
 func isNil(obj runtime.Object) bool {

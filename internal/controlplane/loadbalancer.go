@@ -179,6 +179,17 @@ func (in *intake) poolEntry(name string) entry[*pool.IPAddressPool] {
 	return entry[*pool.IPAddressPool]{idx: math.MaxInt, origin: controlPlaneOrigin, obj: &pool.IPAddressPool{}}
 }
 
+// nodeIPPool reports whether a pool of mode nodeIP is given (valid or not:
+// one that is valid needs the EndpointSlices).
+func (in *intake) nodeIPPool() bool {
+	for _, e := range in.pools {
+		if e.obj.Spec.Mode == string(alloc.ModeNodeIP) {
+			return true
+		}
+	}
+	return false
+}
+
 // poolError is a *pool.Error worded for an ObjectError, which names the pool
 // already: its message is the reason alone.
 type poolError struct{ err *pool.Error }

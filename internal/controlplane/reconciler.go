@@ -49,7 +49,7 @@ func (r *Reconciler) Reconcile(cfg Config, objs []Object, prev State, now time.T
 		return res
 	}
 	r.memo.next = make(map[runtime.Object]*remembered, len(r.memo.last))
-	res, in := reconcile(cfg, objs, prev, now, &r.memo)
+	res, in := reconcile(cfg, objs, prev, now, &r.memo, Scope{})
 	r.memo.last, r.memo.next = r.memo.next, nil
 	r.keep(cfg, objs, in, res, now.UTC().Truncate(time.Second))
 	return res

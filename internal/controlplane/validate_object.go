@@ -76,7 +76,7 @@ func ValidateName(kind, namespace, name string) error {
 // objects: what depends on them (a ClusterIP already taken, overlapping pools)
 // is found when the whole cluster is loaded.
 func Validate(o Object) error {
-	kind, m, ok := classify(o.Obj)
+	kind, m, ok := classify(o.Obj, false)
 	if !ok {
 		return &ObjectError{Origin: o.Origin, Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Err: ErrUnknownKind}
 	}

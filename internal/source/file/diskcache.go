@@ -191,10 +191,9 @@ func (c *diskCache) worthWriting() bool {
 	return false
 }
 
-// write replaces the file with what this load used, in key order: what it
-// read from the file, and the objects it decoded whose encoding decodes to
-// them exactly.
-func (c *diskCache) write() error {
+// encode encodes the objects write is to keep, so that they may be
+// modified afterwards (a load whose objects the control plane takes).
+func (c *diskCache) encode() {
 	for _, d := range c.pending {
 		c.decoded[sha256.Sum256([]byte(d.content))] = d.objs[0].Obj
 	}
@@ -205,6 +204,13 @@ func (c *diskCache) write() error {
 		}
 	}
 	c.decoded = nil
+}
+
+// write replaces the file with what this load used, in key order: what it
+// read from the file, and the objects it decoded whose encoding decodes to
+// them exactly.
+func (c *diskCache) write() error {
+	c.encode()
 	keys := make([][sha256.Size]byte, 0, len(c.used))
 	for k := range c.used {
 		keys = append(keys, k)

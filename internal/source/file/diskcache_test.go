@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"maps"
@@ -141,6 +142,44 @@ func TestDiskCacheGivesWhatDecodingGives(t *testing.T) {
 	}
 	if differ != 2 {
 		t.Errorf("with two cache entries swapped, %d objects differ from the documents, want 2", differ)
+	}
+}
+
+// TestResultOnlyLoadCachesDocuments: a one-shot load of the result alone
+// lets the control plane default and allocate the decoded objects in
+// place; the decode cache it writes still holds what the documents decode
+// to, and a later load from it gives the same objects and result.
+func TestResultOnlyLoadCachesDocuments(t *testing.T) {
+	var dirs [2]string
+	for i := range dirs {
+		dirs[i] = copySeed(t)
+		writeFile(t, filepath.Join(dirs[i], "extra.yaml"), exactlyCached+"---\n"+notCached)
+	}
+	dir := dirs[0]
+	first, err := Load(Options{Path: dir, Now: testNow, ResultOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(Options{Path: dirs[1], Now: testNow}); err != nil {
+		t.Fatal(err)
+	}
+	got, want := openDiskCache(DecodedPathFor(dir)).have, openDiskCache(DecodedPathFor(dirs[1])).have
+	if len(want) == 0 || !maps.EqualFunc(got, want, bytes.Equal) {
+		t.Errorf("the decode cache holds %d documents, want the %d a load of everything keeps", len(got), len(want))
+	}
+	decoded, _, err := ReadManifests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCache, err := Load(Options{Path: dir, Now: testNow, ReadOnly: true, Cache: NewCache()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(decoded, fromCache.Objects); diff != "" {
+		t.Errorf("objects from the cache differ from the documents (-decoded +cached):\n%s", diff)
+	}
+	if !reflect.DeepEqual(first.API.Services, fromCache.API.Services) {
+		t.Errorf("the Services differ:\n%s", cmp.Diff(first.API.Services, fromCache.API.Services))
 	}
 }
 

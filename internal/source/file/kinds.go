@@ -13,8 +13,9 @@ import (
 // A one-shot reader that shows some kinds only (svcnet get services) names
 // them in Options.Kinds, with the kinds they depend on; a load then skips
 // the documents of other kinds before decoding them, and reconciles the
-// rest. With 10,000 Services and their EndpointSlices, `svcnet get
-// services -A --state` decodes and reconciles half the documents.
+// rest; without the EndpointSlices, the control plane builds none for the
+// Services either. With 10,000 Services and their EndpointSlices, `svcnet
+// get services -A --state` decodes and reconciles half the documents.
 //
 // What a kind depends on, in the embedded control plane: a Service's
 // allocations and LoadBalancer status on the other Services, the

@@ -31,8 +31,10 @@ type Options struct {
 	// next (see Cache); a long-running reader keeps one.
 	Cache *Cache
 	// ResultOnly leaves Loaded's Objects and model lists empty, for a
-	// reader of the API objects alone (svcnet get): the decoded
-	// manifests are let go as soon as they are reconciled.
+	// reader of the API objects alone (svcnet get): without a Cache, the
+	// control plane takes the decoded manifests rather than copies of
+	// them (controlplane.Scope), and a load of some kinds that leaves out
+	// the EndpointSlices builds none.
 	ResultOnly bool
 	// Kinds, when not empty, are the only kinds the load reads (see
 	// KindsFor): documents of other kinds are neither decoded nor
@@ -197,9 +199,19 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		now = opts.Now
 	}
 	var res controlplane.Result
-	if opts.Cache != nil {
+	switch {
+	case opts.Cache != nil:
 		res = cache.reconciler.Reconcile(opts.Config, objs, prev, now())
-	} else {
+	case opts.ResultOnly:
+		// Nothing reads the decoded objects after the control plane but
+		// the decode cache, which encodes them first.
+		if disk != nil {
+			disk.encode()
+		}
+		scope := controlplane.Scope{Owned: true, NoEndpointSlices: cache.only != nil && !cache.only["EndpointSlice"]}
+		res = controlplane.ReconcileScoped(opts.Config, objs, prev, now(), scope)
+		objs = nil
+	default:
 		res = controlplane.Reconcile(opts.Config, objs, prev, now())
 	}
 	reconciled := time.Since(start)
