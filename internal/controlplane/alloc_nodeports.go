@@ -50,7 +50,7 @@ func (al *allocator) claimNodePorts(a *svcAlloc) error {
 }
 
 func nodePortError(i int, np int32, err error) error {
-	fld := field.NewPath("spec", "ports").Index(i).Child("nodePort")
+	fld := pathSpecPorts.Index(i).Child("nodePort")
 	return toError(field.ErrorList{field.Invalid(fld, np, err.Error())})
 }
 

@@ -196,7 +196,7 @@ func (al *allocator) claimRequested(a *svcAlloc) error {
 		isNew, err := r.claim(ip, a.ipOwner())
 		if err != nil {
 			msg := fmt.Sprintf("failed to allocate IP %v: %v", s, err)
-			return toError(field.ErrorList{field.Invalid(field.NewPath("spec", "clusterIPs"), a.requested, msg)})
+			return toError(field.ErrorList{field.Invalid(pathSpecClusterIPs, a.requested, msg)})
 		}
 		if isNew {
 			a.claims = append(a.claims, claim{ip: r, addr: ip, owner: a.ipOwner()})

@@ -27,7 +27,7 @@ var supportedPortProtocols = sets.New("SCTP", "TCP", "UDP")
 // label and annotation keys are checked in sorted order so that several errors
 // always come in the same order.
 func validateObjectMeta(m *metav1.ObjectMeta, namespaced bool, nameFn apimachineryvalidation.ValidateNameFunc) field.ErrorList {
-	fld := field.NewPath("metadata")
+	fld := pathMetadata
 	var errs field.ErrorList
 	if m.GenerateName != "" {
 		for _, msg := range nameFn(m.GenerateName, true) {
@@ -41,13 +41,13 @@ func validateObjectMeta(m *metav1.ObjectMeta, namespaced bool, nameFn apimachine
 			errs = append(errs, field.Invalid(fld.Child("name"), m.Name, msg))
 		}
 	}
-	errs = append(errs, validateNamespaceField(m.Namespace, namespaced, fld.Child("namespace"))...)
-	errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(m.Generation, fld.Child("generation"))...)
-	errs = append(errs, validateLabels(m.Labels, fld.Child("labels"))...)
-	errs = append(errs, validateAnnotations(m.Annotations, fld.Child("annotations"))...)
-	errs = append(errs, apimachineryvalidation.ValidateOwnerReferences(m.OwnerReferences, fld.Child("ownerReferences"))...)
-	errs = append(errs, apimachineryvalidation.ValidateFinalizers(m.Finalizers, fld.Child("finalizers"))...)
-	errs = append(errs, metav1validation.ValidateManagedFields(m.ManagedFields, fld.Child("managedFields"))...)
+	errs = append(errs, validateNamespaceField(m.Namespace, namespaced, pathMetadataNamespace)...)
+	errs = append(errs, apimachineryvalidation.ValidateNonnegativeField(m.Generation, pathMetadataGeneration)...)
+	errs = append(errs, validateLabels(m.Labels, pathMetadataLabels)...)
+	errs = append(errs, validateAnnotations(m.Annotations, pathMetadataAnnotations)...)
+	errs = append(errs, apimachineryvalidation.ValidateOwnerReferences(m.OwnerReferences, pathMetadataOwnerReferences)...)
+	errs = append(errs, apimachineryvalidation.ValidateFinalizers(m.Finalizers, pathMetadataFinalizers)...)
+	errs = append(errs, metav1validation.ValidateManagedFields(m.ManagedFields, pathMetadataManagedFields)...)
 	return errs
 }
 

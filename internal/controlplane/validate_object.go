@@ -51,7 +51,7 @@ func ValidateName(kind, namespace, name string) error {
 	}
 	m := &metav1.ObjectMeta{Name: name, Namespace: namespace}
 	var errs field.ErrorList
-	fld := field.NewPath("metadata")
+	fld := pathMetadata
 	if name == "" {
 		errs = append(errs, field.Required(fld.Child("name"), ""))
 	}

@@ -37,7 +37,7 @@ func preparePod(p *corev1.Pod) {
 // status.podIPs. The rest of the Pod spec (images, volumes, ...) is not checked.
 func validatePod(p *corev1.Pod) field.ErrorList {
 	errs := validateObjectMeta(&p.ObjectMeta, true, validateSubdomainName)
-	spec := field.NewPath("spec")
+	spec := pathSpec
 	if p.Spec.Hostname != "" {
 		errs = append(errs, validateDNS1123Label(p.Spec.Hostname, spec.Child("hostname"))...)
 	}

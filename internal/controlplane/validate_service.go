@@ -43,7 +43,7 @@ func validateServiceCreate(svc *corev1.Service) field.ErrorList {
 	errs = append(errs, validateServiceTopologyAnnotations(svc)...)
 	errs = append(errs, validateServiceTypeFields(svc)...)
 	errs = append(errs, validateServicePorts(svc)...)
-	spec := field.NewPath("spec")
+	spec := pathSpec
 	if svc.Spec.Selector != nil {
 		errs = append(errs, validateLabels(svc.Spec.Selector, spec.Child("selector"))...)
 	}
@@ -88,7 +88,7 @@ func validateServiceTopologyAnnotations(svc *corev1.Service) field.ErrorList {
 // validateServiceTypeFields: ports required, and what each type forbids.
 func validateServiceTypeFields(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
-	spec := field.NewPath("spec")
+	spec := pathSpec
 	if len(svc.Spec.Ports) == 0 && !isHeadless(svc) && svc.Spec.Type != corev1.ServiceTypeExternalName {
 		errs = append(errs, field.Required(spec.Child("ports"), ""))
 	}
@@ -132,7 +132,7 @@ type servicePortKey struct {
 func validateServicePorts(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
 	names := sets.Set[string]{}
-	ports := field.NewPath("spec", "ports")
+	ports := pathSpecPorts
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
 		errs = append(errs, validateServicePort(sp, len(svc.Spec.Ports) > 1, names, ports.Index(i))...)
@@ -143,7 +143,7 @@ func validateServicePorts(svc *corev1.Service) field.ErrorList {
 // validateDuplicatePorts: no (protocol, port) twice.
 func validateDuplicatePorts(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
-	ports := field.NewPath("spec", "ports")
+	ports := pathSpecPorts
 	seen := map[servicePortKey]bool{}
 	for i, sp := range svc.Spec.Ports {
 		key := servicePortKey{Protocol: sp.Protocol, Port: sp.Port}
@@ -191,7 +191,7 @@ func validatePortNumOrName(port intstr.IntOrString, fld *field.Path) field.Error
 }
 
 func validateSessionAffinity(svc *corev1.Service) field.ErrorList {
-	spec := field.NewPath("spec")
+	spec := pathSpec
 	aff := svc.Spec.SessionAffinity
 	switch {
 	case aff == "":
@@ -227,7 +227,7 @@ func validateClientIPAffinityConfig(c *corev1.SessionAffinityConfig, fld *field.
 // validateServiceNodePorts: no nodePort on ClusterIP, no (protocol, nodePort) twice.
 func validateServiceNodePorts(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
-	ports := field.NewPath("spec", "ports")
+	ports := pathSpecPorts
 	if svc.Spec.Type == corev1.ServiceTypeClusterIP {
 		for i, sp := range svc.Spec.Ports {
 			if sp.NodePort != 0 {
@@ -287,7 +287,7 @@ func validateSourceRanges(svc *corev1.Service) field.ErrorList {
 
 func validateLoadBalancerClass(svc *corev1.Service) field.ErrorList {
 	c := svc.Spec.LoadBalancerClass
-	fld := field.NewPath("spec", "loadBalancerClass")
+	fld := pathSpecLoadBalancerClass
 	switch {
 	case c == nil:
 		return nil
@@ -300,7 +300,7 @@ func validateLoadBalancerClass(svc *corev1.Service) field.ErrorList {
 // validateExternalTrafficPolicy also checks a requested healthCheckNodePort.
 func validateExternalTrafficPolicy(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
-	spec := field.NewPath("spec")
+	spec := pathSpec
 	etp := svc.Spec.ExternalTrafficPolicy
 	if !externallyAccessible(svc) {
 		if etp != "" {
@@ -323,7 +323,7 @@ func validateExternalTrafficPolicy(svc *corev1.Service) field.ErrorList {
 }
 
 func validateInternalTrafficPolicy(svc *corev1.Service) field.ErrorList {
-	fld := field.NewPath("spec").Child("internalTrafficPolicy")
+	fld := pathSpecInternalTrafficPolicy
 	itp := svc.Spec.InternalTrafficPolicy
 	if itp == nil {
 		if needsClusterIP(svc) {
@@ -347,5 +347,5 @@ func validateTrafficDistribution(svc *corev1.Service) field.ErrorList {
 			return nil
 		}
 	}
-	return field.ErrorList{field.NotSupported(field.NewPath("spec").Child("trafficDistribution"), *td, supportedTrafficDistribution)}
+	return field.ErrorList{field.NotSupported(pathSpec.Child("trafficDistribution"), *td, supportedTrafficDistribution)}
 }

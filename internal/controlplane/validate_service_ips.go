@@ -23,8 +23,7 @@ func validateClusterIPsRelatedFields(svc *corev1.Service) field.ErrorList {
 		return nil
 	}
 	var errs field.ErrorList
-	spec := field.NewPath("spec")
-	ipsFld := spec.Child("clusterIPs")
+	ipsFld := pathSpecClusterIPs
 	ips := svc.Spec.ClusterIPs
 	if svc.Spec.ClusterIP != "" {
 		if len(ips) == 0 {
@@ -67,7 +66,7 @@ func validateClusterIPsRelatedFields(svc *corev1.Service) field.ErrorList {
 
 func validateIPFamiliesField(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
-	famFld := field.NewPath("spec", "ipFamilies")
+	famFld := pathSpecIPFamilies
 	seen := sets.Set[corev1.IPFamily]{}
 	for i, f := range svc.Spec.IPFamilies {
 		if !supportedIPFamilies.Has(f) {
@@ -79,7 +78,7 @@ func validateIPFamiliesField(svc *corev1.Service) field.ErrorList {
 		seen.Insert(f)
 	}
 	if p := svc.Spec.IPFamilyPolicy; p != nil && !supportedIPFamilyPolicy.Has(*p) {
-		errs = append(errs, field.NotSupported(field.NewPath("spec", "ipFamilyPolicy"), p, sets.List(supportedIPFamilyPolicy)))
+		errs = append(errs, field.NotSupported(pathSpecIPFamilyPolicy, p, sets.List(supportedIPFamilyPolicy)))
 	}
 	return errs
 }
@@ -166,13 +165,13 @@ func initIPFamilyFields(svc *corev1.Service, families []corev1.IPFamily) field.E
 		}
 		return nil
 	}
-	policyFld := field.NewPath("spec", "ipFamilyPolicy")
+	policyFld := pathSpecIPFamilyPolicy
 	if policy == corev1.IPFamilyPolicyRequireDualStack && len(families) < 2 {
 		errs = append(errs, field.Invalid(policyFld, spec.IPFamilyPolicy, "this cluster is not configured for dual-stack services"))
 	}
 	for i, f := range spec.IPFamilies {
 		if !configured.Has(f) {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "ipFamilies").Index(i), f, "not configured on this cluster"))
+			errs = append(errs, field.Invalid(pathSpecIPFamilies.Index(i), f, "not configured on this cluster"))
 		}
 	}
 	if len(errs) > 0 {
@@ -194,7 +193,7 @@ func checkPolicyAgainstFields(svc *corev1.Service) field.ErrorList {
 		return nil
 	}
 	var errs field.ErrorList
-	fld := field.NewPath("spec", "ipFamilyPolicy")
+	fld := pathSpecIPFamilyPolicy
 	if len(spec.ClusterIPs) == 2 {
 		errs = append(errs, field.Invalid(fld, spec.IPFamilyPolicy, "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs are specified"))
 	}
@@ -218,7 +217,7 @@ func inferFamiliesFromIPs(svc *corev1.Service, configured sets.Set[corev1.IPFami
 		}
 		fam := familyOf(ip)
 		if !configured.Has(fam) {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIPs").Index(i), spec.ClusterIPs,
+			errs = append(errs, field.Invalid(pathSpecClusterIPs.Index(i), spec.ClusterIPs,
 				fmt.Sprintf("%s is not configured on this cluster", fam)))
 			continue
 		}
