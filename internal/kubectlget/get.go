@@ -187,7 +187,7 @@ func (q *query) pick(r *controlplane.Result) (found []listed, missing []error, e
 				continue
 			}
 			if !q.sel.Matches(labels.Set(obj.GetLabels())) ||
-				!q.fsel.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}) {
+				!q.fsel.Empty() && !q.fsel.Matches(fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}) {
 				continue
 			}
 			objs = append(objs, obj)
