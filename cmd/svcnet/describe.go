@@ -57,6 +57,7 @@ func newDescribeCommand() *cobra.Command {
   svcnet describe svc/web --state manifests/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			defer oneShotMemory()()
 			if err := src.validate(); err != nil {
 				return err
 			}

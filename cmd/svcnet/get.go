@@ -62,6 +62,7 @@ func newGetCommand() *cobra.Command {
   svcnet get svc -A -o jsonpath='{.items[*].spec.clusterIP}' --state manifests/`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			defer oneShotMemory()()
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
 		},
 	}
@@ -153,7 +154,9 @@ func (o *getOptions) fromManifests(stderr io.Writer, needs []string) (*controlpl
 	if err != nil {
 		return nil, nil, err
 	}
-	return &l.API, l.Errors, nil
+	res := l.API
+	res.State = controlplane.State{} // persisted: get prints none of it
+	return &res, l.Errors, nil
 }
 
 // kindsOf returns the kinds of resources (get's plural names); a resource

@@ -202,6 +202,7 @@ func labGetCommand(name *string) *cobra.Command {
   svcnet lab get pods -w`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			defer oneShotMemory()()
 			if _, err := kubectlget.Needs(args); err != nil {
 				return err
 			}
@@ -250,6 +251,7 @@ func labDescribeCommand(name *string) *cobra.Command {
   svcnet lab describe pods -l app=web`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			defer oneShotMemory()()
 			ctx, l, done, err := openLab(cmd, *name)
 			if err != nil {
 				return err
