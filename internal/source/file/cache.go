@@ -60,9 +60,9 @@ type Cache struct {
 	// only is the kinds a one-shot load reads (Options.Kinds); nil for
 	// every kind.
 	only kindFilter
-	// pre holds, by origin, the documents of the running load decoded
-	// ahead of its sequential pass (prefetch).
-	pre map[string]predecoded
+	// pre holds the documents of the running load decoded ahead of its
+	// sequential pass (prefetch).
+	pre prefetched
 	// spareDocs and spareFiles are the maps of the load before the last,
 	// emptied and reused as next and nextF; spareBuf is the largest file
 	// buffer of the last load, reused to read a file (see recycle). A
@@ -336,14 +336,13 @@ func (c *Cache) decodeDocument(origin string, doc []byte) decoded {
 		}
 		return decoded{}
 	}
-	if p, ok := c.pre[origin]; ok && string(p.doc) == string(doc) {
-		delete(c.pre, origin)
+	if r, ok := c.pre.take(origin, doc); ok {
 		if c.disk != nil {
-			c.disk.record(p.disk)
+			c.disk.record(r)
 		} else {
 			c.fresh++
 		}
-		return p.disk.d
+		return r.d
 	}
 	if c.disk != nil {
 		r := c.disk.lookup(origin, doc)

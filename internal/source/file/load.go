@@ -131,7 +131,7 @@ func readFiles(files []string, c *Cache) ([]controlplane.Object, []error, error)
 		objs = append(objs, d.objs...)
 		errs = append(errs, d.errs...)
 	}
-	c.pre = nil
+	c.pre = prefetched{}
 	c.end()
 	c.recycle(reads)
 	return objs, errs, nil
@@ -163,9 +163,16 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 	} else if len(opts.Kinds) > 0 {
 		return nil, fmt.Errorf("loading %s: a load of some kinds keeps no Cache", opts.Path)
 	}
-	prev, err := cache.readState(statePath)
-	if err != nil {
-		return nil, err
+	// A load through a Cache reads the state first, so that one that
+	// fails leaves the Cache as it was. A one-shot load reads it after the
+	// manifests, so that it never holds the state's maps (3 MB at 10,000
+	// Services) beside the manifests' bytes and the disk cache's, where
+	// its heap was largest.
+	var prev controlplane.State
+	if opts.Cache != nil {
+		if prev, err = cache.readState(statePath); err != nil {
+			return nil, err
+		}
 	}
 	first := !cache.loaded
 	if first {
@@ -193,6 +200,11 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		all := opts
 		all.Kinds = nil
 		return load(all, deferState)
+	}
+	if opts.Cache == nil {
+		if prev, err = cache.readState(statePath); err != nil {
+			return nil, err
+		}
 	}
 	now := time.Now
 	if opts.Now != nil {

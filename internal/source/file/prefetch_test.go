@@ -65,8 +65,8 @@ func TestPrefetchDecodesAsInOrder(t *testing.T) {
 		if d := cmp.Diff(fmt.Sprint(want.errs), fmt.Sprint(errs)); d != "" {
 			t.Errorf("%s: errors (-in order +prefetched):\n%s", what, d)
 		}
-		if len(c.pre) != 0 {
-			t.Errorf("%s: %d prefetched documents left over", what, len(c.pre))
+		if len(c.pre.at) != 0 {
+			t.Errorf("%s: %d prefetched documents left over", what, len(c.pre.at))
 		}
 	}
 	check("no cache", &Cache{})
