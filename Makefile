@@ -168,7 +168,7 @@ bench-sync: deps k8s build
 # Services (bench/lab; N from SVCNET_BENCH_SIZES, default 2000,10000; about
 # 5 minutes).
 bench-lab: deps k8s build
-	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
+	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh kube-apiserver kubectl) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
 	  $(GO) test ./bench/lab -run '^TestBenchLab$$' -count=1 -timeout 30m -v
 
 # LoadBalancer failover benchmark: 20 node failures, 20 silent agents and 20
