@@ -203,9 +203,11 @@ func labGetCommand(name *string) *cobra.Command {
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			defer oneShotMemory()()
-			if _, err := kubectlget.Needs(args); err != nil {
+			needs, err := kubectlget.Needs(args)
+			if err != nil {
 				return err
 			}
+			kinds := kindsOf(needs)
 			if err := kubectlget.ValidateOutput(o.output); err != nil {
 				return err
 			}
@@ -220,7 +222,7 @@ func labGetCommand(name *string) *cobra.Command {
 						return nil, err
 					}
 					defer l.Close()
-					return l.Get(ctx)
+					return l.Get(ctx, kinds...)
 				}
 				return kubectlget.Watch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), read, args, o.kubectlOptions(), watchInterval)
 			}
@@ -229,7 +231,7 @@ func labGetCommand(name *string) *cobra.Command {
 				return err
 			}
 			defer done()
-			r, err := l.Get(ctx)
+			r, err := l.Get(ctx, kinds...)
 			if err != nil {
 				return err
 			}

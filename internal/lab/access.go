@@ -165,7 +165,7 @@ func (l *Lab) TargetURL(ctx context.Context, target string) (string, error) {
 		if i := strings.IndexByte(name, ':'); i >= 0 {
 			name, port = name[:i], name[i+1:]
 		}
-		r, err := l.c.CP.Result(ctx)
+		r, err := l.c.CP.Result(ctx, "Service")
 		if err != nil {
 			return "", err
 		}

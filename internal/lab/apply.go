@@ -84,9 +84,10 @@ func (l *Lab) Delete(ctx context.Context, kind, namespace, name string, grace ti
 	return l.c.CP.Delete(ctx, kind, namespace, name)
 }
 
-// Get returns what the control plane holds.
-func (l *Lab) Get(ctx context.Context) (*controlplane.Result, error) {
-	r, err := l.c.CP.Result(ctx)
+// Get returns what the control plane holds: of kinds (Service, Pod, Node;
+// none: every kind) and what they depend on, or more.
+func (l *Lab) Get(ctx context.Context, kinds ...string) (*controlplane.Result, error) {
+	r, err := l.c.CP.Result(ctx, kinds...)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: %w", l.c.Names.Lab, err)
 	}

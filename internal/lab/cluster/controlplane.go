@@ -41,8 +41,10 @@ type ControlPlane interface {
 	// delete does; RemovePod removes it for good, as the kubelet's final delete does.
 	TerminatePod(ctx context.Context, namespace, name string, graceSeconds int64) error
 	RemovePod(ctx context.Context, namespace, name string) error
-	// Result lists what the control plane holds, for `lab get`.
-	Result(ctx context.Context) (*controlplane.Result, error)
+	// Result lists what the control plane holds, for `lab get`: of kinds
+	// (Service, Pod, Node; none: every kind) and what they depend on, or
+	// more.
+	Result(ctx context.Context, kinds ...string) (*controlplane.Result, error)
 	// ProxyArgs are the state flags of every node's svcnet proxy.
 	ProxyArgs() []string
 	// Reader reads what the control plane holds, events included, for

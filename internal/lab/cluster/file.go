@@ -331,12 +331,13 @@ func (c *File) removePod(namespace, name string) error {
 }
 
 // Result is what the embedded control plane holds, with the events
-// recorded so far (not this load's).
-func (c *File) Result(context.Context) (*controlplane.Result, error) {
+// recorded so far (not this load's). A File that holds its last load
+// gives it whole; one that loads reads only kinds (see file.KindsFor).
+func (c *File) Result(_ context.Context, kinds ...string) (*controlplane.Result, error) {
 	l := c.current()
 	if l == nil {
 		var err error
-		if l, err = c.loadResult(); err != nil {
+		if l, err = c.loadResult(kinds); err != nil {
 			return nil, err
 		}
 	}
@@ -365,9 +366,14 @@ func (c *File) load(readOnly bool) (*file.Loaded, error) {
 
 // loadResult loads objects/ for the control plane's result alone (the API
 // objects, as a reader shows them): nothing is persisted, and the decoded
-// manifests are let go once reconciled.
-func (c *File) loadResult() (*file.Loaded, error) {
-	return c.loadWith(file.Options{ReadOnly: true, ResultOnly: true, Cache: c.cache})
+// manifests are let go once reconciled. Without a cache it reads only
+// kinds and what they depend on (none: every kind).
+func (c *File) loadResult(kinds []string) (*file.Loaded, error) {
+	opts := file.Options{ReadOnly: true, ResultOnly: true, Cache: c.cache}
+	if c.cache == nil {
+		opts.Kinds = file.KindsFor(kinds...)
+	}
+	return c.loadWith(opts)
 }
 
 func (c *File) loadWith(opts file.Options) (*file.Loaded, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,5 +69,49 @@ func TestFileResultFollowsOtherWriters(t *testing.T) {
 	}
 	if !names(a)["pod/p"] {
 		t.Fatalf("a Pod created without status is missing from Result: %v", names(a))
+	}
+}
+
+// A File that loads for a reader of some kinds reads only those and what
+// they depend on: the same Services, without the Pods or the
+// EndpointSlices a reader of every kind gets.
+func TestFileResultOfKinds(t *testing.T) {
+	netnstest.RequireRoot(t) // the lab's state is under /run/svcnet/lab
+	n := topology.Names{Lab: fmt.Sprintf("fkind%d", os.Getpid()%100000)}
+	t.Cleanup(func() { _ = os.RemoveAll(n.Dir()) })
+	ctx := context.Background()
+	w := NewFile(n, nil)
+	if err := w.RegisterNodes(ctx, []*corev1.Node{Node(nil, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	web := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80)}}}}
+	if errs := w.Apply(ctx, []controlplane.Object{{Origin: "web.yaml", Obj: web}}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := w.CreatePod(ctx, &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{NodeName: topology.NodeName(1), Containers: []corev1.Container{{Name: "c", Image: "x"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := NewFile(n, nil).Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Pods) != 1 || len(all.EndpointSlices) == 0 {
+		t.Fatalf("every kind: %d Pods, %d EndpointSlices; want the Pod and web's slice", len(all.Pods), len(all.EndpointSlices))
+	}
+	svcs, err := NewFile(n, nil).Result(ctx, "Service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(svcs.Pods) != 0 || len(svcs.EndpointSlices) != 0 {
+		t.Errorf("Services: %d Pods, %d EndpointSlices; want none", len(svcs.Pods), len(svcs.EndpointSlices))
+	}
+	if !reflect.DeepEqual(svcs.Services, all.Services) || !reflect.DeepEqual(svcs.Nodes, all.Nodes) {
+		t.Errorf("Services or Nodes differ from a read of every kind:\n%v\n%v", svcs.Services, all.Services)
 	}
 }

@@ -326,7 +326,7 @@ func (k *Kube) RemovePod(ctx context.Context, namespace, name string) error {
 	return err
 }
 
-func (k *Kube) Result(ctx context.Context) (*controlplane.Result, error) {
+func (k *Kube) Result(ctx context.Context, _ ...string) (*controlplane.Result, error) {
 	r, err := kube.List(ctx, k.client, "", kube.Services, kube.EndpointSlices, kube.Nodes, kube.Pods, kube.Events)
 	if err != nil {
 		return nil, err
