@@ -2,6 +2,7 @@ package servicetable
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/svcnet/svcnet/internal/model"
 )
@@ -29,7 +30,13 @@ type Assembler struct {
 	// Services set with errors (so Table need not visit every Service).
 	lost  map[*asmEntry]struct{}
 	erred map[model.ServiceKey][]*SkipError
+	// seq is the Seq of the last Table returned (0: none yet).
+	seq uint64
 }
+
+// tableSeq numbers the tables of every Assembler of the process, so that
+// a Delta never chains two Assemblers' tables.
+var tableSeq atomic.Uint64
 
 type asmService struct {
 	entries []*asmEntry
@@ -234,9 +241,10 @@ func (a *Assembler) evaluate(e *asmEntry) {
 }
 
 // Table returns the assembled table. The result is immutable: later Set calls
-// do not change it.
+// do not change it. Its Delta is the change since the previous Table call
+// (nil for the first), costing O(changed entries × log changed entries).
 func (a *Assembler) Table() *Table {
-	a.applyChanges()
+	removed, added := a.applyChanges()
 	var errs []*SkipError
 	for _, e := range a.erred {
 		errs = append(errs, e...)
@@ -249,14 +257,22 @@ func (a *Assembler) Table() *Table {
 	if len(a.sorted) > 0 {
 		ports = slices.Clone(a.sorted)
 	}
-	return &Table{Node: cloneNode(a.node), Ports: ports, Errors: errs}
+	t := &Table{Node: cloneNode(a.node), Ports: ports, Errors: errs, Seq: tableSeq.Add(1)}
+	if a.seq != 0 {
+		t.Delta = &Delta{From: a.seq, Removed: removed, Added: added}
+	}
+	a.seq = t.Seq
+	return t
 }
 
-// applyChanges brings sorted up to date with the entries' statuses.
-func (a *Assembler) applyChanges() {
+// applyChanges brings sorted up to date with the entries' statuses and
+// returns the entries that left it and those that joined it, each sorted
+// (an entry that left and joined again, given anew to Set, is in neither).
+func (a *Assembler) applyChanges() (removed, added []*ServicePort) {
 	if len(a.changed) == 0 {
-		return
+		return nil, nil
 	}
+	removed, added = a.delta()
 	if len(a.changed) > len(a.sorted)/8+16 {
 		a.sorted = a.sorted[:0]
 		for _, s := range a.svcs {
@@ -272,7 +288,7 @@ func (a *Assembler) applyChanges() {
 		}
 		slices.SortFunc(a.sorted, compareEntries)
 		a.changed = emptied(a.changed)
-		return
+		return removed, added
 	}
 	// Removals first: an entry replaced by a new one of the same ID and
 	// family leaves before its successor takes its place.
@@ -292,6 +308,33 @@ func (a *Assembler) applyChanges() {
 		}
 	}
 	a.changed = emptied(a.changed)
+	return removed, added
+}
+
+// delta returns the entries of sorted whose entry leaves it, and those that
+// join it, by the changed entries' statuses (only a changed entry's status
+// can differ from its membership).
+func (a *Assembler) delta() (removed, added []*ServicePort) {
+	left := map[*ServicePort]int{}
+	for e := range a.changed {
+		switch {
+		case e.inSorted && !e.kept:
+			left[e.sp]++
+		case !e.inSorted && e.kept:
+			left[e.sp]--
+		}
+	}
+	for sp, n := range left {
+		switch {
+		case n > 0:
+			removed = append(removed, sp)
+		case n < 0:
+			added = append(added, sp)
+		}
+	}
+	slices.SortFunc(removed, compareEntries)
+	slices.SortFunc(added, compareEntries)
+	return removed, added
 }
 
 // emptied returns m emptied. A Go map keeps the storage of its largest size,

@@ -2,6 +2,7 @@ package servicetable
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,7 +12,8 @@ import (
 // TestAssemblerIncremental drives one Assembler through random changes
 // (Services added, rebuilt, rebuilt with the same entries, removed, given
 // duplicates and errors) on a cluster full of conflicts, and after every step
-// wants the table Assemble builds from scratch over the same entries.
+// wants the table Assemble builds from scratch over the same entries, with a
+// Delta that turns the previous table's entries into this one's.
 func TestAssemblerIncremental(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	svcs, sls := randomCluster(r, 24)
@@ -38,7 +40,8 @@ func TestAssemblerIncremental(t *testing.T) {
 	}
 	current := map[model.ServiceKey]set{}
 	a := NewAssembler(cfg)
-	conflicts := 0
+	var prev *Table
+	conflicts, moves := 0, 0
 	for step := range 400 {
 		st := versions[r.IntN(2)][r.IntN(len(versions[0]))]
 		k := st.Service.Key()
@@ -88,8 +91,63 @@ func TestAssemblerIncremental(t *testing.T) {
 				t.Fatalf("step %d: entry %d is a different pointer", step, i)
 			}
 		}
+		checkDelta(t, prev, got)
+		if got.Delta != nil {
+			moves += len(got.Delta.Removed) + len(got.Delta.Added)
+		}
+		prev = got
 	}
-	if conflicts < 50 {
-		t.Fatalf("generator too tame: %d conflicts seen", conflicts)
+	if conflicts < 50 || moves < 100 {
+		t.Fatalf("generator too tame: %d conflicts, %d entries moved", conflicts, moves)
+	}
+	last := a.Table()
+	checkDelta(t, prev, last)
+	if again := a.Table(); again.Delta == nil || again.Delta.From != last.Seq || len(again.Delta.Removed)+len(again.Delta.Added) != 0 {
+		t.Fatalf("a table with no change in between: Delta %+v, want empty from %d", again.Delta, last.Seq)
+	}
+}
+
+// checkDelta wants t's Delta to turn prev's entries into t's (none for the
+// first table), sorted, by pointer.
+func checkDelta(t *testing.T, prev, cur *Table) {
+	t.Helper()
+	if prev == nil {
+		if cur.Delta != nil {
+			t.Fatalf("first table has a Delta")
+		}
+		return
+	}
+	d := cur.Delta
+	if d == nil || d.From != prev.Seq || cur.Seq <= prev.Seq {
+		t.Fatalf("table %d: Delta %+v, want one from %d", cur.Seq, d, prev.Seq)
+	}
+	have := map[*ServicePort]bool{}
+	for _, sp := range prev.Ports {
+		have[sp] = true
+	}
+	for _, sp := range d.Removed {
+		if !have[sp] {
+			t.Fatalf("Delta removes %s (%s), which the previous table lacks", sp.ID, sp.Family)
+		}
+		delete(have, sp)
+	}
+	for _, sp := range d.Added {
+		if have[sp] {
+			t.Fatalf("Delta adds %s (%s), which the previous table kept", sp.ID, sp.Family)
+		}
+		have[sp] = true
+	}
+	if len(have) != len(cur.Ports) {
+		t.Fatalf("previous table with Delta has %d entries, the table %d", len(have), len(cur.Ports))
+	}
+	for _, sp := range cur.Ports {
+		if !have[sp] {
+			t.Fatalf("table has %s (%s), which the previous table with Delta lacks", sp.ID, sp.Family)
+		}
+	}
+	for _, l := range [][]*ServicePort{d.Removed, d.Added} {
+		if !slices.IsSortedFunc(l, compareEntries) {
+			t.Fatalf("Delta not sorted")
+		}
 	}
 }

@@ -107,6 +107,23 @@ type Table struct {
 	// Errors lists Services (or ports) the node cannot express, each skipped
 	// whole; all other Services are in Ports. Sorted by Service, Port, Family.
 	Errors []*SkipError
+	// Seq identifies the table among all an Assembler of this process built
+	// (0: not built by one); Delta, when not nil, says how Ports differs
+	// from the table the same Assembler built just before (Seq Delta.From).
+	// A consumer that programmed that table may apply Delta instead of
+	// comparing every entry; any other consumer compares Ports.
+	Seq   uint64
+	Delta *Delta
+}
+
+// Delta is the difference between two tables' Ports: Removed holds the
+// entries of the older table that the newer one lacks, Added those of the
+// newer table the older one lacks (entries compared by pointer; an entry
+// replaced by a new one of the same ID and family is in both). Each is
+// sorted by ID, then family.
+type Delta struct {
+	From           uint64
+	Removed, Added []*ServicePort
 }
 
 // PortName identifies a Service port, as kube-proxy's ServicePortName does.
