@@ -55,6 +55,8 @@ type familyState struct {
 	live  map[*servicetable.ServicePort]struct{}
 	// synced is set after a successful full sync, cleared on any failure.
 	synced bool
+	// seq is the Seq of the table last programmed.
+	seq uint64
 }
 
 // New returns a backend programming the given families (both when none given)
@@ -75,17 +77,33 @@ func New(conn nft.Conn, families ...ipfamily.Family) *Backend {
 // difference (this is how a restarted proxy adopts what it finds, and how drift
 // is repaired); otherwise it applies the difference between the last programmed
 // table and t, touching only Service ports whose entry changed (entries are
-// compared by pointer: the caller reuses unchanged *ServicePort values).
+// compared by pointer: the caller reuses unchanged *ServicePort values). When
+// t's Delta follows the table last programmed, the changed entries come from
+// it and a partial sync costs nothing per unchanged entry.
 func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (dataplane.Stats, error) {
 	start := time.Now()
 	st := dataplane.Stats{Full: full, Ops: map[ipfamily.Family]int{}}
-	byFam := splitFamilies(t)
+	var byFam map[ipfamily.Family][]*servicetable.ServicePort
+	portsOf := func(f ipfamily.Family) []*servicetable.ServicePort {
+		if byFam == nil {
+			byFam = splitFamilies(t)
+		}
+		return byFam[f]
+	}
 	var errs []error
 	for _, f := range b.families {
 		fs := b.state[f]
 		fc := configFor(f, t.Node)
-		ports := byFam[f]
-		doFull := full || !fs.synced || !sameConfig(fs.fc, fc) || !b.keep(fs.shards, len(ports))
+		doFull := full || !fs.synced || !sameConfig(fs.fc, fc)
+		var changes []change
+		if !doFull {
+			var count int
+			var ok bool
+			if changes, count, ok = fs.deltaChanges(t, f); !ok {
+				changes, count = fs.walkChanges(portsOf(f))
+			}
+			doFull = !b.keep(fs.shards, count)
+		}
 		var (
 			n     int
 			drift bool
@@ -93,15 +111,17 @@ func (b *Backend) Sync(ctx context.Context, t *servicetable.Table, full bool) (d
 		)
 		if doFull {
 			st.Full = true
-			n, drift, err = b.fullSync(ctx, fs, fc, ports)
+			n, drift, err = b.fullSync(ctx, fs, fc, portsOf(f))
 		} else {
-			n, err = b.partialSync(ctx, fs, fc, ports)
+			n, err = b.partialSync(ctx, fs, fc, changes)
 		}
 		st.Ops[f] = n
 		st.Drift = st.Drift || drift
 		if err != nil {
 			fs.synced = false
 			errs = append(errs, fmt.Errorf("sync %s %s: %w", f, TableName, err))
+		} else {
+			fs.seq = t.Seq
 		}
 	}
 	if g, err := b.conn.Generation(ctx); err == nil {
@@ -229,44 +249,10 @@ func (b *Backend) readTables(ctx context.Context, f ipfamily.Family) (map[string
 	return out, nil
 }
 
-// partialSync costs O(entries) lookups by pointer plus the rendering and
-// diff of the entries that changed; it allocates in proportion to the change.
-// fs is updated only once the transaction is applied.
-func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyConfig, ports []*servicetable.ServicePort) (int, error) {
-	type change struct {
-		id  string
-		old *servicetable.ServicePort // nil: a new entry
-		sp  *servicetable.ServicePort // nil: the entry is gone
-	}
-	var changes []change
-	kept := 0 // programmed IDs still in ports
-	for _, sp := range ports {
-		if _, ok := fs.live[sp]; ok {
-			kept++
-			continue
-		}
-		old := fs.ports[sp.ID]
-		if old != nil {
-			kept++
-		}
-		changes = append(changes, change{id: sp.ID, old: old, sp: sp})
-	}
-	if kept < len(fs.ports) {
-		still := make(map[string]bool, len(ports))
-		for _, sp := range ports {
-			still[sp.ID] = true
-		}
-		var gone []string
-		for id := range fs.ports {
-			if !still[id] {
-				gone = append(gone, id)
-			}
-		}
-		slices.Sort(gone)
-		for _, id := range gone {
-			changes = append(changes, change{id: id, old: fs.ports[id]})
-		}
-	}
+// partialSync applies changes (sorted by ID): it renders and diffs the
+// entries that changed, allocating in proportion to the change. fs is
+// updated only once the transaction is applied.
+func (b *Backend) partialSync(ctx context.Context, fs *familyState, fc familyConfig, changes []change) (int, error) {
 	if len(changes) == 0 {
 		return 0, nil
 	}

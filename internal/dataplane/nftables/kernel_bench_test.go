@@ -27,7 +27,8 @@ import (
 // as kube-proxy's nftables mode has it), and one with 16 shards (finer, as
 // svcnet had them before BenchmarkKernelShardConnect priced a shard). Each
 // iteration adds one Service port to each, in turns (A B C A B C …), and
-// removes it again; the metrics are the p50 and p99 of the adds (a partial
+// removes it again, the tables coming from a servicetable.Assembler as the
+// proxy's do (each follows the last by its Delta); the metrics are the p50 and p99 of the adds (a partial
 // sync over netlink, commit included), the commits' p50, and the ratio
 // reference/sharded.
 //
@@ -62,7 +63,11 @@ func (c *timedConn) Apply(ctx context.Context, txs ...*nft.Tx) error {
 
 func benchKernelChange(b *testing.B, n int) {
 	ctx := context.Background()
-	base := manyPorts(n)
+	asm := servicetable.NewAssembler(testNode())
+	for _, p := range manyPorts(n).Ports {
+		asm.Set(model.ServiceKey{Namespace: p.Name.Namespace, Name: p.Name.Name}, []*servicetable.ServicePort{p})
+	}
+	base := asm.Table()
 	sides := []*benchSide{{name: "sharded"}, {name: "one-table"}, {name: "k16"}}
 	full := map[string]time.Duration{}
 	for i, s := range sides {
@@ -86,7 +91,11 @@ func benchKernelChange(b *testing.B, n int) {
 		added := sp("bench", fmt.Sprintf("change%d", i), "", model.ProtocolTCP,
 			netip.AddrFrom4([4]byte{10, 97, byte(i >> 8), byte(i)}).String(), 80,
 			ep("192.168.1.200", 8080, true), ep("192.168.2.200", 8080, false))
-		with := &servicetable.Table{Node: base.Node, Ports: append(slices.Clone(base.Ports), added)}
+		key := model.ServiceKey{Namespace: added.Name.Namespace, Name: added.Name.Name}
+		asm.Set(key, []*servicetable.ServicePort{added})
+		with := asm.Table()
+		asm.Set(key, nil)
+		base = asm.Table()
 		for _, s := range sides {
 			start := time.Now()
 			if _, err := s.be.Sync(ctx, with, false); err != nil {
