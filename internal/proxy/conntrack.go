@@ -8,12 +8,13 @@ import (
 	"github.com/svcnet/svcnet/internal/servicetable"
 )
 
-// conntrackWant lists every UDP and SCTP frontend of the table with the
-// endpoints that may serve it: all serving endpoints, whatever the policy,
-// as kube-proxy does (a policy change must not cut existing flows).
-func conntrackWant(t *servicetable.Table) conntrack.Want {
+// conntrackWant lists every UDP and SCTP frontend of ports, the table's
+// entries of those protocols, with the endpoints that may serve it: all
+// serving endpoints, whatever the policy, as kube-proxy does (a policy
+// change must not cut existing flows).
+func conntrackWant(ports map[*servicetable.ServicePort]struct{}) conntrack.Want {
 	w := conntrack.Want{}
-	for _, sp := range t.Ports {
+	for sp := range ports {
 		var proto uint8
 		switch sp.Protocol {
 		case model.ProtocolUDP:

@@ -99,6 +99,8 @@ type Proxier struct {
 	// for them was logged.
 	podCIDRs   []netip.Prefix
 	waitLogged bool
+	// sum follows every table built (see summary).
+	sum summary
 }
 
 // New returns a proxier; it starts nothing until Run.
@@ -407,6 +409,7 @@ func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 		p.deps.BeforeSync(full)
 	}
 	t := p.table()
+	p.sum.follow(t)
 	p.reportSkipped(t)
 	st, err := p.plane.Sync(ctx, t, full)
 	res := SyncResult{Stats: st, Err: err, Services: len(t.Ports), Skipped: len(t.Errors)}
@@ -419,7 +422,7 @@ func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 		}
 		p.afterSync(ctx, t, &res)
 	}
-	p.record(t, res, start, end)
+	p.record(res, start, end)
 	if p.deps.OnSync != nil {
 		p.deps.OnSync(res)
 	}
@@ -428,7 +431,7 @@ func (p *Proxier) sync(ctx context.Context, full bool) SyncResult {
 
 func (p *Proxier) afterSync(ctx context.Context, t *servicetable.Table, res *SyncResult) {
 	if p.udpDirty && p.deps.Conntrack != nil {
-		n, err := conntrack.Cleanup(klog.NewContext(ctx, p.log), p.deps.Conntrack, conntrackWant(t))
+		n, err := conntrack.Cleanup(klog.NewContext(ctx, p.log), p.deps.Conntrack, conntrackWant(p.sum.datagram))
 		res.ConntrackDeleted = n
 		if err != nil {
 			p.log.Error(err, "conntrack cleanup failed; retrying on the next sync")
@@ -439,10 +442,7 @@ func (p *Proxier) afterSync(ctx context.Context, t *servicetable.Table, res *Syn
 	if h := p.deps.ServiceHealth; h != nil {
 		svcs := map[types.NamespacedName]uint16{}
 		ready := map[types.NamespacedName]map[netip.Addr]bool{}
-		for _, sp := range t.Ports {
-			if sp.HealthCheckNodePort == 0 {
-				continue
-			}
+		for sp := range p.sum.health {
 			nn := types.NamespacedName{Namespace: sp.Name.Namespace, Name: sp.Name.Name}
 			svcs[nn] = sp.HealthCheckNodePort
 			localReadyAddrs(ready, nn, sp.AllEndpoints)

@@ -56,7 +56,7 @@ func (p *Proxier) recordSkipped(e *servicetable.SkipError) {
 	p.deps.Events.Eventf(ref, v1.EventTypeWarning, ReasonServiceSkipped, "%s on node %s: %s", what, p.cfg.NodeName, e.Reason)
 }
 
-func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.Time) {
+func (p *Proxier) record(res SyncResult, start, end time.Time) {
 	m := p.deps.Metrics
 	if m == nil {
 		return
@@ -88,27 +88,10 @@ func (p *Proxier) record(t *servicetable.Table, res SyncResult, start, end time.
 	}
 	if res.Err == nil {
 		p.triggers = nil
-		counts := map[ipfamily.Family]int{}
-		noLocal := map[string]int{}
-		for _, sp := range t.Ports {
-			f := ipfamily.IPv4
-			if sp.Family == ipfamily.IPv6 {
-				f = ipfamily.IPv6
-			}
-			counts[f]++
-			if len(sp.LocalEndpoints) == 0 {
-				if sp.InternalPolicyLocal {
-					noLocal["internal/"+f.String()]++
-				}
-				if sp.ExternalPolicyLocal {
-					noLocal["external/"+f.String()]++
-				}
-			}
-		}
 		for _, f := range p.cfg.Families {
-			m.Services.WithLabelValues(f.String()).Set(float64(counts[f]))
+			m.Services.WithLabelValues(f.String()).Set(float64(p.sum.services[f]))
 			for _, pol := range []string{"internal", "external"} {
-				m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(pol, f.String()).Set(float64(noLocal[pol+"/"+f.String()]))
+				m.SyncProxyRulesNoLocalEndpointsTotal.WithLabelValues(pol, f.String()).Set(float64(p.sum.noLocal[noLocalKey{pol, f}]))
 			}
 		}
 	}
