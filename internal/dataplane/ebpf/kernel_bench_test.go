@@ -39,7 +39,8 @@ func benchPort(i, gen int) *servicetable.ServicePort {
 // BenchmarkKernelPlaneSync measures the eBPF plane's syncs at N Service
 // ports in a throwaway namespace and child cgroup: the full sync (nftables
 // rules and socket load balancer), then per iteration one port's endpoints
-// changed (a partial sync). Metrics: the full sync, and p50/p99 of the
+// changed (a partial sync), the tables coming from a servicetable.Assembler
+// as the proxy's do. Metrics: the full sync, and p50/p99 of the
 // change's whole Sync and of its socket load balancer part alone (the map
 // updates; the reap after them runs in the background).
 //
@@ -85,19 +86,26 @@ func benchPlaneSync(b *testing.B, n int) {
 		return tl, err
 	}, nil, ipfamily.IPv4)
 	b.Cleanup(func() { _ = p.Close() })
-	ports := benchPorts(n)
+	asm := servicetable.NewAssembler(servicetable.NodeConfig{NodeName: "node1"})
+	key := func(i int) model.ServiceKey {
+		return model.ServiceKey{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i)}
+	}
+	for i, sp := range benchPorts(n) {
+		asm.Set(key(i), []*servicetable.ServicePort{sp})
+	}
 	start := time.Now()
-	if _, err := p.Sync(ctx, table(ports...), false); err != nil {
+	if _, err := p.Sync(ctx, asm.Table(), false); err != nil {
 		b.Fatal(err)
 	}
 	fullSync, fullMaps := time.Since(start), tl.spent
 	var whole, maps []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		ports[i%n] = benchPort(i%n, i+1)
+		asm.Set(key(i%n), []*servicetable.ServicePort{benchPort(i%n, i+1)})
+		next := asm.Table()
 		tl.spent = 0
 		start := time.Now()
-		if _, err := p.Sync(ctx, table(ports...), false); err != nil {
+		if _, err := p.Sync(ctx, next, false); err != nil {
 			b.Fatal(err)
 		}
 		whole = append(whole, time.Since(start))
