@@ -30,7 +30,7 @@ type noLocalKey struct {
 
 // follow brings s to t.
 func (s *summary) follow(t *servicetable.Table) {
-	if d := t.Delta; d != nil && s.seq != 0 && d.From == s.seq {
+	if d := t.DeltaFrom(s.seq); d != nil {
 		for _, sp := range d.Removed {
 			s.add(sp, -1)
 		}

@@ -126,6 +126,16 @@ type Delta struct {
 	Removed, Added []*ServicePort
 }
 
+// DeltaFrom returns t's Delta when it follows the table of Seq seq (not
+// 0), and nil otherwise: a consumer that programmed table seq may apply
+// the result; on nil it compares every entry.
+func (t *Table) DeltaFrom(seq uint64) *Delta {
+	if seq == 0 || t.Delta == nil || t.Delta.From != seq {
+		return nil
+	}
+	return t.Delta
+}
+
 // PortName identifies a Service port, as kube-proxy's ServicePortName does.
 type PortName struct {
 	Namespace string

@@ -130,8 +130,8 @@ func (l *layer) sync(t *servicetable.Table, whole bool, families map[ipfamily.Fa
 // sync is not whole), the ports of families it adds and those it removes,
 // ok false otherwise or when it disagrees with what was synced.
 func (l *layer) delta(t *servicetable.Table, whole bool, families map[ipfamily.Family]bool) (added []*servicetable.ServicePort, removed []portKey, ok bool) {
-	d := t.Delta
-	if whole || d == nil || l.seq == 0 || d.From != l.seq {
+	d := t.DeltaFrom(l.seq)
+	if whole || d == nil {
 		return nil, nil, false
 	}
 	for _, sp := range d.Removed {

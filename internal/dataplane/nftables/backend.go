@@ -386,13 +386,19 @@ func splitFamilies(t *servicetable.Table) map[ipfamily.Family][]*servicetable.Se
 		ipfamily.IPv6: make([]*servicetable.ServicePort, 0, n6),
 	}
 	for _, sp := range t.Ports {
-		f := ipfamily.IPv4
-		if sp.Family == ipfamily.IPv6 {
-			f = ipfamily.IPv6
-		}
+		f := familyOf(sp)
 		out[f] = append(out[f], sp)
 	}
 	return out
+}
+
+// familyOf returns the family whose tables program sp: IPv6, or IPv4 for
+// any other.
+func familyOf(sp *servicetable.ServicePort) ipfamily.Family {
+	if sp.Family == ipfamily.IPv6 {
+		return ipfamily.IPv6
+	}
+	return ipfamily.IPv4
 }
 
 func configFor(f ipfamily.Family, n servicetable.NodeConfig) familyConfig {

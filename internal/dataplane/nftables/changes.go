@@ -54,8 +54,8 @@ func (fs *familyState) walkChanges(ports []*servicetable.ServicePort) ([]change,
 // programmed, every ID it adds free or freed): O(changed entries).
 // Otherwise ok is false and the caller compares every entry.
 func (fs *familyState) deltaChanges(t *servicetable.Table, f ipfamily.Family) (changes []change, count int, ok bool) {
-	d := t.Delta
-	if d == nil || fs.seq == 0 || d.From != fs.seq {
+	d := t.DeltaFrom(fs.seq)
+	if d == nil {
 		return nil, 0, false
 	}
 	removed, added := ofFamily(d.Removed, f), ofFamily(d.Added, f)
@@ -81,12 +81,11 @@ func (fs *familyState) deltaChanges(t *servicetable.Table, f ipfamily.Family) (c
 	return changes, count, true
 }
 
-// ofFamily returns the entries of family f among ports (sorted by ID, then
-// family), as splitFamilies files them: in ports' order.
+// ofFamily returns the entries of family f among ports, in ports' order.
 func ofFamily(ports []*servicetable.ServicePort, f ipfamily.Family) []*servicetable.ServicePort {
 	var out []*servicetable.ServicePort
 	for _, sp := range ports {
-		if (sp.Family == ipfamily.IPv6) == (f == ipfamily.IPv6) {
+		if familyOf(sp) == f {
 			out = append(out, sp)
 		}
 	}
