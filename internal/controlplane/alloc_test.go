@@ -354,3 +354,26 @@ func TestInvalidConfig(t *testing.T) {
 		t.Errorf("an invalid config changed the State")
 	}
 }
+
+// TestPriorNodePortsGiveWayToRequests: a node port the previous State gave a
+// Service port is not claimed again when the user now asks for a node port
+// for that port number (another protocol's entry shares it), nor when the
+// user now asks for that node port on another entry of the Service.
+func TestPriorNodePortsGiveWayToRequests(t *testing.T) {
+	prev := State{Services: map[string]ServiceAlloc{
+		"default/web": {ClusterIPs: []string{"10.96.0.50"}, NodePorts: map[string]int32{"UDP/80": 30999, "TCP/81": 30080}},
+	}}
+	web := svc("web", withType(corev1.ServiceTypeNodePort), withPorts(
+		corev1.ServicePort{Name: "tcp", Port: 80, Protocol: corev1.ProtocolTCP, NodePort: 30080},
+		corev1.ServicePort{Name: "udp", Port: 80, Protocol: corev1.ProtocolUDP},
+		corev1.ServicePort{Name: "alt", Port: 81, Protocol: corev1.ProtocolTCP},
+	))
+	res := runWith(t, DefaultConfig(), prev, web)
+	got := findService(t, res, "default", "web")
+	if tcp, udp, alt := got.Spec.Ports[0].NodePort, got.Spec.Ports[1].NodePort, got.Spec.Ports[2].NodePort; tcp != 30080 || udp != 30080 || alt == 30080 || alt == 0 {
+		t.Errorf("node ports TCP/80 %d, UDP/80 %d, TCP/81 %d; want 30080, 30080 (shared with the request) and another", tcp, udp, alt)
+	}
+	if got.Spec.ClusterIP != "10.96.0.50" {
+		t.Errorf("ClusterIP %s, want the prior 10.96.0.50", got.Spec.ClusterIP)
+	}
+}

@@ -45,10 +45,14 @@ func reconcileServices(cfg Config, in *intake, prev State, now time.Time) ([]*co
 	}
 	slices.SortFunc(valid, func(a, b *svcEntry) int { return compareServicePriority(a.obj, b.obj) })
 	allocs := make([]*svcAlloc, len(valid))
+	// The priors in one array (never grown, so the pointers hold) rather
+	// than one allocation each.
+	priors := make([]ServiceAlloc, 0, len(valid))
 	for i, e := range valid {
 		var prior *ServiceAlloc
 		if p, ok := prev.Services[serviceKey(e.obj)]; ok {
-			prior = &p
+			priors = append(priors, p)
+			prior = &priors[len(priors)-1]
 		}
 		e.alloc = newSvcAlloc(e.obj, prior)
 		allocs[i] = e.alloc
