@@ -117,8 +117,11 @@ func TestSplitDocuments(t *testing.T) {
 		{"a: 1\n--- # next\nb: 2\n---", []string{"a: 1\n", "b: 2\n", ""}},
 		{"a: 1\n---x\n----\n", []string{"a: 1\n---x\n----\n"}},
 		{"a: |\n  ---\n---  \r\nb: 2\n", []string{"a: |\n  ---\n", "b: 2\n"}},
+		{" \n{\"a\": 1}\n  {\"b\":[1, 2]}[3]\n\t\"x\" ", []string{`{"a": 1}`, `{"b":[1, 2]}`, "[3]", `"x"`}},
+		{`{"kind":"Service","metadata":{"name":"}{"}}{"kind":"Pod"}`, []string{`{"kind":"Service","metadata":{"name":"}{"}}`, `{"kind":"Pod"}`}},
 	} {
-		docs, err := splitDocuments([]byte(c.in))
+		data := []byte(c.in)
+		docs, err := splitDocuments(data)
 		if err != nil {
 			t.Fatalf("%q: %v", c.in, err)
 		}
@@ -128,6 +131,15 @@ func TestSplitDocuments(t *testing.T) {
 		}
 		if !slices.Equal(got, c.want) {
 			t.Errorf("splitDocuments(%q) = %q, want %q", c.in, got, c.want)
+		}
+		// The documents are slices of data, not copies.
+		for i := range data {
+			data[i] = 'Z'
+		}
+		for i, d := range docs {
+			if strings.Trim(string(d), "Z") != "" {
+				t.Errorf("splitDocuments(%q): document %d %q is a copy, not a slice of the data", c.in, i+1, d)
+			}
 		}
 	}
 }
