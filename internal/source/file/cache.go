@@ -2,6 +2,7 @@ package file
 
 import (
 	"crypto/sha256"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -146,25 +147,13 @@ func identity(st *syscall.Stat_t) fileStat {
 	}
 }
 
-// readInto reads the file at path and tells its identity, from the same
-// open file, into buf's memory when the file fits; a buffer it makes has a
-// sixteenth more room than the file needs. It uses the system calls
-// directly: os.ReadFile costs twice as many for a regular file (it tries
-// the network poller first), which is the larger part of reading 20,000
-// small manifests.
-func readInto(path string, buf []byte) ([]byte, fileStat, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fileStat{}, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, fileStat{}, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, fileStat{}, &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
-	}
+// readInto reads fd, the file at path opened by openRegular with status
+// st, and tells its identity, into buf's memory when the file fits; a
+// buffer it makes has a sixteenth more room than the file needs. It uses
+// the system calls directly: os.ReadFile costs twice as many for a regular
+// file (it tries the network poller first), which is the larger part of
+// reading 20,000 small manifests.
+func readInto(path string, fd int, st *syscall.Stat_t, buf []byte) ([]byte, fileStat, error) {
 	if int64(cap(buf)) < st.Size+1 {
 		// Room to grow: a manifest that gains a document still fits
 		// when the buffer is read into again.
@@ -183,10 +172,29 @@ func readInto(path string, buf []byte) ([]byte, fileStat, error) {
 			return nil, fileStat{}, &os.PathError{Op: "read", Path: path, Err: err}
 		}
 		if n == 0 {
-			return buf, identity(&st), nil
+			return buf, identity(st), nil
 		}
 		buf = buf[:len(buf)+n]
 	}
+}
+
+// openRegular opens the regular file at path for reading and returns its
+// descriptor, which the caller closes, and its status.
+func openRegular(path string) (int, syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, st, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		return -1, st, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		syscall.Close(fd)
+		return -1, st, &os.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	}
+	return fd, st, nil
 }
 
 // Forget makes the next load read the file at path whatever its identity:
@@ -393,6 +401,10 @@ type fileRead struct {
 	// same holds, per document, the file's previous version of it (the
 	// same content, matched by position), nil where there is none.
 	same []*decodedDoc
+	// done marks, in a streamed file (Cache.stream), the documents
+	// already decoded, to ready[i], or skipped; nil in a file read whole.
+	done  []bool
+	ready []decoded
 }
 
 // read is a load's first pass over the file at path: nothing when the
@@ -403,9 +415,23 @@ func (c *Cache) read(path string) (fileRead, error) {
 			return fileRead{path: path, hit: true, d: d}, nil
 		}
 	}
+	fd, st, err := openRegular(path)
+	if err != nil {
+		return fileRead{}, err
+	}
+	defer syscall.Close(fd)
+	if c.streams() && st.Size > streamMin {
+		r, ok, err := c.stream(path, fd)
+		if ok || err != nil {
+			return r, err
+		}
+		if _, err := syscall.Seek(fd, 0, io.SeekStart); err != nil {
+			return fileRead{}, &os.PathError{Op: "seek", Path: path, Err: err}
+		}
+	}
 	buf := c.spareBuf
 	c.spareBuf = nil
-	data, id, err := readInto(path, buf)
+	data, id, err := readInto(path, fd, &st, buf)
 	if err != nil {
 		c.spareBuf = buf
 		return fileRead{}, err
@@ -452,6 +478,16 @@ func align(prev []decodedDoc, docs [][]byte) []*decodedDoc {
 func (c *Cache) decodeRead(r fileRead) decoded {
 	if r.hit {
 		return r.d
+	}
+	if r.done != nil {
+		i := -1 // decodeDocs goes through the documents in order
+		return decodeDocs(r, func(origin string, doc []byte) decoded {
+			i++
+			if r.done[i] {
+				return r.ready[i]
+			}
+			return c.decodeDocument(origin, doc)
+		})
 	}
 	if !c.keeps() {
 		return decodeDocs(r, c.decodeDocument)

@@ -122,14 +122,24 @@ type diskLookup struct {
 // be looked up concurrently; record, called for each in turn, keeps what
 // the file is to hold.
 func (c *diskCache) lookup(origin string, doc []byte) diskLookup {
+	if r, ok := c.lookupCached(origin, doc); ok {
+		return r
+	}
+	k := sha256.Sum256(doc)
+	d := decodeDocument(origin, doc)
+	return diskLookup{d: d, key: k, keepable: len(d.errs) == 0 && len(d.objs) == 1 && d.objs[0].Origin == origin}
+}
+
+// lookupCached is lookup from the cache alone: ok is false when the cache
+// does not hold doc, or holds an encoding that does not decode.
+func (c *diskCache) lookupCached(origin string, doc []byte) (diskLookup, bool) {
 	k := sha256.Sum256(doc)
 	if p, ok := c.have[k]; ok {
 		if obj, err := decodeProto(p); err == nil {
-			return diskLookup{d: decoded{objs: []controlplane.Object{{Origin: origin, Obj: obj}}}, key: k, hit: p}
+			return diskLookup{d: decoded{objs: []controlplane.Object{{Origin: origin, Obj: obj}}}, key: k, hit: p}, true
 		}
 	}
-	d := decodeDocument(origin, doc)
-	return diskLookup{d: d, key: k, keepable: len(d.errs) == 0 && len(d.objs) == 1 && d.objs[0].Origin == origin}
+	return diskLookup{}, false
 }
 
 // record notes a lookup: its cached encoding as used, or the object it

@@ -54,6 +54,9 @@ func (c *Cache) prefetch(reads []fileRead) {
 			continue
 		}
 		for i, doc := range r.docs {
+			if r.done != nil && r.done[i] {
+				continue
+			}
 			if !c.known(r, i) && !c.only.skips(doc) {
 				origins = append(origins, r.origins[i])
 				docs = append(docs, doc)
