@@ -166,7 +166,8 @@ bench-sync: deps k8s build
 # into a file-mode lab holding N Services, lab get svc -A and get services -A
 # --state, against kubectl apply and get on kube-apiserver holding the same
 # Services (bench/lab; N from SVCNET_BENCH_SIZES, default 2000,10000; about
-# 5 minutes).
+# 5 minutes). Each get runs with its binary as built, then read from disk as
+# an installed one is (its maximum RSS differs by the pages mapped).
 bench-lab: deps k8s build
 	SVCNET_BENCH=1 SVCNET_REQUIRE_ROOT=1 SVCNET_K8S_BIN=$$(tools/k8s/build.sh kube-apiserver kubectl) SVCNET_BENCH_SVCNET=$(CURDIR)/bin/svcnet \
 	  $(GO) test ./bench/lab -run '^TestBenchLab$$' -count=1 -timeout 30m -v
