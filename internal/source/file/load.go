@@ -216,9 +216,16 @@ func load(opts Options, deferState bool) (*Loaded, error) {
 		res = cache.reconciler.Reconcile(opts.Config, objs, prev, now())
 	case opts.ResultOnly:
 		// Nothing reads the decoded objects after the control plane but
-		// the decode cache, which encodes them first.
+		// the decode cache, which encodes them first. A load that writes
+		// it writes it now (its content is the documents', whatever the
+		// control plane makes of them), so that the encodings are let go
+		// before reconciling: 3 MB at 10,000 Services.
 		if disk != nil {
 			disk.encode()
+			if !opts.ReadOnly && !deferState {
+				_ = disk.write() // a cache not written is only slower next time
+				disk = nil
+			}
 		}
 		scope := controlplane.Scope{Owned: true, NoEndpointSlices: cache.only != nil && !cache.only["EndpointSlice"]}
 		res = controlplane.ReconcileScoped(opts.Config, objs, prev, now(), scope)

@@ -47,6 +47,7 @@ func TestStateEncoderMatchesMarshalIndent(t *testing.T) {
 	keys := []string{"default/a", "default/b", "ns/<web>", "ns/a&b", "x/ü", "x/\u2028", "z/\"q\""}
 	var st controlplane.State
 	var e stateEncoder
+	oneShot := stateEncoder{oneShot: true}
 	for step := range 400 {
 		if r.IntN(20) == 0 {
 			st = controlplane.State{}
@@ -115,6 +116,16 @@ func TestStateEncoderMatchesMarshalIndent(t *testing.T) {
 		}
 		if got.String() != string(want) {
 			t.Fatalf("step %d: encoder wrote\n%s\nMarshalIndent\n%s", step, got.String(), want)
+		}
+		got.Reset()
+		if err := oneShot.encode(&got, st); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != string(want) {
+			t.Fatalf("step %d: one-shot encoder wrote\n%s\nMarshalIndent\n%s", step, got.String(), want)
+		}
+		if oneShot.services.entries != nil || oneShot.created.entries != nil || oneShot.pools.entries != nil {
+			t.Fatalf("step %d: the one-shot encoder kept encodings", step)
 		}
 		// The next step changes maps the encoder saw: it must not keep
 		// them, only values.

@@ -46,7 +46,7 @@ func readState(path string) (controlplane.State, error) {
 // writeState writes the state atomically (temp file in the same directory, fsync,
 // rename), so a crash leaves either the old or the new file, never a torn one.
 func writeState(path string, st controlplane.State) error {
-	var e stateEncoder
+	e := stateEncoder{oneShot: true}
 	return e.write(path, st)
 }
 
@@ -61,7 +61,7 @@ func (e *stateEncoder) write(path string, st controlplane.State) error {
 		return bw.Flush()
 	})
 	if err != nil {
-		*e = stateEncoder{}
+		*e = stateEncoder{oneShot: e.oneShot}
 		return fmt.Errorf("%w: %w", ErrStateWrite, err)
 	}
 	return nil
