@@ -148,6 +148,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZ_TIME) ./internal/dns
 	$(GO) test -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZ_TIME) ./internal/dns/zone
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDoc$$' -fuzztime $(FUZZ_TIME) ./internal/source/file
+	$(GO) test -run '^$$' -fuzz '^FuzzSplitStream$$' -fuzztime $(FUZZ_TIME) ./internal/source/file
 	$(GO) test -run '^$$' -fuzz '^FuzzReconciler$$' -fuzztime $(FUZZ_TIME) ./internal/controlplane
 
 # Rule-programming benchmark: svcnet proxy vs kube-proxy (nftables mode) at 1k, 10k

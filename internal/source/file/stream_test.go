@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,35 +40,41 @@ func splitStream(t *testing.T, data []byte) (docs [][]byte, ok bool) {
 	return docs, true
 }
 
+var long = strings.Repeat("x", 3*streamBuffer)
+
+// streamCases are the edge cases of splitting a stream: separators at the
+// ends, comments, lines longer than the buffer, white space JSON does not
+// allow, streams that do not parse.
+var streamCases = []string{
+	"",
+	"\n",
+	"a: 1\n",
+	"a: 1",
+	"---",
+	"---\n",
+	"---\na: 1\n---\n---   # comment\r\nb: 2\n---",
+	"a: |\n  ---\n----\n---x\n--- y\n",
+	"a: " + long + "\n---\nb: 2\n",
+	"---" + strings.Repeat(" ", 2*streamBuffer) + "\nb: 2\n",
+	"--- #" + long + "\nb: 2",
+	"\u00a0a: 1\n",
+	`{"a": 1}`,
+	" \n\t{\"a\": 1}\n  {\"b\": [1, 2]}[3]\n\"x\" 4 ",
+	`{"kind":"Service","metadata":{"name":"}{ ---"}}` + "\n" + `{"kind":"Pod","s":"` + long + `"}`,
+	"\u00a0{\"a\": 1}",
+	"{\"a\": 1}\u00a0",
+	"{\"a\": 1",
+	"{\"a\": 1} {",
+	"[1, 2] x",
+	strings.Repeat(" ", 2*streamBuffer) + "{\"a\": 1}",
+}
+
 // TestSplitStreamAsSplitDocuments: a stream splits into the documents
 // splitDocuments gives for the whole file (an empty one as nil), or is
 // read whole where it cannot tell (a JSON stream that does not parse, more
 // leading white space than its buffer).
 func TestSplitStreamAsSplitDocuments(t *testing.T) {
-	long := strings.Repeat("x", 3*streamBuffer)
-	cases := []string{
-		"",
-		"\n",
-		"a: 1\n",
-		"a: 1",
-		"---",
-		"---\n",
-		"---\na: 1\n---\n---   # comment\r\nb: 2\n---",
-		"a: |\n  ---\n----\n---x\n--- y\n",
-		"a: " + long + "\n---\nb: 2\n",
-		"---" + strings.Repeat(" ", 2*streamBuffer) + "\nb: 2\n",
-		"--- #" + long + "\nb: 2",
-		"\u00a0a: 1\n",
-		`{"a": 1}`,
-		" \n\t{\"a\": 1}\n  {\"b\": [1, 2]}[3]\n\"x\" 4 ",
-		`{"kind":"Service","metadata":{"name":"}{ ---"}}` + "\n" + `{"kind":"Pod","s":"` + long + `"}`,
-		"\u00a0{\"a\": 1}",
-		"{\"a\": 1}\u00a0",
-		"{\"a\": 1",
-		"{\"a\": 1} {",
-		"[1, 2] x",
-		strings.Repeat(" ", 2*streamBuffer) + "{\"a\": 1}",
-	}
+	cases := slices.Clone(streamCases)
 	// Streams that split whole, but not as they are read: JSON values
 	// with white space between them that JSON does not allow (the whole
 	// read trims it at the ends), more white space first than the buffer.
@@ -205,6 +212,29 @@ func TestOneShotLoadStreams(t *testing.T) {
 	if _, err := c.read(dir); err == nil {
 		t.Error("a directory read as a file")
 	}
+}
+
+// FuzzSplitStream: a stream that splits as it is read gives the documents
+// splitDocuments gives for the whole of it.
+func FuzzSplitStream(f *testing.F) {
+	for _, c := range streamCases {
+		if len(c) < 1024 { // the long ones are the test's: a fuzzer mutates small inputs faster
+			f.Add([]byte(c))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, err := splitDocuments(data)
+		got, ok := splitStream(t, data)
+		if !ok {
+			return // read whole
+		}
+		if err != nil {
+			t.Fatalf("%q: streamed, but the whole read fails: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: streamed as %q, want %q", data, got, want)
+		}
+	})
 }
 
 func errorStrings(errs []error) []string {
