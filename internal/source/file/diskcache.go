@@ -122,10 +122,10 @@ type diskLookup struct {
 // be looked up concurrently; record, called for each in turn, keeps what
 // the file is to hold.
 func (c *diskCache) lookup(origin string, doc []byte) diskLookup {
-	if r, ok := c.lookupCached(origin, doc); ok {
+	k := sha256.Sum256(doc)
+	if r, ok := c.cached(origin, k); ok {
 		return r
 	}
-	k := sha256.Sum256(doc)
 	d := decodeDocument(origin, doc)
 	return diskLookup{d: d, key: k, keepable: len(d.errs) == 0 && len(d.objs) == 1 && d.objs[0].Origin == origin}
 }
@@ -133,7 +133,12 @@ func (c *diskCache) lookup(origin string, doc []byte) diskLookup {
 // lookupCached is lookup from the cache alone: ok is false when the cache
 // does not hold doc, or holds an encoding that does not decode.
 func (c *diskCache) lookupCached(origin string, doc []byte) (diskLookup, bool) {
-	k := sha256.Sum256(doc)
+	return c.cached(origin, sha256.Sum256(doc))
+}
+
+// cached is what the cache gives for the document whose content hashes to
+// k, at origin.
+func (c *diskCache) cached(origin string, k [sha256.Size]byte) (diskLookup, bool) {
 	if p, ok := c.have[k]; ok {
 		if obj, err := decodeProto(p); err == nil {
 			return diskLookup{d: decoded{objs: []controlplane.Object{{Origin: origin, Obj: obj}}}, key: k, hit: p}, true
