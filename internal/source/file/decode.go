@@ -224,6 +224,7 @@ func decodeKnown(gvk schema.GroupVersionKind, raw []byte) (runtime.Object, bool)
 	if err != nil || len(strict) > 0 {
 		return nil, false
 	}
+	compact(obj)
 	return obj, true
 }
 
@@ -259,5 +260,6 @@ func decodeDocSlowly(origin string, raw []byte) ([]controlplane.Object, []error)
 	if err != nil {
 		return nil, []error{&DocError{Origin: origin, Err: fmt.Errorf("%s: %w", tm.Kind, err)}}
 	}
+	compact(obj)
 	return []controlplane.Object{{Origin: origin, Obj: obj}}, nil
 }

@@ -173,6 +173,7 @@ func decodeProto(p []byte) (runtime.Object, error) {
 		return nil, err
 	}
 	obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	compact(obj)
 	return obj, nil
 }
 
