@@ -437,7 +437,18 @@ func (c *Cache) read(path string) (fileRead, error) {
 		return fileRead{}, err
 	}
 	r := fileRead{path: path, data: data, id: id}
-	r.docs, r.splitErr = splitDocuments(data)
+	docs, splitErr := splitDocuments(data)
+	if c.streams() && splitErr == nil {
+		r.data = nil
+		for _, doc := range docs {
+			c.keepDocument(&r, doc)
+		}
+		if cap(data) <= streamMin {
+			c.spareBuf = data
+		}
+		return r, nil
+	}
+	r.docs, r.splitErr = docs, splitErr
 	for i := range r.docs {
 		r.origins = append(r.origins, docOrigin(path, i))
 	}

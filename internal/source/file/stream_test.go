@@ -200,8 +200,14 @@ func TestOneShotLoadStreams(t *testing.T) {
 	if r, err := c.read(filepath.Join(dir, "stream.json")); err != nil || len(r.done) != 50 || r.data != nil {
 		t.Errorf("stream.json: %d documents streamed, error %v; want 50 streamed", len(r.done), err)
 	}
-	if r, err := c.read(filepath.Join(dir, "small.yaml")); err != nil || r.done != nil || len(r.docs) != 1 {
-		t.Errorf("small.yaml: streamed %v, error %v; want read whole", r.done != nil, err)
+	// A small file is read whole, into the buffer the next one reuses,
+	// and its documents kept as a stream's.
+	small, err := c.read(filepath.Join(dir, "small.yaml"))
+	if err != nil || small.data != nil || len(small.done) != 1 || small.docs[0] != nil || len(small.ready[0].objs) != 1 {
+		t.Errorf("small.yaml: error %v, data %q, done %v, documents %q; want its one cached document done", err, small.data, small.done, small.docs)
+	}
+	if spare := c.spareBuf; len(spare) == 0 || !strings.Contains(string(spare), "name: small") {
+		t.Errorf("small.yaml's buffer is not kept for the next file: %q", spare)
 	}
 	if r, err := c.read(filepath.Join(dir, "broken.json")); err != nil || r.done != nil || r.splitErr == nil {
 		t.Errorf("broken.json: streamed %v, error %v, split error %v; want read whole, failing to split", r.done != nil, err, r.splitErr)
