@@ -5,7 +5,6 @@ package controlplane
 import (
 	"fmt"
 	"reflect"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -54,9 +53,14 @@ type intake struct {
 	// lbStatus is each given Service's status.loadBalancer as written, before
 	// create clears it (see assignLoadBalancers).
 	lbStatus map[string]corev1.LoadBalancerStatus
-	// origins maps each object's kind, namespace and name to its origin.
+	// origins maps each object's kind, namespace and name to its origin,
+	// for a Reconciler (which keeps it); nil for a one-shot reconcile, whose
+	// peak it would add to (1.1 MB at 10,000 Services).
 	origins map[objectKey]string
-	errs    errorSink
+	// svcOrigins maps a Service's "namespace/name" to its origin, made by
+	// the first serviceOrigin.
+	svcOrigins map[string]string
+	errs       errorSink
 	// relational: an error depends on other objects than its own (a
 	// duplicate, an allocation that met another Service's), so a change
 	// to those may lift or move it.
@@ -93,9 +97,10 @@ func (s *errorSink) add(idx int, origin, kind string, m metav1.Object, err error
 // naming the first's origin.
 func readObjects(objs []Object, mm *memo, owned bool) *intake {
 	firstOrigin := make(map[objectKey]string, len(objs))
-	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, origins: firstOrigin, memo: mm}
+	in := &intake{lbStatus: map[string]corev1.LoadBalancerStatus{}, memo: mm}
 	if mm != nil {
 		in.made = make(map[metav1.Object]runtime.Object, len(objs))
+		in.origins = firstOrigin
 	}
 	var taken map[runtime.Object]bool
 	if owned {
@@ -142,10 +147,16 @@ func kindOf(m metav1.Object) string {
 // objectKey names an object: its kind, namespace and name.
 type objectKey struct{ kind, namespace, name string }
 
-// originOf returns the origin of the given object of kind ("namespace/name" key).
-func (in *intake) originOf(kind, key string) string {
-	ns, name, _ := strings.Cut(key, "/")
-	return in.origins[objectKey{kind, ns, name}]
+// serviceOrigin returns the origin of the Service taken in whose key
+// ("namespace/name") is key.
+func (in *intake) serviceOrigin(key string) string {
+	if in.svcOrigins == nil {
+		in.svcOrigins = make(map[string]string, len(in.services))
+		for _, e := range in.services {
+			in.svcOrigins[serviceKey(e.obj)] = e.origin
+		}
+	}
+	return in.svcOrigins[key]
 }
 
 // classify deep-copies obj (unless owned: the control plane may modify it)

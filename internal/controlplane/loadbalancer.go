@@ -121,7 +121,7 @@ func assignLoadBalancers(cfg Config, in *intake, res *Result, prev State, state 
 			res.Events = append(res.Events, ev)
 		}
 		if r.Err != nil {
-			res.Warnings = append(res.Warnings, &ObjectError{Origin: in.originOf(kindService, key), Kind: kindService,
+			res.Warnings = append(res.Warnings, &ObjectError{Origin: in.serviceOrigin(key), Kind: kindService,
 				Namespace: s.Namespace, Name: s.Name, Err: r.Err})
 		}
 		if a, ok := state.Services[key]; ok {
