@@ -11,15 +11,15 @@ import (
 // beside it. With Go's default GOGC=100 the heap grows to twice the live
 // state before each collection, and at 10,000 Services the live state (the
 // Services as the control plane made them, its allocations, the decoded
-// manifests on the way) is 20-25 MB. These commands collect at a quarter
-// instead, unless GOGC is set. `svcnet get services -A --state` on one
-// manifest of Services, 2 CPUs, the binary read from disk, maximum RSS:
+// manifests on the way) peaks at 24-26 MB. These commands collect at a
+// quarter instead, unless GOGC is set. `svcnet get services -A --state` on
+// one manifest of Services, 2 CPUs, the binary read from disk, maximum RSS:
 //
-//	10,000 Services: 0.14-0.19 s, 76-82 MiB at GOGC=100; 0.18-0.24 s, 73-74 MiB at 25
-//	30,000 Services: 0.43-0.51 s, 157-165 MiB at 100;   0.54-0.58 s, 147-148 MiB at 25
+//	10,000 Services: 0.15-0.22 s, 72-76 MiB at GOGC=100; 0.20-0.32 s, 67-69 MiB at 25
+//	30,000 Services: 0.47-0.59 s, 142-148 MiB at 100;   0.60-0.74 s, 128-133 MiB at 25
 //
 // A fixed soft memory limit does better at 10,000 and far worse past it:
-// at 40 MiB, 70 MiB and 0.16-0.19 s at 10,000, but 1.0-1.1 s at 30,000,
+// at 40 MiB, 67-68 MiB and 0.18-0.24 s at 10,000, but 1.4-1.7 s at 30,000,
 // where the live state is above the limit and the collector runs without
 // pause.
 const oneShotGCPercent = 25
