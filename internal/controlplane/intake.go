@@ -5,6 +5,7 @@ package controlplane
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -58,7 +59,7 @@ type intake struct {
 	// peak it would add to (1.1 MB at 10,000 Services).
 	origins map[objectKey]string
 	// svcOrigins maps a Service's "namespace/name" to its origin, made by
-	// the first serviceOrigin.
+	// the first serviceOrigin when origins is nil.
 	svcOrigins map[string]string
 	errs       errorSink
 	// relational: an error depends on other objects than its own (a
@@ -150,6 +151,10 @@ type objectKey struct{ kind, namespace, name string }
 // serviceOrigin returns the origin of the Service taken in whose key
 // ("namespace/name") is key.
 func (in *intake) serviceOrigin(key string) string {
+	if in.origins != nil {
+		ns, name, _ := strings.Cut(key, "/")
+		return in.origins[objectKey{kindService, ns, name}]
+	}
 	if in.svcOrigins == nil {
 		in.svcOrigins = make(map[string]string, len(in.services))
 		for _, e := range in.services {

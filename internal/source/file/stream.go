@@ -78,11 +78,20 @@ func readError(path string, err error) error {
 }
 
 // keepDocument appends doc, the next document of r, as a one-shot load
-// keeps it: done, or a copy of its text (streamDocument).
+// keeps it: done, with no text, when the load skips its kind (noted for
+// the disk cache) or the disk cache decodes it (to r.ready); else a copy
+// of its text.
 func (c *Cache) keepDocument(r *fileRead, doc []byte) {
 	origin := docOrigin(r.path, len(r.docs))
 	r.origins = append(r.origins, origin)
-	d, done := c.streamDocument(origin, doc)
+	var d decoded
+	done := c.only.skips(doc)
+	if done {
+		c.disk.keepSkipped(doc)
+	} else if l, ok := c.disk.lookupCached(origin, doc); ok {
+		c.disk.record(l)
+		d, done = l.d, true
+	}
 	r.done = append(r.done, done)
 	r.ready = append(r.ready, d)
 	if done {
@@ -90,22 +99,6 @@ func (c *Cache) keepDocument(r *fileRead, doc []byte) {
 	} else {
 		r.docs = append(r.docs, bytes.Clone(doc))
 	}
-}
-
-// streamDocument is what a streamed document gives when the load need not
-// keep its text: a document of a kind the load skips (noted for the disk
-// cache), or one the disk cache decodes. done is false for any other.
-func (c *Cache) streamDocument(origin string, doc []byte) (d decoded, done bool) {
-	if c.only.skips(doc) {
-		c.disk.keepSkipped(doc)
-		return decoded{}, true
-	}
-	r, ok := c.disk.lookupCached(origin, doc)
-	if !ok {
-		return decoded{}, false
-	}
-	c.disk.record(r)
-	return r.d, true
 }
 
 // fdReader reads a file descriptor with the system call, as readInto.
