@@ -298,7 +298,7 @@ const fromDisk = "  binary read from disk"
 // just written (bin/svcnet, built by the bench's make target) sits in the
 // page cache as the linker wrote it, and a process maps more of it on each
 // fault: on this machine's kernel 6.18, `svcnet version` has a maximum RSS
-// of 44-46 MiB from a freshly linked binary and 35-36 MiB from the same
+// of about 46 MiB from a freshly linked binary and 36-37 MiB from the same
 // file read from disk. The table shows both. (svcnet's lab agents run the
 // same binary, and fault some of its pages back in meanwhile.)
 func readFromDisk(t *testing.T, path string) {
